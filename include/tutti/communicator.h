@@ -1,0 +1,162 @@
+#pragma once
+// Communicator: a group of ranks and every operation among them.
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tutti/error.h"
+#include "tutti/store.h"
+#include "tutti/types.h"
+#include "tutti/work.h"
+
+namespace tutti {
+
+inline constexpr int kAnySource = -1;
+
+// Thread rules. A Communicator is a cheap value handle (copies share one
+// implementation). Operations on one communicator must be issued in the same
+// order on every rank, and from one thread at a time (as in MPI and NCCL);
+// different communicators may be used from different threads concurrently.
+// Waiting on Works and abort() are allowed from any thread.
+//
+// Buffer rules. A blocking call owns its buffers until it returns. An
+// asynchronous call (i*) owns them until its Work completes. Send buffers are
+// never written; in-place operation means passing the same pointer as send
+// and receive buffer where the signature has both.
+//
+// Errors. Every call throws tutti::Error. InvalidArgument is raised before
+// anything is sent. After any other error the communicator is aborted: every
+// pending and later operation fails with Error(Aborted) naming the root cause.
+class Communicator {
+ public:
+  Communicator() = default;  // an invalid handle; valid() is false
+
+  bool valid() const { return impl_ != nullptr; }
+  int rank() const;
+  int size() const;
+  // The rank of this process in the world communicator the group came from.
+  int global_rank() const;
+  // comm rank -> world rank, for every member.
+  const std::vector<int>& world_ranks() const;
+  // Default deadline of every operation.
+  std::chrono::milliseconds timeout() const;
+  void set_timeout(std::chrono::milliseconds t);
+
+  // ---- point to point. `tag` must be in [0, 2^31). ------------------------
+  void send(const void* buf, std::size_t count, DataType dtype, int dst, int tag = 0);
+  Work isend(const void* buf, std::size_t count, DataType dtype, int dst, int tag = 0);
+  // `src` may be kAnySource; returns the rank the message came from. The
+  // message must hold exactly count elements of dtype (else Mismatch).
+  int recv(void* buf, std::size_t count, DataType dtype, int src, int tag = 0);
+  Work irecv(void* buf, std::size_t count, DataType dtype, int src, int tag = 0);
+
+  // ---- collectives --------------------------------------------------------
+  // `count` is per rank (the size of each rank's contribution / block).
+  void broadcast(void* buf, std::size_t count, DataType dtype, int root);
+  Work ibroadcast(void* buf, std::size_t count, DataType dtype, int root);
+
+  // recvbuf is used on root only (may be null elsewhere).
+  void reduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, ReduceOp op, int root);
+  Work ireduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, ReduceOp op, int root);
+
+  void all_reduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, ReduceOp op);
+  Work iall_reduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, ReduceOp op);
+
+  // Root receives size()*count elements, rank r's at offset r*count.
+  void gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, int root);
+  Work igather(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, int root);
+  // List form: recvbufs has size() entries on root (ignored elsewhere).
+  void gather(const void* sendbuf, std::span<void* const> recvbufs, std::size_t count, DataType dtype, int root);
+  Work igather(const void* sendbuf, std::span<void* const> recvbufs, std::size_t count, DataType dtype, int root);
+
+  void all_gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype);
+  Work iall_gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype);
+  void all_gather(const void* sendbuf, std::span<void* const> recvbufs, std::size_t count, DataType dtype);
+  Work iall_gather(const void* sendbuf, std::span<void* const> recvbufs, std::size_t count, DataType dtype);
+
+  // Root sends size()*count elements; rank r receives the block at r*count.
+  void scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, int root);
+  Work iscatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, int root);
+  void scatter(std::span<const void* const> sendbufs, void* recvbuf, std::size_t count, DataType dtype, int root);
+  Work iscatter(std::span<const void* const> sendbufs, void* recvbuf, std::size_t count, DataType dtype, int root);
+
+  // sendbuf holds size()*count elements; rank r receives the reduction of
+  // block r. In place: recvbuf == sendbuf + rank()*count*dtype_size.
+  void reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, ReduceOp op);
+  Work ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, ReduceOp op);
+  void reduce_scatter(std::span<const void* const> sendbufs, void* recvbuf, std::size_t count, DataType dtype,
+                      ReduceOp op);
+  Work ireduce_scatter(std::span<const void* const> sendbufs, void* recvbuf, std::size_t count, DataType dtype,
+                       ReduceOp op);
+
+  // Equal splits: block r of sendbuf (count elements) goes to rank r.
+  void all_to_all(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype);
+  Work iall_to_all(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype);
+  // Per-rank counts and displacements, in elements (MPI_Alltoallv).
+  void all_to_all_v(const void* sendbuf, std::span<const std::size_t> sendcounts,
+                    std::span<const std::size_t> sdispls, void* recvbuf, std::span<const std::size_t> recvcounts,
+                    std::span<const std::size_t> rdispls, DataType dtype);
+  Work iall_to_all_v(const void* sendbuf, std::span<const std::size_t> sendcounts,
+                     std::span<const std::size_t> sdispls, void* recvbuf, std::span<const std::size_t> recvcounts,
+                     std::span<const std::size_t> rdispls, DataType dtype);
+
+  void barrier();
+  Work ibarrier();
+
+  // ---- groups -------------------------------------------------------------
+  // Every member of this communicator must call new_group with the same
+  // list, in the same order relative to other operations. Returns the new
+  // communicator (ranks numbered in list order) on members, and nothing on
+  // the others, which get no traffic from it.
+  std::optional<Communicator> new_group(std::span<const int> ranks);
+  // MPI_Comm_split: ranks with the same color form a communicator, ordered by
+  // (key, old rank). color < 0 means "no communicator" (MPI_UNDEFINED).
+  std::optional<Communicator> split(int color, int key);
+
+  // Aborts this communicator: pending and later operations fail with
+  // Error(Aborted). Safe from any thread.
+  void abort(const std::string& reason = "abort() called");
+
+  // Typed conveniences.
+  template <class T>
+  void all_reduce(std::span<T> buf, ReduceOp op) {
+    all_reduce(buf.data(), buf.data(), buf.size(), dtype_of_v<T>, op);
+  }
+  template <class T>
+  void broadcast(std::span<T> buf, int root) {
+    broadcast(buf.data(), buf.size(), dtype_of_v<T>, root);
+  }
+
+  struct Impl;
+  explicit Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  Impl* impl() const { return impl_.get(); }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+struct InitOptions {
+  int rank = -1;        // -1: from the environment
+  int world_size = -1;  // -1: from the environment
+  std::string master_addr;  // "": MASTER_ADDR
+  int master_port = -1;     // -1: MASTER_PORT
+  // Rendezvous through this store instead of a TCP store at master_addr.
+  std::shared_ptr<Store> store;
+  // Deadline of init and default of every operation; 0: TUTTI_TIMEOUT.
+  std::chrono::milliseconds timeout{0};
+};
+
+// Joins the job and returns the world communicator. Blocks until every rank
+// has joined, or fails with Error(Timeout) naming the ranks that never did.
+// Rank and size come from RANK/WORLD_SIZE, else from what Open MPI's mpirun
+// (OMPI_COMM_WORLD_*), MPICH's hydra (PMI_*) or Slurm (SLURM_PROCID,
+// SLURM_NTASKS) set; the store from MASTER_ADDR/MASTER_PORT, served by rank 0.
+Communicator init();
+Communicator init(const InitOptions& options);
+
+}  // namespace tutti

@@ -1,0 +1,91 @@
+#pragma once
+// Key-value stores used for rendezvous, and usable on their own.
+//
+// All stores are thread-safe. Values are byte strings. Every blocking call
+// takes its deadline from the store's timeout (set_timeout) unless given one.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tutti {
+
+using Bytes = std::vector<std::uint8_t>;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual void set(const std::string& key, const Bytes& value) = 0;
+  // Waits (up to the store timeout) until `key` exists, then returns its value.
+  // Throws Error(Timeout) naming the key.
+  virtual Bytes get(const std::string& key) = 0;
+  // Atomically adds `delta` to the integer stored at `key` (a decimal string;
+  // missing counts as 0) and returns the new value.
+  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
+  // If the current value equals `expected` (or the key is missing and
+  // `expected` is empty), stores `desired`. Returns the value now stored.
+  // Semantics of PyTorch c10d TCPStore::compareSet, case by case:
+  //  - key present, value == expected: stores desired, returns desired;
+  //  - key present, value != expected: stores nothing, returns the value;
+  //  - key missing, expected empty:    stores desired, returns desired;
+  //  - key missing, expected non-empty: stores nothing and returns `expected`
+  //    (the key stays missing; there is no "value now stored" to return).
+  virtual Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) = 0;
+  // Waits until every key exists; throws Error(Timeout) naming the missing keys.
+  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
+  // True when every key exists; does not wait.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Returns whether the key existed.
+  virtual bool delete_key(const std::string& key) = 0;
+  virtual std::int64_t num_keys() = 0;
+
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+
+  // Convenience for string values.
+  void set(const std::string& key, const std::string& value) { set(key, Bytes(value.begin(), value.end())); }
+  std::string get_string(const std::string& key) {
+    Bytes b = get(key);
+    return std::string(b.begin(), b.end());
+  }
+
+ protected:
+  std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
+};
+
+// An in-process store (threads of one process).
+std::shared_ptr<Store> make_memory_store();
+
+// A store in a file that every participant can open (a shared file system).
+// Uses flock(2) for atomicity. The file is created if missing.
+std::shared_ptr<Store> make_file_store(const std::string& path);
+
+// Prefixes every key with `prefix + "/"`; shares the underlying store.
+std::shared_ptr<Store> make_prefix_store(const std::string& prefix, std::shared_ptr<Store> base);
+
+// A TCP store server. It serves until destroyed, on its own thread.
+class TcpStoreServer {
+ public:
+  // Listens on host:port; port 0 picks a free port (see port()).
+  // host "" or "0.0.0.0" listens on every IPv4 address.
+  TcpStoreServer(const std::string& host, int port);
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+  int port() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// A client of a TcpStoreServer. Connecting retries until `timeout`.
+std::shared_ptr<Store> make_tcp_store_client(const std::string& host, int port,
+                                             std::chrono::milliseconds timeout = std::chrono::minutes(5));
+
+}  // namespace tutti

@@ -1,0 +1,9 @@
+#pragma once
+// tutti: collective and point-to-point communication between processes.
+
+#include "tutti/communicator.h"
+#include "tutti/error.h"
+#include "tutti/store.h"
+#include "tutti/types.h"
+#include "tutti/work.h"
+#include "tutti/version.h"

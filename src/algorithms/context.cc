@@ -1,0 +1,67 @@
+#include "algorithms/context.h"
+
+#include "core/tags.h"
+
+namespace tutti::detail {
+
+std::string OpContext::describe() const {
+  std::string d = std::string(op_name) + " #" + std::to_string(seq) + " (";
+  if (*algo) d += std::string(algo) + ", ";
+  d += std::to_string(bytes) + " B";
+  if (dtype_name) d += std::string(", ") + dtype_name;
+  if (redop_name) d += std::string(", ") + redop_name;
+  if (root >= 0) d += ", root " + std::to_string(root);
+  return d + ")";
+}
+
+std::string OpContext::where() const { return "rank " + std::to_string(rank) + ": " + describe() + ": "; }
+
+Pending OpContext::isend(int peer, std::uint32_t step, const void* buf, std::size_t len) {
+  Pending p;
+  p.req = transport->post_send((*world)[peer], comm_id, collective_tag(seq, step_base + step), buf, len);
+  p.peer = peer;
+  p.step = step;
+  p.bytes = len;
+  return p;
+}
+
+Pending OpContext::irecv(int peer, std::uint32_t step, void* buf, std::size_t len) {
+  Pending p;
+  p.req = transport->post_recv((*world)[peer], comm_id, collective_tag(seq, step_base + step), buf, len);
+  p.peer = peer;
+  p.is_recv = true;
+  p.step = step;
+  p.bytes = len;
+  return p;
+}
+
+void OpContext::wait(const Pending& p) {
+  if (!p.req->wait_until(deadline)) {
+    throw Error(ErrorKind::Timeout,
+                where() + "timed out waiting to " + (p.is_recv ? "receive " : "send ") + std::to_string(p.bytes) +
+                    " bytes " + (p.is_recv ? "from" : "to") + " rank " + std::to_string(p.peer) + " (step " +
+                    std::to_string(p.step) + "); that rank did not take part in time");
+  }
+  if (!p.req->ok()) {
+    ErrorKind kind = p.req->error_kind();
+    std::string msg = p.req->error_message();
+    if (kind == ErrorKind::Aborted) throw Error(kind, msg);  // already carries its context
+    throw Error(kind, where() + (p.is_recv ? "receive from" : "send to") + " rank " + std::to_string(p.peer) +
+                          " (step " + std::to_string(p.step) + ") failed: " + msg);
+  }
+}
+
+void OpContext::wait_all(std::vector<Pending>& ps) {
+  for (auto& p : ps) wait(p);
+  ps.clear();
+}
+
+void OpContext::sendrecv(int dst, const void* sbuf, std::size_t slen, int src, void* rbuf, std::size_t rlen,
+                         std::uint32_t step) {
+  Pending r = irecv(src, step, rbuf, rlen);
+  Pending s = isend(dst, step, sbuf, slen);
+  wait(r);
+  wait(s);
+}
+
+}  // namespace tutti::detail

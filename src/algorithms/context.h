@@ -1,0 +1,66 @@
+#pragma once
+// OpContext: what an algorithm sees of one running operation. Ranks are
+// communicator ranks; the context maps them to world ranks, builds tags and
+// turns transport failures into errors that name the op, its sequence
+// number, the peer and the step.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "transport/transport.h"
+#include "tutti/types.h"
+
+namespace tutti::detail {
+
+struct Pending {
+  RequestPtr req;
+  int peer = -1;      // communicator rank
+  bool is_recv = false;
+  std::uint32_t step = 0;
+  std::size_t bytes = 0;
+};
+
+struct OpContext {
+  Transport* transport = nullptr;
+  std::uint64_t comm_id = 0;
+  std::uint64_t seq = 0;
+  int rank = 0;
+  int size = 1;
+  const std::vector<int>* world = nullptr;  // comm rank -> world rank
+  TimePoint deadline = TimePoint::max();
+  std::size_t chunk_bytes = 1 << 20;
+  // Added to every step, so that composed algorithms (reduce-scatter then
+  // all-gather) run in one op without sharing tags.
+  std::uint32_t step_base = 0;
+  // What the op is, for error messages: "all_reduce #17 (ring, 4096 B, float32, sum)".
+  const char* op_name = "";
+  const char* algo = "";
+  std::size_t bytes = 0;
+  const char* dtype_name = nullptr;
+  const char* redop_name = nullptr;
+  int root = -1;
+
+  Pending isend(int peer, std::uint32_t step, const void* buf, std::size_t len);
+  Pending irecv(int peer, std::uint32_t step, void* buf, std::size_t len);
+  // Waits with the op deadline; throws tutti::Error naming op, peer and step.
+  void wait(const Pending& p);
+  void wait_all(std::vector<Pending>& ps);
+  void send(int peer, std::uint32_t step, const void* buf, std::size_t len) { wait(isend(peer, step, buf, len)); }
+  void recv(int peer, std::uint32_t step, void* buf, std::size_t len) { wait(irecv(peer, step, buf, len)); }
+  // Posts both, then waits for both.
+  void sendrecv(int dst, const void* sbuf, std::size_t slen, int src, void* rbuf, std::size_t rlen,
+                std::uint32_t step);
+  // "rank 3: all_reduce #17 (ring, 4096 B, ...): " prefix for error messages.
+  std::string where() const;
+  std::string describe() const;
+};
+
+// Splits [0, bytes) into chunks of at most chunk_bytes, aligned to elem_size.
+inline std::size_t chunk_elems(std::size_t chunk_bytes, std::size_t elem_size) {
+  std::size_t e = chunk_bytes / elem_size;
+  return e ? e : 1;
+}
+
+}  // namespace tutti::detail

@@ -1,0 +1,64 @@
+#include "algorithms/selection.h"
+
+#include <cstring>
+
+#include "tutti/error.h"
+
+namespace tutti::detail {
+namespace {
+
+constexpr std::size_t kAny = ~std::size_t(0) - 2;
+
+const AlgorithmInfo kTable[] = {
+    {"all_reduce", "recursive_doubling", 0, kSmallBytes},
+    {"all_reduce", "ring", kAboveSmall, kAny},
+    {"broadcast", "binomial", 0, kAny},
+    {"reduce", "binomial", 0, kAny},
+    {"all_gather", "ring", 0, kAny},
+    {"reduce_scatter", "ring", 0, kAny},
+    {"all_to_all", "pairwise", 0, kAny},
+    {"gather", "linear", 0, kAny},
+    {"scatter", "linear", 0, kAny},
+    {"barrier", "dissemination", 0, kAny},
+};
+
+bool in_range(const AlgorithmInfo& a, std::size_t bytes, const Config& c) {
+  std::size_t lo = a.min_bytes == kAboveSmall ? c.small_bytes + 1 : a.min_bytes;
+  std::size_t hi = a.max_bytes == kSmallBytes ? c.small_bytes : (a.max_bytes == kAny ? ~std::size_t(0) : a.max_bytes);
+  return bytes >= lo && bytes <= hi;
+}
+
+std::string names_for(const std::string& collective) {
+  std::string out;
+  for (const auto& a : kTable)
+    if (collective == a.collective) out += (out.empty() ? "" : ", ") + std::string(a.name);
+  return out;
+}
+
+}  // namespace
+
+const char* select_algorithm(const char* collective, std::size_t bytes, const Config& config) {
+  auto it = config.algo.find(collective);
+  if (it != config.algo.end()) {
+    for (const auto& a : kTable)
+      if (!std::strcmp(a.collective, collective) && it->second == a.name) return a.name;
+    throw Error(ErrorKind::InvalidArgument, "TUTTI_ALGO: unknown algorithm '" + it->second + "' for " + collective +
+                                                " (known: " + names_for(collective) + ")");
+  }
+  for (const auto& a : kTable)
+    if (!std::strcmp(a.collective, collective) && in_range(a, bytes, config)) return a.name;
+  throw Error(ErrorKind::Internal, std::string("no algorithm for ") + collective + " at " + std::to_string(bytes) + " B");
+}
+
+void validate_algo_overrides(const Config& config) {
+  for (const auto& [coll, name] : config.algo) {
+    if (names_for(coll).empty())
+      throw Error(ErrorKind::InvalidArgument,
+                  "TUTTI_ALGO: unknown collective '" + coll +
+                      "' (known: all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all, gather, "
+                      "scatter, barrier)");
+    select_algorithm(coll.c_str(), 0, config);
+  }
+}
+
+}  // namespace tutti::detail

@@ -1,0 +1,88 @@
+#include "common/config.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "common/log.h"
+#include "tutti/error.h"
+
+namespace tutti::detail {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+}  // namespace
+
+std::size_t parse_bytes(const std::string& s, const char* what) {
+  std::size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(s, &pos);
+  } catch (...) {
+    throw Error(ErrorKind::InvalidArgument, std::string(what) + ": cannot parse '" + s + "' as a byte count");
+  }
+  std::string suffix = s.substr(pos);
+  if (suffix == "K" || suffix == "k") v <<= 10;
+  else if (suffix == "M" || suffix == "m") v <<= 20;
+  else if (suffix == "G" || suffix == "g") v <<= 30;
+  else if (!suffix.empty())
+    throw Error(ErrorKind::InvalidArgument, std::string(what) + ": unknown suffix in '" + s + "' (use K, M or G)");
+  return static_cast<std::size_t>(v);
+}
+
+std::map<std::string, std::string> parse_algo_overrides(const std::string& spec) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    auto colon = item.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
+      throw Error(ErrorKind::InvalidArgument,
+                  "TUTTI_ALGO: expected 'collective:algorithm' but got '" + item + "' in '" + spec + "'");
+    out[item.substr(0, colon)] = item.substr(colon + 1);
+  }
+  return out;
+}
+
+Config Config::from_env() {
+  Config c;
+  if (const char* v = env("TUTTI_TIMEOUT")) {
+    char* end = nullptr;
+    double secs = std::strtod(v, &end);
+    if (end == v || *end != '\0' || secs <= 0)
+      throw Error(ErrorKind::InvalidArgument, std::string("TUTTI_TIMEOUT: expected seconds > 0, got '") + v + "'");
+    c.timeout = std::chrono::milliseconds(static_cast<long long>(secs * 1000.0 + 0.5));
+  }
+  if (const char* v = env("TUTTI_CHUNK_BYTES")) {
+    c.chunk_bytes = parse_bytes(v, "TUTTI_CHUNK_BYTES");
+    if (c.chunk_bytes < 64) throw Error(ErrorKind::InvalidArgument, "TUTTI_CHUNK_BYTES: must be at least 64");
+  }
+  if (const char* v = env("TUTTI_SMALL_BYTES")) c.small_bytes = parse_bytes(v, "TUTTI_SMALL_BYTES");
+  if (const char* v = env("TUTTI_ALGO")) c.algo = parse_algo_overrides(v);
+  if (const char* v = env("TUTTI_SOCKET_BUFFER_BYTES")) c.socket_buffer_bytes = parse_bytes(v, "TUTTI_SOCKET_BUFFER_BYTES");
+  if (const char* v = env("TUTTI_LISTEN_ADDR")) c.listen_addr = v;
+  if (const char* v = env("TUTTI_ADVERTISE_ADDR")) c.advertise_addr = v;
+  if (const char* v = env("TUTTI_STORE_LISTEN_ADDR")) c.store_listen_addr = v;
+  return c;
+}
+
+std::string Config::describe() const {
+  std::ostringstream os;
+  os << "timeout=" << timeout.count() << "ms chunk_bytes=" << chunk_bytes << " small_bytes=" << small_bytes
+     << " socket_buffer_bytes=" << socket_buffer_bytes << " listen_addr=" << listen_addr
+     << " advertise_addr=" << (advertise_addr.empty() ? "(auto)" : advertise_addr) << " algo=";
+  bool first = true;
+  for (auto& [k, v] : algo) {
+    os << (first ? "" : ",") << k << ":" << v;
+    first = false;
+  }
+  if (first) os << "(table)";
+  os << " log=" << static_cast<int>(log_level());
+  return os.str();
+}
+
+}  // namespace tutti::detail

@@ -1,0 +1,42 @@
+#pragma once
+// Config: every TUTTI_* environment variable, read in one place
+// (Config::from_env) when a job initializes. docs/configuration.md lists them.
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <string>
+
+namespace tutti::detail {
+
+struct Config {
+  // TUTTI_TIMEOUT (seconds, may be fractional): deadline of init and of every op.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // TUTTI_CHUNK_BYTES: pipelining unit of chunked algorithms.
+  std::size_t chunk_bytes = 1 << 20;
+  // TUTTI_SMALL_BYTES: all_reduce messages up to this size use recursive
+  // doubling, larger ones the ring.
+  std::size_t small_bytes = 64 << 10;
+  // TUTTI_ALGO: "collective:algorithm,..." overrides of the selection table.
+  std::map<std::string, std::string> algo;
+  // TUTTI_SOCKET_BUFFER_BYTES: SO_SNDBUF/SO_RCVBUF of peer sockets (0: kernel default).
+  std::size_t socket_buffer_bytes = 4 << 20;
+  // TUTTI_LISTEN_ADDR: address ranks listen on for peers (default: all IPv4).
+  std::string listen_addr = "0.0.0.0";
+  // TUTTI_STORE_LISTEN_ADDR: address rank 0's store server listens on (default: all).
+  std::string store_listen_addr;
+  // TUTTI_ADVERTISE_ADDR: address published to peers (default: the address this
+  // host uses to reach the store).
+  std::string advertise_addr;
+
+  static Config from_env();
+  // "timeout=300000ms chunk_bytes=1048576 ..." for the debug log.
+  std::string describe() const;
+};
+
+// Parses "all_reduce:ring,broadcast:tree". Throws InvalidArgument when malformed.
+std::map<std::string, std::string> parse_algo_overrides(const std::string& spec);
+// Parses "4M", "64K", "123": bytes. Throws InvalidArgument when malformed.
+std::size_t parse_bytes(const std::string& s, const char* what);
+
+}  // namespace tutti::detail

@@ -1,0 +1,436 @@
+// The operations of Communicator: validation, then an algorithm on the
+// communicator's op queue (see communicator_impl.h for the thread model).
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/selection.h"
+#include "core/communicator_impl.h"
+#include "core/tags.h"
+#include "core/validate.h"
+#include "reduce/reduce.h"
+
+namespace tutti {
+
+using namespace detail;
+
+namespace {
+
+// Avg and PremulSum run as Sum with a step before (scale the input) or after
+// (divide the result); algorithms only ever see the base op.
+ReduceOpKind base_op(const ReduceOp& op) {
+  return (op.kind == ReduceOpKind::Avg || op.kind == ReduceOpKind::PremulSum) ? ReduceOpKind::Sum : op.kind;
+}
+
+void describe_reduce(OpContext& c, DataType dtype, const ReduceOp& op) {
+  c.dtype_name = dtype_name(dtype);
+  c.redop_name = reduce_op_name(op.kind);
+}
+
+// The input an algorithm reduces: the caller's buffer, or a scaled copy for PremulSum.
+const char* premul_input(const void* in, std::size_t count, DataType dtype, const ReduceOp& op,
+                         std::vector<char>& storage) {
+  if (op.kind != ReduceOpKind::PremulSum) return static_cast<const char*>(in);
+  storage.resize(count * dtype_size(dtype));
+  scale(storage.data(), in, count, dtype, op.scalar);
+  return storage.data();
+}
+
+// Set while a blocking call runs, so that its i* form may run inline.
+thread_local bool t_blocking_call = false;
+struct BlockingCall {
+  BlockingCall() { t_blocking_call = true; }
+  ~BlockingCall() { t_blocking_call = false; }
+};
+
+}  // namespace
+
+int Communicator::rank() const { return impl_->rank; }
+int Communicator::size() const { return impl_->size; }
+int Communicator::global_rank() const { return impl_->world[impl_->rank]; }
+const std::vector<int>& Communicator::world_ranks() const { return impl_->world; }
+std::chrono::milliseconds Communicator::timeout() const { return impl_->timeout; }
+void Communicator::set_timeout(std::chrono::milliseconds t) { impl_->timeout = t; }
+
+void Communicator::abort(const std::string& reason) {
+  impl_->abort(ErrorKind::Aborted, "rank " + std::to_string(impl_->rank) + ": " + reason);
+}
+
+// ---- point to point ---------------------------------------------------------
+
+Work Communicator::isend(const void* buf, std::size_t count, DataType dtype, int dst, int tag) {
+  Validator v{impl_->rank, impl_->size, "send"};
+  std::size_t bytes = v.bytes(count, dtype);
+  v.buffer(buf, count, "buffer");
+  v.peer(dst, false);
+  std::uint64_t t = p2p_tag(tag);
+  impl_->throw_if_aborted();
+  RequestPtr req = impl_->job->transport->post_send(impl_->world[dst], impl_->comm_id, t, buf, bytes);
+  req->context = "rank " + std::to_string(impl_->rank) + ": send of " + std::to_string(bytes) + " B to rank " +
+                 std::to_string(dst) + " (tag " + std::to_string(tag) + "): ";
+  req->deadline = Clock::now() + impl_->timeout;
+  std::weak_ptr<Impl> weak = impl_;
+  std::string what = req->context;
+  req->on_deadline = [weak, what] {
+    if (auto self = weak.lock()) self->abort(ErrorKind::Timeout, what + "did not complete in time");
+  };
+  return Work(req);
+}
+
+void Communicator::send(const void* buf, std::size_t count, DataType dtype, int dst, int tag) {
+  isend(buf, count, dtype, dst, tag).wait();
+}
+
+Work Communicator::irecv(void* buf, std::size_t count, DataType dtype, int src, int tag) {
+  Validator v{impl_->rank, impl_->size, "recv"};
+  std::size_t bytes = v.bytes(count, dtype);
+  v.buffer(buf, count, "buffer");
+  v.peer(src, true);
+  std::uint64_t t = p2p_tag(tag);
+  impl_->throw_if_aborted();
+  RequestPtr req = impl_->job->transport->post_recv(src == kAnySource ? kAnyPeer : impl_->world[src], impl_->comm_id,
+                                                    t, buf, bytes);
+  req->source_map = impl_->world_to_comm;
+  req->context = "rank " + std::to_string(impl_->rank) + ": recv of " + std::to_string(bytes) + " B from " +
+                 (src == kAnySource ? std::string("any rank") : "rank " + std::to_string(src)) + " (tag " +
+                 std::to_string(tag) + "): ";
+  req->deadline = Clock::now() + impl_->timeout;
+  std::weak_ptr<Impl> weak = impl_;
+  std::string what = req->context;
+  req->on_deadline = [weak, what] {
+    if (auto self = weak.lock()) self->abort(ErrorKind::Timeout, what + "no message arrived in time");
+  };
+  return Work(req);
+}
+
+int Communicator::recv(void* buf, std::size_t count, DataType dtype, int src, int tag) {
+  Work w = irecv(buf, count, dtype, src, tag);
+  w.wait();
+  return w.source();
+}
+
+// ---- collectives --------------------------------------------------------------
+
+Work Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int root) {
+  Validator v{impl_->rank, impl_->size, "broadcast"};
+  std::size_t bytes = v.bytes(count, dtype);
+  v.buffer(buf, count, "buffer");
+  v.root(root);
+  OpContext c = impl_->make_context("broadcast", bytes);
+  c.dtype_name = dtype_name(dtype);
+  c.root = root;
+  c.algo = select_algorithm("broadcast", bytes, impl_->job->config);
+  return impl_->submit(std::move(c), [=](OpContext& x) { broadcast_binomial(x, buf, bytes, root); }, t_blocking_call);
+}
+
+Work Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, ReduceOp op,
+                           int root) {
+  Validator v{impl_->rank, impl_->size, "reduce"};
+  std::size_t bytes = v.bytes(count, dtype);
+  v.reduce_op(dtype, op);
+  v.root(root);
+  v.buffer(sendbuf, count, "sendbuf");
+  if (impl_->rank == root) v.buffer(recvbuf, count, "recvbuf");
+  OpContext c = impl_->make_context("reduce", bytes);
+  describe_reduce(c, dtype, op);
+  c.root = root;
+  c.algo = select_algorithm("reduce", bytes, impl_->job->config);
+  const int n = impl_->size;
+  return impl_->submit(
+      std::move(c),
+      [=](OpContext& x) {
+        std::vector<char> scaled;
+        const char* in = premul_input(sendbuf, count, dtype, op, scaled);
+        reduce_binomial(x, in, recvbuf, count, dtype, base_op(op), root);
+        if (op.kind == ReduceOpKind::Avg && x.rank == root) divide_by(recvbuf, count, dtype, n);
+      },
+      t_blocking_call);
+}
+
+Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, ReduceOp op) {
+  Validator v{impl_->rank, impl_->size, "all_reduce"};
+  std::size_t bytes = v.bytes(count, dtype);
+  v.reduce_op(dtype, op);
+  v.buffer(sendbuf, count, "sendbuf");
+  v.buffer(recvbuf, count, "recvbuf");
+  OpContext c = impl_->make_context("all_reduce", bytes);
+  describe_reduce(c, dtype, op);
+  c.algo = select_algorithm("all_reduce", bytes, impl_->job->config);
+  const bool ring = std::strcmp(c.algo, "ring") == 0;
+  const int n = impl_->size;
+  return impl_->submit(
+      std::move(c),
+      [=](OpContext& x) {
+        if (op.kind == ReduceOpKind::PremulSum) {
+          scale(recvbuf, sendbuf, count, dtype, op.scalar);
+        } else if (recvbuf != sendbuf && bytes) {
+          std::memcpy(recvbuf, sendbuf, bytes);
+        }
+        if (ring) {
+          all_reduce_ring(x, recvbuf, count, dtype, base_op(op));
+        } else {
+          all_reduce_recursive_doubling(x, recvbuf, count, dtype, base_op(op));
+        }
+        if (op.kind == ReduceOpKind::Avg) divide_by(recvbuf, count, dtype, n);
+      },
+      t_blocking_call);
+}
+
+Work Communicator::igather(const void* sendbuf, std::span<void* const> recvbufs, std::size_t count, DataType dtype,
+                           int root) {
+  Validator v{impl_->rank, impl_->size, "gather"};
+  std::size_t bytes = v.bytes(count, dtype);
+  v.root(root);
+  v.buffer(sendbuf, count, "sendbuf");
+  std::vector<char*> out;
+  if (impl_->rank == root) {
+    if (recvbufs.size() != static_cast<std::size_t>(impl_->size))
+      v.fail("root needs " + std::to_string(impl_->size) + " receive buffers, got " + std::to_string(recvbufs.size()));
+    for (void* p : recvbufs) {
+      v.buffer(p, count, "a receive buffer");
+      out.push_back(static_cast<char*>(p));
+    }
+  }
+  OpContext c = impl_->make_context("gather", bytes);
+  c.dtype_name = dtype_name(dtype);
+  c.root = root;
+  c.algo = select_algorithm("gather", bytes, impl_->job->config);
+  return impl_->submit(
+      std::move(c),
+      [=](OpContext& x) {
+        if (x.rank == root && bytes && out[root] != sendbuf) std::memmove(out[root], sendbuf, bytes);
+        gather_linear(x, sendbuf, out, bytes, root);
+      },
+      t_blocking_call);
+}
+
+Work Communicator::igather(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, int root) {
+  std::vector<void*> blocks;
+  if (impl_->rank == root) {
+    Validator{impl_->rank, impl_->size, "gather"}.buffer(recvbuf, count, "recvbuf");
+    for (int r = 0; r < impl_->size; ++r)
+      blocks.push_back(recvbuf ? static_cast<char*>(recvbuf) + r * count * dtype_size(dtype) : nullptr);
+  }
+  return igather(sendbuf, std::span<void* const>(blocks), count, dtype, root);
+}
+
+Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvbufs, std::size_t count,
+                               DataType dtype) {
+  Validator v{impl_->rank, impl_->size, "all_gather"};
+  std::size_t bytes = v.bytes(count, dtype);
+  v.buffer(sendbuf, count, "sendbuf");
+  if (recvbufs.size() != static_cast<std::size_t>(impl_->size))
+    v.fail("needs " + std::to_string(impl_->size) + " receive buffers, got " + std::to_string(recvbufs.size()));
+  std::vector<Block> out;
+  for (void* p : recvbufs) {
+    v.buffer(p, count, "a receive buffer");
+    out.push_back(Block{static_cast<char*>(p), count});
+  }
+  OpContext c = impl_->make_context("all_gather", bytes);
+  c.dtype_name = dtype_name(dtype);
+  c.algo = select_algorithm("all_gather", bytes, impl_->job->config);
+  const std::size_t es = dtype_size(dtype);
+  return impl_->submit(
+      std::move(c),
+      [=](OpContext& x) {
+        if (bytes && out[x.rank].ptr != sendbuf) std::memmove(out[x.rank].ptr, sendbuf, bytes);
+        all_gather_ring(x, out, es);
+      },
+      t_blocking_call);
+}
+
+Work Communicator::iall_gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype) {
+  Validator{impl_->rank, impl_->size, "all_gather"}.buffer(recvbuf, count, "recvbuf");
+  std::vector<void*> blocks;
+  for (int r = 0; r < impl_->size; ++r)
+    blocks.push_back(recvbuf ? static_cast<char*>(recvbuf) + r * count * dtype_size(dtype) : nullptr);
+  return iall_gather(sendbuf, std::span<void* const>(blocks), count, dtype);
+}
+
+Work Communicator::iscatter(std::span<const void* const> sendbufs, void* recvbuf, std::size_t count, DataType dtype,
+                            int root) {
+  Validator v{impl_->rank, impl_->size, "scatter"};
+  std::size_t bytes = v.bytes(count, dtype);
+  v.root(root);
+  v.buffer(recvbuf, count, "recvbuf");
+  std::vector<const char*> in;
+  if (impl_->rank == root) {
+    if (sendbufs.size() != static_cast<std::size_t>(impl_->size))
+      v.fail("root needs " + std::to_string(impl_->size) + " send buffers, got " + std::to_string(sendbufs.size()));
+    for (const void* p : sendbufs) {
+      v.buffer(p, count, "a send buffer");
+      in.push_back(static_cast<const char*>(p));
+    }
+  }
+  OpContext c = impl_->make_context("scatter", bytes);
+  c.dtype_name = dtype_name(dtype);
+  c.root = root;
+  c.algo = select_algorithm("scatter", bytes, impl_->job->config);
+  return impl_->submit(
+      std::move(c),
+      [=](OpContext& x) {
+        if (x.rank == root && bytes && in[root] != recvbuf) std::memmove(recvbuf, in[root], bytes);
+        scatter_linear(x, in, recvbuf, bytes, root);
+      },
+      t_blocking_call);
+}
+
+Work Communicator::iscatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, int root) {
+  std::vector<const void*> blocks;
+  if (impl_->rank == root) {
+    Validator{impl_->rank, impl_->size, "scatter"}.buffer(sendbuf, count, "sendbuf");
+    for (int r = 0; r < impl_->size; ++r)
+      blocks.push_back(sendbuf ? static_cast<const char*>(sendbuf) + r * count * dtype_size(dtype) : nullptr);
+  }
+  return iscatter(std::span<const void* const>(blocks), recvbuf, count, dtype, root);
+}
+
+Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* recvbuf, std::size_t count,
+                                   DataType dtype, ReduceOp op) {
+  Validator v{impl_->rank, impl_->size, "reduce_scatter"};
+  std::size_t bytes = v.bytes(count, dtype);
+  v.reduce_op(dtype, op);
+  v.buffer(recvbuf, count, "recvbuf");
+  if (sendbufs.size() != static_cast<std::size_t>(impl_->size))
+    v.fail("needs " + std::to_string(impl_->size) + " send buffers, got " + std::to_string(sendbufs.size()));
+  std::vector<const void*> in(sendbufs.begin(), sendbufs.end());
+  for (const void* p : in) v.buffer(p, count, "a send buffer");
+  OpContext c = impl_->make_context("reduce_scatter", bytes);
+  describe_reduce(c, dtype, op);
+  c.algo = select_algorithm("reduce_scatter", bytes, impl_->job->config);
+  const int n = impl_->size;
+  return impl_->submit(
+      std::move(c),
+      [=](OpContext& x) {
+        std::vector<std::vector<char>> scaled(op.kind == ReduceOpKind::PremulSum ? n : 0);
+        std::vector<ConstBlock> blocks;
+        for (int b = 0; b < n; ++b)
+          blocks.push_back(ConstBlock{scaled.empty() ? static_cast<const char*>(in[b])
+                                                     : premul_input(in[b], count, dtype, op, scaled[b]),
+                                      count});
+        reduce_scatter_ring(x, blocks, recvbuf, dtype, base_op(op));
+        if (op.kind == ReduceOpKind::Avg) divide_by(recvbuf, count, dtype, n);
+      },
+      t_blocking_call);
+}
+
+Work Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype,
+                                   ReduceOp op) {
+  Validator{impl_->rank, impl_->size, "reduce_scatter"}.buffer(sendbuf, count, "sendbuf");
+  std::vector<const void*> blocks;
+  for (int r = 0; r < impl_->size; ++r)
+    blocks.push_back(sendbuf ? static_cast<const char*>(sendbuf) + r * count * dtype_size(dtype) : nullptr);
+  return ireduce_scatter(std::span<const void* const>(blocks), recvbuf, count, dtype, op);
+}
+
+Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_t> sendcounts,
+                                 std::span<const std::size_t> sdispls, void* recvbuf,
+                                 std::span<const std::size_t> recvcounts, std::span<const std::size_t> rdispls,
+                                 DataType dtype) {
+  Validator v{impl_->rank, impl_->size, "all_to_all"};
+  const std::size_t n = impl_->size;
+  if (sendcounts.size() != n || sdispls.size() != n || recvcounts.size() != n || rdispls.size() != n)
+    v.fail("counts and displacements need " + std::to_string(n) + " entries each");
+  std::size_t es = v.bytes(1, dtype);
+  std::vector<std::size_t> sb(n), sd(n), rb(n), rd(n);
+  std::size_t total_send = 0, total_recv = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sb[i] = v.bytes(sendcounts[i], dtype);
+    rb[i] = v.bytes(recvcounts[i], dtype);
+    sd[i] = v.bytes(sdispls[i], dtype);
+    rd[i] = v.bytes(rdispls[i], dtype);
+    total_send += sendcounts[i];
+    total_recv += recvcounts[i];
+  }
+  v.buffer(sendbuf, total_send, "sendbuf");
+  v.buffer(recvbuf, total_recv, "recvbuf");
+  OpContext c = impl_->make_context("all_to_all", total_send * es);
+  c.dtype_name = dtype_name(dtype);
+  c.algo = select_algorithm("all_to_all", total_send * es, impl_->job->config);
+  return impl_->submit(
+      std::move(c),
+      [=](OpContext& x) {
+        all_to_all_pairwise(x, static_cast<const char*>(sendbuf), sb, sd, static_cast<char*>(recvbuf), rb, rd);
+      },
+      t_blocking_call);
+}
+
+Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype) {
+  const std::size_t n = impl_->size;
+  std::vector<std::size_t> counts(n, count), displs(n);
+  for (std::size_t i = 0; i < n; ++i) displs[i] = i * count;
+  return iall_to_all_v(sendbuf, counts, displs, recvbuf, counts, displs, dtype);
+}
+
+Work Communicator::ibarrier() {
+  OpContext c = impl_->make_context("barrier", 0);
+  c.algo = select_algorithm("barrier", 0, impl_->job->config);
+  return impl_->submit(std::move(c), [](OpContext& x) { barrier_dissemination(x); }, t_blocking_call);
+}
+
+}  // namespace tutti
+
+// ---- blocking forms -------------------------------------------------------------
+
+namespace tutti {
+
+void Communicator::broadcast(void* buf, std::size_t count, DataType dtype, int root) {
+  BlockingCall b;
+  ibroadcast(buf, count, dtype, root).wait();
+}
+void Communicator::reduce(const void* s, void* r, std::size_t count, DataType dtype, ReduceOp op, int root) {
+  BlockingCall b;
+  ireduce(s, r, count, dtype, op, root).wait();
+}
+void Communicator::all_reduce(const void* s, void* r, std::size_t count, DataType dtype, ReduceOp op) {
+  BlockingCall b;
+  iall_reduce(s, r, count, dtype, op).wait();
+}
+void Communicator::gather(const void* s, void* r, std::size_t count, DataType dtype, int root) {
+  BlockingCall b;
+  igather(s, r, count, dtype, root).wait();
+}
+void Communicator::gather(const void* s, std::span<void* const> r, std::size_t count, DataType dtype, int root) {
+  BlockingCall b;
+  igather(s, r, count, dtype, root).wait();
+}
+void Communicator::all_gather(const void* s, void* r, std::size_t count, DataType dtype) {
+  BlockingCall b;
+  iall_gather(s, r, count, dtype).wait();
+}
+void Communicator::all_gather(const void* s, std::span<void* const> r, std::size_t count, DataType dtype) {
+  BlockingCall b;
+  iall_gather(s, r, count, dtype).wait();
+}
+void Communicator::scatter(const void* s, void* r, std::size_t count, DataType dtype, int root) {
+  BlockingCall b;
+  iscatter(s, r, count, dtype, root).wait();
+}
+void Communicator::scatter(std::span<const void* const> s, void* r, std::size_t count, DataType dtype, int root) {
+  BlockingCall b;
+  iscatter(s, r, count, dtype, root).wait();
+}
+void Communicator::reduce_scatter(const void* s, void* r, std::size_t count, DataType dtype, ReduceOp op) {
+  BlockingCall b;
+  ireduce_scatter(s, r, count, dtype, op).wait();
+}
+void Communicator::reduce_scatter(std::span<const void* const> s, void* r, std::size_t count, DataType dtype,
+                                  ReduceOp op) {
+  BlockingCall b;
+  ireduce_scatter(s, r, count, dtype, op).wait();
+}
+void Communicator::all_to_all(const void* s, void* r, std::size_t count, DataType dtype) {
+  BlockingCall b;
+  iall_to_all(s, r, count, dtype).wait();
+}
+void Communicator::all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd,
+                                void* r, std::span<const std::size_t> rc, std::span<const std::size_t> rd,
+                                DataType dtype) {
+  BlockingCall b;
+  iall_to_all_v(s, sc, sd, r, rc, rd, dtype).wait();
+}
+void Communicator::barrier() {
+  BlockingCall b;
+  ibarrier().wait();
+}
+
+}  // namespace tutti

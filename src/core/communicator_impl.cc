@@ -1,0 +1,154 @@
+#include "core/communicator_impl.h"
+
+#include "common/log.h"
+
+namespace tutti::detail {
+
+JobState::~JobState() {
+  // The transport closes peer connections in order; the store server goes last.
+  transport.reset();
+  store.reset();
+  server.reset();
+}
+
+}  // namespace tutti::detail
+
+namespace tutti {
+
+using detail::Clock;
+using detail::Completion;
+using detail::OpContext;
+using detail::Task;
+
+Communicator::Impl::~Impl() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+OpContext Communicator::Impl::make_context(const char* op_name, std::size_t bytes) {
+  OpContext c;
+  c.transport = job->transport.get();
+  c.comm_id = comm_id;
+  c.seq = next_seq++;
+  c.rank = rank;
+  c.size = size;
+  c.world = &world;
+  c.chunk_bytes = job->config.chunk_bytes;
+  c.op_name = op_name;
+  c.bytes = bytes;
+  return c;
+}
+
+void Communicator::Impl::throw_if_aborted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_)
+    throw Error(ErrorKind::Aborted,
+                "rank " + std::to_string(rank) + ": the communicator was aborted earlier: " + abort_reason_);
+}
+
+void Communicator::Impl::abort(ErrorKind kind, const std::string& message) {
+  std::deque<Task> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_) return;
+    aborted_ = true;
+    abort_kind_ = kind;
+    abort_reason_ = message;
+    dropped.swap(queue_);
+  }
+  TUTTI_LOG(Warn, "communicator aborted: " << message);
+  job->transport->abort_comm(comm_id, kind, message);
+  for (Task& t : dropped)
+    t.done->fail(ErrorKind::Aborted, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
+                                         " was queued when the communicator was aborted: " + message);
+  cv_.notify_all();
+}
+
+void Communicator::Impl::run_task(Task& t) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_) {
+      t.done->fail(ErrorKind::Aborted, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
+                                           ": the communicator was aborted earlier: " + abort_reason_);
+      return;
+    }
+  }
+  t.ctx.deadline = Clock::now() + timeout;
+  try {
+    t.body(t.ctx);
+    t.done->complete();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::InvalidArgument && e.kind() != ErrorKind::Aborted) abort(e.kind(), e.message());
+    t.done->fail(e.kind(), e.message());
+  } catch (const std::exception& e) {
+    std::string msg = t.ctx.where() + "internal error: " + e.what();
+    abort(ErrorKind::Internal, msg);
+    t.done->fail(ErrorKind::Internal, msg);
+  }
+}
+
+Work Communicator::Impl::submit(OpContext ctx, std::function<void(OpContext&)> body, bool blocking) {
+  throw_if_aborted();
+  Task t{std::move(ctx), std::move(body), std::make_shared<Completion>()};
+  bool inline_run = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (blocking && !running_ && queue_.empty()) {
+      running_ = true;
+      inline_run = true;
+    } else {
+      // Past the op's own deadline plus a margin, a waiter gives up and aborts.
+      t.done->deadline = Clock::now() + timeout + std::chrono::seconds(1);
+      std::weak_ptr<Impl> weak = weak_from_this();
+      std::string what = t.ctx.describe();
+      int r = rank;
+      auto to = timeout;
+      t.done->on_deadline = [weak, what, r, to] {
+        if (auto self = weak.lock())
+          self->abort(ErrorKind::Timeout, "rank " + std::to_string(r) + ": " + what + " did not complete within " +
+                                              std::to_string(to.count()) + " ms");
+      };
+      queue_.push_back(t);
+      if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+    }
+  }
+  if (inline_run) {
+    run_task(t);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
+    }
+    cv_.notify_all();
+    t.done->rethrow_if_failed();
+    return Work();
+  }
+  cv_.notify_all();
+  Work w(t.done);
+  if (blocking) {
+    w.wait();
+    return Work();
+  }
+  return w;
+}
+
+void Communicator::Impl::worker_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return (stopping_ && queue_.empty()) || (!queue_.empty() && !running_); });
+    if (queue_.empty()) return;
+    Task t = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    lock.unlock();
+    run_task(t);
+    lock.lock();
+    running_ = false;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace tutti

@@ -1,0 +1,93 @@
+#pragma once
+// The shared state behind a Communicator handle.
+//
+// Thread model. Operations are numbered (seq) in the caller's thread at
+// submission, in program order. A blocking call on an idle communicator runs
+// its algorithm right in the caller's thread. Asynchronous calls (and
+// blocking calls issued while async ones are still queued, to keep order)
+// go to this communicator's worker thread, started on first use, which runs
+// them one at a time in seq order and completes their Works. Socket I/O
+// happens on the transport's progress thread (see tcp_transport.h).
+//
+// Fail-stop. The first error of an operation (other than InvalidArgument,
+// which is raised before anything is sent) aborts the communicator: the
+// transport fails every pending request of it with the same root cause, and
+// every later call fails at once with Error(Aborted) naming that cause.
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "algorithms/context.h"
+#include "common/config.h"
+#include "transport/transport.h"
+#include "tutti/communicator.h"
+
+namespace tutti::detail {
+
+// What every communicator of one job shares: configuration, store, the
+// embedded store server (rank 0) and the transport.
+struct JobState {
+  Config config;
+  std::shared_ptr<Store> store;
+  std::unique_ptr<TcpStoreServer> server;
+  std::shared_ptr<Transport> transport;
+  std::uint64_t job_id = 0;
+  ~JobState();
+};
+
+// One queued operation.
+struct Task {
+  OpContext ctx;  // transport, ids and the description are filled at submit
+  std::function<void(OpContext&)> body;
+  std::shared_ptr<Completion> done;
+};
+
+}  // namespace tutti::detail
+
+namespace tutti {
+
+struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
+  std::shared_ptr<detail::JobState> job;
+  std::uint64_t comm_id = 0;
+  int rank = 0;
+  int size = 1;
+  std::vector<int> world;  // comm rank -> world rank
+  std::shared_ptr<const std::vector<int>> world_to_comm;  // world rank -> comm rank or -1
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+
+  std::uint64_t next_seq = 1;
+  std::uint64_t groups_created = 0;
+
+  ~Impl();
+
+  // A context for the next operation (takes its sequence number).
+  detail::OpContext make_context(const char* op_name, std::size_t bytes);
+  // Runs an operation: inline when idle and `blocking`, else on the worker.
+  // Blocking: waits and throws the op's error. Async: returns its Work.
+  Work submit(detail::OpContext ctx, std::function<void(detail::OpContext&)> body, bool blocking);
+
+  // Fail-stop.
+  void abort(ErrorKind kind, const std::string& message);
+  void throw_if_aborted();
+
+ private:
+  void run_task(detail::Task& t);
+  void worker_loop();
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<detail::Task> queue_;
+  bool running_ = false;  // a task is executing (inline or on the worker)
+  bool stopping_ = false;
+  std::thread worker_;
+  bool aborted_ = false;
+  ErrorKind abort_kind_ = ErrorKind::Aborted;
+  std::string abort_reason_;
+};
+
+}  // namespace tutti

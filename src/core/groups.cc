@@ -1,0 +1,72 @@
+// Sub-communicators: new_group (every member of the parent calls it with the
+// same list) and split (MPI_Comm_split). A child's id is derived from the
+// parent's id, the parent's count of groups created and the membership, so
+// every member computes the same id without talking, and ranks that pass
+// different lists get different ids (and time out) instead of mixing traffic.
+#include <algorithm>
+#include <cstring>
+
+#include "core/communicator_impl.h"
+#include "core/tags.h"
+#include "core/validate.h"
+
+namespace tutti {
+
+using namespace detail;
+
+namespace {
+
+std::shared_ptr<Communicator::Impl> make_child(Communicator::Impl& parent, std::uint64_t id,
+                                               const std::vector<int>& members_parent_ranks) {
+  auto child = std::make_shared<Communicator::Impl>();
+  child->job = parent.job;
+  child->comm_id = id;
+  child->size = static_cast<int>(members_parent_ranks.size());
+  child->timeout = parent.timeout;
+  auto map = std::make_shared<std::vector<int>>(parent.job->transport->size(), -1);
+  for (int i = 0; i < child->size; ++i) {
+    int w = parent.world[members_parent_ranks[i]];
+    child->world.push_back(w);
+    (*map)[w] = i;
+    if (members_parent_ranks[i] == parent.rank) child->rank = i;
+  }
+  child->world_to_comm = map;
+  return child;
+}
+
+}  // namespace
+
+std::optional<Communicator> Communicator::new_group(std::span<const int> ranks) {
+  Validator v{impl_->rank, impl_->size, "new_group"};
+  impl_->throw_if_aborted();
+  std::vector<int> members(ranks.begin(), ranks.end());
+  std::vector<bool> seen(impl_->size, false);
+  if (members.empty()) v.fail("the rank list is empty");
+  for (int r : members) {
+    if (r < 0 || r >= impl_->size)
+      v.fail("rank " + std::to_string(r) + " is not in this communicator (size " + std::to_string(impl_->size) + ")");
+    if (seen[r]) v.fail("rank " + std::to_string(r) + " is listed twice");
+    seen[r] = true;
+  }
+  std::uint64_t id = mix64(impl_->comm_id ^ mix64(++impl_->groups_created));
+  for (int r : members) id = mix64(id ^ static_cast<std::uint64_t>(r));
+  if (!seen[impl_->rank]) return std::nullopt;
+  return Communicator(make_child(*impl_, id, members));
+}
+
+std::optional<Communicator> Communicator::split(int color, int key) {
+  const int n = impl_->size;
+  std::int64_t mine[2] = {color, key};
+  std::vector<std::int64_t> all(2 * n);
+  all_gather(mine, all.data(), 2, DataType::Int64);
+  std::uint64_t counter = ++impl_->groups_created;
+  if (color < 0) return std::nullopt;
+  std::vector<int> members;
+  for (int r = 0; r < n; ++r)
+    if (all[2 * r] == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+  std::uint64_t id = mix64(impl_->comm_id ^ mix64(counter) ^ mix64(static_cast<std::uint64_t>(color) + 0x51));
+  return Communicator(make_child(*impl_, id, members));
+}
+
+}  // namespace tutti

@@ -1,0 +1,129 @@
+// init(): the seed's init_process_group. Reads the job's shape from the
+// environment (or options), meets the other ranks through a store and
+// connects the transport.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "algorithms/selection.h"
+#include "common/log.h"
+#include "core/communicator_impl.h"
+#include "core/tags.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace tutti {
+
+using namespace detail;
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+int parse_int(const char* name, const char* value) {
+  char* end = nullptr;
+  long v = std::strtol(value, &end, 10);
+  if (end == value || *end != '\0' || v < 0 || v > (1 << 24))
+    throw Error(ErrorKind::InvalidArgument, std::string(name) + "='" + value + "' is not a valid non-negative integer");
+  return static_cast<int>(v);
+}
+
+// Rank and size from the first launcher whose variables are set.
+void rank_and_size_from_env(int& rank, int& size) {
+  static const char* kPairs[][2] = {{"RANK", "WORLD_SIZE"},
+                                    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                    {"PMI_RANK", "PMI_SIZE"},
+                                    {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (auto& p : kPairs) {
+    const char* r = env(p[0]);
+    const char* s = env(p[1]);
+    if (!r && !s) continue;
+    if (!r || !s)
+      throw Error(ErrorKind::InvalidArgument, std::string(r ? p[1] : p[0]) + " is not set but " + (r ? p[0] : p[1]) +
+                                                  " is; set both (or neither)");
+    if (rank < 0) rank = parse_int(p[0], r);
+    if (size < 0) size = parse_int(p[1], s);
+    return;
+  }
+}
+
+std::uint64_t random_u64() {
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ (static_cast<std::uint64_t>(getpid()) << 16);
+}
+
+}  // namespace
+
+Communicator init() { return init(InitOptions{}); }
+
+Communicator init(const InitOptions& options) {
+  auto job = std::make_shared<JobState>();
+  job->config = Config::from_env();
+  validate_algo_overrides(job->config);
+  int rank = options.rank, size = options.world_size;
+  if (rank < 0 || size < 0) rank_and_size_from_env(rank, size);
+  if (size < 0) size = 1;  // nothing set anywhere: a job of one
+  if (rank < 0) rank = 0;
+  if (size < 1 || rank >= size)
+    throw Error(ErrorKind::InvalidArgument,
+                "rank " + std::to_string(rank) + " is not within world size " + std::to_string(size));
+  set_log_rank(rank);
+  auto timeout = options.timeout.count() > 0 ? options.timeout : job->config.timeout;
+  const TimePoint deadline = Clock::now() + timeout;
+  TUTTI_LOG(Debug, "init: rank " << rank << " of " << size << "; config: " << job->config.describe());
+
+  std::string host;
+  int port = -1;
+  if (options.store) {
+    job->store = options.store;
+  } else if (size > 1) {
+    host = !options.master_addr.empty() ? options.master_addr : (env("MASTER_ADDR") ? env("MASTER_ADDR") : "");
+    if (options.master_port >= 0) {
+      port = options.master_port;
+    } else if (const char* p = env("MASTER_PORT")) {
+      port = parse_int("MASTER_PORT", p);
+    }
+    if (host.empty())
+      throw Error(ErrorKind::InvalidArgument,
+                  "MASTER_ADDR is not set: rank " + std::to_string(rank) + " cannot find the rendezvous of " +
+                      std::to_string(size) + " ranks (set MASTER_ADDR and MASTER_PORT, or launch with tuttirun)");
+    if (port <= 0 || port > 65535)
+      throw Error(ErrorKind::InvalidArgument, "MASTER_PORT is not set or not a valid port (rank " +
+                                                  std::to_string(rank) + ")");
+    if (rank == 0) job->server = std::make_unique<TcpStoreServer>(job->config.store_listen_addr, port);
+    job->store = make_tcp_store_client(host, port, timeout);
+  }
+
+  if (size > 1) {
+    job->store->set_timeout(timeout);
+    if (rank == 0) {
+      job->job_id = random_u64();
+      job->store->set("tutti/job_id", std::to_string(job->job_id));
+    } else {
+      job->job_id = std::stoull(job->store->get_string("tutti/job_id"));
+    }
+  }
+  std::vector<Fd> peers(size);
+  if (size > 1) peers = connect_mesh(*job->store, rank, size, job->job_id, job->config, host, port, deadline);
+  job->transport = std::make_shared<TcpTransport>(rank, size, std::move(peers), job->config.socket_buffer_bytes);
+
+  auto impl = std::make_shared<Communicator::Impl>();
+  impl->job = job;
+  impl->comm_id = mix64(job->job_id);
+  impl->rank = rank;
+  impl->size = size;
+  impl->timeout = timeout;
+  auto map = std::make_shared<std::vector<int>>();
+  for (int r = 0; r < size; ++r) {
+    impl->world.push_back(r);
+    map->push_back(r);
+  }
+  impl->world_to_comm = map;
+  TUTTI_LOG(Info, "joined: rank " << rank << " of " << size);
+  return Communicator(impl);
+}
+
+}  // namespace tutti

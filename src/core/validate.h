@@ -1,0 +1,46 @@
+#pragma once
+// Argument checks shared by every operation. All throw InvalidArgument
+// before anything is sent, with the rank, the op and the bad value.
+
+#include <cstddef>
+#include <string>
+
+#include "tutti/error.h"
+#include "tutti/types.h"
+
+namespace tutti::detail {
+
+struct Validator {
+  int rank;
+  int size;
+  const char* op;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(ErrorKind::InvalidArgument, "rank " + std::to_string(rank) + ": " + op + ": " + what);
+  }
+  std::size_t bytes(std::size_t count, DataType dtype) const {
+    if (static_cast<unsigned>(dtype) >= static_cast<unsigned>(kNumDataTypes))
+      fail("unknown data type " + std::to_string(static_cast<int>(dtype)));
+    std::size_t es = dtype_size(dtype);
+    if (count > (std::size_t(1) << 52) / es) fail("count " + std::to_string(count) + " is too large");
+    return count * es;
+  }
+  void buffer(const void* p, std::size_t count, const char* name) const {
+    if (!p && count) fail(std::string(name) + " is null but count is " + std::to_string(count));
+  }
+  void reduce_op(DataType dtype, const ReduceOp& op) const {
+    std::string why = reduce_op_invalid_reason(dtype, op);
+    if (!why.empty()) fail(why);
+  }
+  void root(int r) const {
+    if (r < 0 || r >= size)
+      fail("root " + std::to_string(r) + " is not a rank of this communicator (size " + std::to_string(size) + ")");
+  }
+  void peer(int p, bool allow_any) const {
+    if (allow_any && p == -1) return;
+    if (p < 0 || p >= size)
+      fail("peer " + std::to_string(p) + " is not a rank of this communicator (size " + std::to_string(size) + ")");
+  }
+};
+
+}  // namespace tutti::detail

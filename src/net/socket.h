@@ -1,0 +1,81 @@
+#pragma once
+// Thin helpers over BSD sockets (IPv4 and IPv6), shared by the store and the
+// TCP transport. All functions throw tutti::Error on failure.
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/completion.h"
+
+namespace tutti::detail {
+
+// An owned file descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.release();
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+struct SockAddr {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+  std::string to_string() const;  // "1.2.3.4:80" or "[::1]:80"
+  int port() const;
+};
+
+// Resolves host (name or literal) and port; prefers IPv4.
+SockAddr resolve(const std::string& host, int port);
+
+// Listens on host:port (port 0: any free port). backlog is generous: every
+// rank of a job may connect at once.
+Fd listen_tcp(const std::string& host, int port, int backlog = 4096);
+SockAddr local_address(int fd);
+SockAddr peer_address(int fd);
+
+// Connects, retrying refused/unreachable attempts until `deadline`. The
+// returned socket is blocking, with TCP_NODELAY set.
+Fd connect_tcp(const SockAddr& addr, TimePoint deadline);
+
+void set_nonblocking(int fd, bool on);
+void set_nodelay(int fd);
+void set_buffer_sizes(int fd, std::size_t bytes);
+void set_cloexec(int fd);
+
+// Blocking full read/write on a blocking socket, bounded by `deadline`
+// (uses poll). Throws Timeout past the deadline and PeerLost on EOF/reset;
+// `what` names the peer in messages.
+void write_full(int fd, const void* buf, std::size_t len, TimePoint deadline, const std::string& what);
+void read_full(int fd, void* buf, std::size_t len, TimePoint deadline, const std::string& what);
+
+// The local address of a connection to `host:port` (no packet is sent: a
+// UDP connect only picks a route). Used to advertise an address peers can reach.
+std::string route_source_address(const std::string& host, int port);
+
+}  // namespace tutti::detail

@@ -1,0 +1,33 @@
+#pragma once
+// Binomial trees rooted at `root`, over virtual ranks v = (r - root) mod n.
+// parent(v) clears v's lowest set bit; children(v) are v + 2^k for every
+// 2^k below v's lowest set bit (below n for the root), in increasing k.
+// Receiving from children in decreasing k (largest subtree last) and sending
+// to children in decreasing k (largest subtree first) pipelines best.
+
+#include <vector>
+
+namespace tutti::detail::binomial {
+
+inline int to_virtual(int r, int root, int n) { return ((r - root) % n + n) % n; }
+inline int to_real(int v, int root, int n) { return (v + root) % n; }
+
+inline int lowbit(int v) { return v & -v; }
+
+// Parent of real rank r, or -1 for the root.
+inline int parent(int r, int root, int n) {
+  int v = to_virtual(r, root, n);
+  if (v == 0) return -1;
+  return to_real(v - lowbit(v), root, n);
+}
+
+// Children of real rank r, largest subtree first.
+inline std::vector<int> children(int r, int root, int n) {
+  int v = to_virtual(r, root, n);
+  int limit = v == 0 ? n : lowbit(v);
+  std::vector<int> out;
+  for (int m = 1; m < limit && v + m < n; m <<= 1) out.insert(out.begin(), to_real(v + m, root, n));
+  return out;
+}
+
+}  // namespace tutti::detail::binomial

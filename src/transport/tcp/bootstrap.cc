@@ -1,0 +1,104 @@
+// Building the full mesh of peer connections through the store.
+#include <poll.h>
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace tutti::detail {
+namespace {
+
+std::string addr_key(int r) { return "tutti/tcp/" + std::to_string(r); }
+
+std::chrono::milliseconds remaining(TimePoint deadline) {
+  auto d = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return d.count() > 0 ? d : std::chrono::milliseconds(1);
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (std::size_t i = 0; i < ranks.size() && i < 32; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 32) s += ", ... (" + std::to_string(ranks.size()) + " in all)";
+  return s;
+}
+
+}  // namespace
+
+std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id, const Config& config,
+                             const std::string& store_host, int store_port, TimePoint deadline) {
+  std::vector<Fd> fds(size);
+  if (size == 1) return fds;
+  Fd listener = listen_tcp(config.listen_addr, 0);
+  const int port = local_address(listener.get()).port();
+  std::string host = config.advertise_addr;
+  if (host.empty()) host = store_host.empty() ? "127.0.0.1" : route_source_address(store_host, store_port);
+  store.set(addr_key(rank), host + " " + std::to_string(port));
+  TUTTI_LOG(Debug, "listening for peers on " << host << ":" << port);
+
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(addr_key(r));
+  try {
+    store.wait(keys, remaining(deadline));
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Timeout) throw;
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r)
+      if (!store.check({addr_key(r)})) missing.push_back(r);
+    throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + " waited " +
+                                        std::to_string(store.timeout().count()) + " ms, but ranks " +
+                                        rank_list(missing) + " never joined (world size " + std::to_string(size) +
+                                        ")");
+  }
+
+  Hello hello;
+  hello.rank = rank;
+  hello.world_size = size;
+  hello.job_id = job_id;
+  for (int r = 0; r < rank; ++r) {
+    std::string v = store.get_string(addr_key(r));
+    auto sp = v.rfind(' ');
+    std::string peer_host = v.substr(0, sp);
+    int peer_port = std::stoi(v.substr(sp + 1));
+    fds[r] = connect_tcp(resolve(peer_host, peer_port), deadline);
+    write_full(fds[r].get(), &hello, sizeof hello, deadline, "rank " + std::to_string(r));
+  }
+
+  int expected = size - 1 - rank;
+  set_nonblocking(listener.get(), true);
+  while (expected > 0) {
+    pollfd p{listener.get(), POLLIN, 0};
+    int ms = static_cast<int>(remaining(deadline).count());
+    if (Clock::now() >= deadline || ::poll(&p, 1, ms) == 0) {
+      std::vector<int> missing;
+      for (int r = rank + 1; r < size; ++r)
+        if (!fds[r].valid()) missing.push_back(r);
+      throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + ": ranks " + rank_list(missing) +
+                                          " published their address but never connected");
+    }
+    Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!conn.valid()) continue;
+    set_nonblocking(conn.get(), false);
+    Hello h;
+    std::string who = peer_address(conn.get()).to_string();
+    try {
+      // A stranger that connects and stays silent costs at most a second.
+      read_full(conn.get(), &h, sizeof h, std::min(deadline, Clock::now() + std::chrono::seconds(1)), who);
+    } catch (const Error& e) {
+      TUTTI_LOG(Warn, "refused connection from " << who << ": " << e.message());
+      continue;
+    }
+    std::string bad = validate_hello(h, size, job_id);
+    if (bad.empty() && h.rank <= rank) bad = "rank " + std::to_string(h.rank) + " must not connect to rank " + std::to_string(rank);
+    if (bad.empty() && fds[h.rank].valid()) bad = "rank " + std::to_string(h.rank) + " connected twice";
+    if (!bad.empty()) {
+      TUTTI_LOG(Warn, "refused connection from " << who << ": " << bad);
+      continue;
+    }
+    fds[h.rank] = std::move(conn);
+    --expected;
+  }
+  return fds;
+}
+
+}  // namespace tutti::detail

@@ -1,0 +1,23 @@
+#include "transport/tcp/frame.h"
+
+namespace tutti::detail {
+
+std::string validate_frame_header(const FrameHeader& h) {
+  if (h.magic != kFrameMagic) return "bad frame magic " + std::to_string(h.magic);
+  if (h.version != kFrameVersion) return "unsupported frame version " + std::to_string(h.version);
+  if (h.bytes > kMaxFrameBytes) return "frame claims " + std::to_string(h.bytes) + " bytes";
+  return "";
+}
+
+std::string validate_hello(const Hello& h, int world_size, std::uint64_t job_id) {
+  if (h.magic != kHelloMagic) return "not a tutti peer (bad hello magic)";
+  if (h.version != kFrameVersion) return "peer speaks protocol version " + std::to_string(h.version);
+  if (h.world_size != world_size)
+    return "peer believes the world has " + std::to_string(h.world_size) + " ranks, this rank " +
+           std::to_string(world_size);
+  if (h.rank < 0 || h.rank >= world_size) return "peer claims rank " + std::to_string(h.rank);
+  if (h.job_id != job_id) return "peer belongs to another job";
+  return "";
+}
+
+}  // namespace tutti::detail

@@ -1,0 +1,44 @@
+#pragma once
+// The wire frame of the TCP transport: a fixed 40-byte header, then the
+// payload. All fields little-endian (the host order of every supported CPU).
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tutti::detail {
+
+inline constexpr std::uint32_t kFrameMagic = 0x49545554;  // "TUTI"
+inline constexpr std::uint16_t kFrameVersion = 1;
+// Upper bound on one message; a header claiming more is corrupt.
+inline constexpr std::uint64_t kMaxFrameBytes = std::uint64_t(1) << 40;
+
+struct FrameHeader {
+  std::uint32_t magic = kFrameMagic;
+  std::uint16_t version = kFrameVersion;
+  std::uint16_t flags = 0;
+  std::uint64_t comm_id = 0;
+  std::uint64_t tag = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t signature = 0;  // op signature; 0 when not checked
+};
+static_assert(sizeof(FrameHeader) == 40, "frame header is 40 bytes on the wire");
+
+// Returns "" when the header is well formed, else what is wrong with it.
+std::string validate_frame_header(const FrameHeader& h);
+
+// The first message on every peer connection, from the connecting side.
+inline constexpr std::uint32_t kHelloMagic = 0x4F4C4548;  // "HELO"
+struct Hello {
+  std::uint32_t magic = kHelloMagic;
+  std::uint16_t version = kFrameVersion;
+  std::uint16_t reserved = 0;
+  std::int32_t rank = -1;
+  std::int32_t world_size = 0;
+  std::uint64_t job_id = 0;  // distinguishes jobs that reuse a store address
+};
+static_assert(sizeof(Hello) == 24, "hello is 24 bytes on the wire");
+
+std::string validate_hello(const Hello& h, int world_size, std::uint64_t job_id);
+
+}  // namespace tutti::detail

@@ -1,0 +1,122 @@
+#pragma once
+// TCP transport: one connection per peer pair, driven by one epoll progress
+// thread per process.
+//
+// Thread model. The progress thread owns every peer socket's reading side and
+// flushes send queues that could not be written at once. Caller threads post
+// sends and receives; a send posted on an idle connection is written straight
+// from the caller's thread (no hand-off on the latency path). One mutex guards
+// all matching state and socket I/O; completions are signalled under it and
+// waited on outside it. Payloads go from the socket straight into a posted
+// receive buffer; a message that arrives before its receive is posted is
+// buffered ("unexpected") and copied once the receive is posted.
+
+#include <sys/epoll.h>
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/config.h"
+#include "net/socket.h"
+#include "transport/tcp/frame.h"
+#include "transport/transport.h"
+#include "tutti/store.h"
+
+namespace tutti::detail {
+
+// Builds the full mesh of peer connections through `store`: every rank
+// listens, publishes its address under "tutti/tcp/<rank>", connects to lower
+// ranks and accepts higher ones. Fails with Timeout naming the ranks that
+// never published or connected before `deadline`. Returns one socket per
+// peer (index = rank; the own entry is invalid).
+std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id, const Config& config,
+                             const std::string& store_host, int store_port, TimePoint deadline);
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(int rank, int size, std::vector<Fd> peers, std::size_t socket_buffer_bytes);
+  ~TcpTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  RequestPtr post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf, std::size_t len) override;
+  RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len) override;
+  void abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) override;
+  std::string peer_failure(int peer) const override;
+
+ private:
+  struct PostedRecv {
+    int peer;
+    std::uint64_t comm, tag;
+    char* buf;
+    std::size_t len;
+    RequestPtr req;
+  };
+  struct Unexpected {
+    std::uint64_t comm, tag, arrival;
+    std::vector<char> data;
+    bool complete = false;
+    bool has_claim = false;  // a receive matched it before its payload was in
+    PostedRecv claim{};
+  };
+  struct SendOp {
+    FrameHeader hdr;
+    const char* buf;
+    std::size_t len;
+    std::size_t off = 0;  // bytes of header + payload already written
+    RequestPtr req;
+    std::vector<char> owned;  // payload copy, once the user's buffer is given back
+  };
+  enum class Rx { Header, Payload };
+  struct Conn {
+    int peer = -1;
+    Fd fd;
+    bool alive = false;
+    std::string failure;
+    bool want_out = false;
+    // receiving side
+    Rx rx = Rx::Header;
+    FrameHeader hdr{};
+    std::size_t hdr_got = 0;
+    char* rx_buf = nullptr;     // where the payload goes (nullptr: discard)
+    std::size_t rx_got = 0;
+    RequestPtr rx_req;          // a posted receive being filled directly
+    Unexpected* rx_unexp = nullptr;
+    // sending side
+    std::deque<SendOp> sendq;
+  };
+
+  void progress_loop();
+  void handle_readable(Conn& c);
+  void on_header(Conn& c);
+  void on_payload_done(Conn& c);
+  bool flush(Conn& c);  // returns false if the connection failed
+  void update_epoll(Conn& c, bool want_out);
+  void fail_conn(Conn& c, const std::string& why);
+  void deliver_local(std::uint64_t comm, std::uint64_t tag, const char* buf, std::size_t len);
+  std::list<Unexpected>::iterator find_unexpected(int peer, std::uint64_t comm, std::uint64_t tag, int* from);
+  void finish_recv(const PostedRecv& r, int from, const char* data, std::size_t bytes);
+  bool comm_aborted(std::uint64_t comm, RequestPtr* fail_with) const;
+  void shutdown_connections();
+
+  const int rank_, size_;
+  mutable std::mutex mu_;
+  std::vector<Conn> conns_;
+  std::list<PostedRecv> posted_;
+  std::vector<std::list<Unexpected>> unexpected_;
+  std::uint64_t arrivals_ = 0;
+  std::unordered_map<std::uint64_t, std::pair<ErrorKind, std::string>> aborted_;
+  std::vector<char> discard_;
+  Fd epoll_;
+  Fd wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tutti::detail

@@ -1,0 +1,48 @@
+#pragma once
+// The transport interface: everything an algorithm may ask of the network.
+//
+// Post a send or a receive of bytes to/from a peer (a world rank) with a
+// communicator id and a tag, get a request back, wait on it with a deadline.
+// Messages with the same (peer, comm_id, tag) match in the order they were
+// sent and posted (FIFO), so an algorithm may reuse a tag for successive
+// chunks. Transports know nothing of collectives.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/completion.h"
+#include "tutti/error.h"
+
+namespace tutti::detail {
+
+using RequestPtr = std::shared_ptr<Completion>;
+inline constexpr int kAnyPeer = -1;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;  // this process's world rank
+  virtual int size() const = 0;  // world size
+
+  // Sends `len` bytes to world rank `peer` (may be this rank). The buffer
+  // must stay valid and unchanged until the request completes. A send
+  // completes once its bytes are handed to the kernel or copied.
+  virtual RequestPtr post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf,
+                               std::size_t len) = 0;
+  // Receives exactly `len` bytes from world rank `peer` or kAnyPeer; the
+  // request's source() is the sender. A matching message of another length
+  // fails the request with Mismatch. The buffer is written until completion.
+  virtual RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf,
+                               std::size_t len) = 0;
+  // Fails every pending request of `comm_id` with (kind, message), drops its
+  // buffered messages, and makes later posts on it fail at once. After this
+  // returns the transport no longer touches the user buffers of those
+  // requests. Safe from any thread.
+  virtual void abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) = 0;
+  // Why `peer` is unreachable, or "" while it is connected.
+  virtual std::string peer_failure(int peer) const = 0;
+};
+
+}  // namespace tutti::detail
