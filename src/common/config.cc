@@ -1,5 +1,6 @@
 #include "common/config.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 
@@ -19,18 +20,23 @@ const char* env(const char* name) {
 std::size_t parse_bytes(const std::string& s, const char* what) {
   std::size_t pos = 0;
   unsigned long long v = 0;
+  if (s.empty() || s[0] < '0' || s[0] > '9')
+    throw Error(ErrorKind::InvalidArgument, std::string(what) + ": cannot parse '" + s + "' as a byte count");
   try {
     v = std::stoull(s, &pos);
   } catch (...) {
     throw Error(ErrorKind::InvalidArgument, std::string(what) + ": cannot parse '" + s + "' as a byte count");
   }
   std::string suffix = s.substr(pos);
-  if (suffix == "K" || suffix == "k") v <<= 10;
-  else if (suffix == "M" || suffix == "m") v <<= 20;
-  else if (suffix == "G" || suffix == "g") v <<= 30;
+  int shift = 0;
+  if (suffix == "K" || suffix == "k") shift = 10;
+  else if (suffix == "M" || suffix == "m") shift = 20;
+  else if (suffix == "G" || suffix == "g") shift = 30;
   else if (!suffix.empty())
     throw Error(ErrorKind::InvalidArgument, std::string(what) + ": unknown suffix in '" + s + "' (use K, M or G)");
-  return static_cast<std::size_t>(v);
+  if (v > ((std::uint64_t(1) << 50) >> shift))
+    throw Error(ErrorKind::InvalidArgument, std::string(what) + ": '" + s + "' is larger than 2^50 bytes");
+  return static_cast<std::size_t>(v << shift);
 }
 
 std::map<std::string, std::string> parse_algo_overrides(const std::string& spec) {
@@ -53,8 +59,10 @@ Config Config::from_env() {
   if (const char* v = env("TUTTI_TIMEOUT")) {
     char* end = nullptr;
     double secs = std::strtod(v, &end);
-    if (end == v || *end != '\0' || secs <= 0)
-      throw Error(ErrorKind::InvalidArgument, std::string("TUTTI_TIMEOUT: expected seconds > 0, got '") + v + "'");
+    // NaN fails every comparison, so the test is written to reject it.
+    if (end == v || *end != '\0' || !(secs >= 0.001 && secs <= 1e7))
+      throw Error(ErrorKind::InvalidArgument,
+                  std::string("TUTTI_TIMEOUT: expected seconds between 0.001 and 1e7, got '") + v + "'");
     c.timeout = std::chrono::milliseconds(static_cast<long long>(secs * 1000.0 + 0.5));
   }
   if (const char* v = env("TUTTI_CHUNK_BYTES")) {

@@ -62,6 +62,7 @@ Work Communicator::isend(const void* buf, std::size_t count, DataType dtype, int
   std::size_t bytes = v.bytes(count, dtype);
   v.buffer(buf, count, "buffer");
   v.peer(dst, false);
+  v.tag(tag);
   std::uint64_t t = p2p_tag(tag);
   impl_->throw_if_aborted();
   RequestPtr req = impl_->job->transport->post_send(impl_->world[dst], impl_->comm_id, t, buf, bytes);
@@ -85,6 +86,7 @@ Work Communicator::irecv(void* buf, std::size_t count, DataType dtype, int src, 
   std::size_t bytes = v.bytes(count, dtype);
   v.buffer(buf, count, "buffer");
   v.peer(src, true);
+  v.tag(tag);
   std::uint64_t t = p2p_tag(tag);
   impl_->throw_if_aborted();
   RequestPtr req = impl_->job->transport->post_recv(src == kAnySource ? kAnyPeer : impl_->world[src], impl_->comm_id,

@@ -36,6 +36,9 @@ struct Validator {
     if (r < 0 || r >= size)
       fail("root " + std::to_string(r) + " is not a rank of this communicator (size " + std::to_string(size) + ")");
   }
+  void tag(int t) const {
+    if (t < 0) fail("tag " + std::to_string(t) + " is negative; tags are in [0, 2^31)");
+  }
   void peer(int p, bool allow_any) const {
     if (allow_any && p == -1) return;
     if (p < 0 || p >= size)

@@ -1,9 +1,9 @@
 #pragma once
 // Binomial trees rooted at `root`, over virtual ranks v = (r - root) mod n.
-// parent(v) clears v's lowest set bit; children(v) are v + 2^k for every
-// 2^k below v's lowest set bit (below n for the root), in increasing k.
-// Receiving from children in decreasing k (largest subtree last) and sending
-// to children in decreasing k (largest subtree first) pipelines best.
+// parent(v) clears v's lowest set bit; children(v) are v + 2^k (< n) for
+// every 2^k below v's lowest set bit (below n for the root), listed in
+// decreasing k: the child with the deepest subtree first, so a broadcast
+// feeds the longest path first and a reduce waits on it last-arriving-first.
 
 #include <vector>
 

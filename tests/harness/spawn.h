@@ -1,0 +1,30 @@
+#pragma once
+// spawn(world, fn): runs fn on `world` ranks, each a forked process with its
+// own communicator, and reports their failures as the calling test's.
+//
+// The parent runs a TCP store server; every child connects to it, so the
+// rendezvous path of init() is exercised. A child that fails (gtest failure,
+// exception, crash) fails the test with its rank; a child still running at
+// the deadline is killed and named. Children never outlive the call.
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tutti/communicator.h"
+
+namespace tutti::testing {
+
+struct SpawnOptions {
+  std::chrono::seconds timeout{300};
+  // Set in every child before init (e.g. TUTTI_CHUNK_BYTES).
+  std::vector<std::pair<std::string, std::string>> env;
+  // Per-operation timeout of the communicators.
+  std::chrono::milliseconds op_timeout{60000};
+};
+
+void spawn(int world, const std::function<void(Communicator&)>& fn, const SpawnOptions& options = {});
+
+}  // namespace tutti::testing

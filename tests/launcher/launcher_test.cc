@@ -1,0 +1,507 @@
+// Tests of tuttirun: each one runs the built launcher on small sh scripts.
+//
+// Cleanup: every tuttirun started here gets TUTTIRUN_TEST_MARKER=<unique> in
+// its environment, which all ranks and their descendants inherit. A Launch
+// object's destructor kills tuttirun and every process carrying its marker
+// (found through /proc/*/environ), so nothing survives a failing test.
+#include <gtest/gtest.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr const char* kMarkerVar = "TUTTIRUN_TEST_MARKER";
+
+std::string make_marker() {
+  static std::atomic<int> counter{0};
+  return "tuttirun-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+// Live (non-zombie) processes whose environment holds <kMarkerVar>=marker.
+std::vector<pid_t> marked_processes(const std::string& marker) {
+  std::vector<pid_t> found;
+  const std::string needle = std::string(kMarkerVar) + "=" + marker;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return found;
+  while (dirent* ent = ::readdir(dir)) {
+    char* end = nullptr;
+    long pid = std::strtol(ent->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    std::ifstream f(std::string("/proc/") + ent->d_name + "/environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::size_t pos = 0;
+    while (pos < env.size()) {
+      std::size_t nul = env.find('\0', pos);
+      if (nul == std::string::npos) nul = env.size();
+      if (env.compare(pos, nul - pos, needle) == 0) {
+        found.push_back(static_cast<pid_t>(pid));
+        break;
+      }
+      pos = nul + 1;
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
+
+// Waits up to `limit` for the marked processes to disappear; returns those left.
+std::vector<pid_t> wait_marked_gone(const std::string& marker, std::chrono::milliseconds limit) {
+  Clock::time_point deadline = Clock::now() + limit;
+  for (;;) {
+    std::vector<pid_t> left = marked_processes(marker);
+    if (left.empty() || Clock::now() >= deadline) return left;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+// True if `pid` exists and is not a zombie.
+bool alive(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return false;
+  std::size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+std::string read_fd(int fd) {
+  std::string out;
+  char buf[4096];
+  off_t off = 0;
+  for (;;) {
+    ssize_t n = ::pread(fd, buf, sizeof buf, off);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    off += n;
+  }
+  return out;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> launcher_lines(const std::string& err) {
+  std::vector<std::string> out;
+  for (const std::string& l : split_lines(err))
+    if (l.rfind("tuttirun:", 0) == 0) out.push_back(l);
+  return out;
+}
+
+// Pids printed by ranks as "pid N" anywhere in their output.
+std::vector<pid_t> printed_pids(const std::string& out) {
+  std::vector<pid_t> pids;
+  std::regex re("pid ([0-9]+)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+    pids.push_back(static_cast<pid_t>(std::stol((*it)[1])));
+  return pids;
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+// One run of tuttirun, stdout and stderr captured in memory files.
+class Launch {
+ public:
+  explicit Launch(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {})
+      : marker_(make_marker()) {
+    out_fd_ = ::memfd_create("tuttirun-out", MFD_CLOEXEC);
+    err_fd_ = ::memfd_create("tuttirun-err", MFD_CLOEXEC);
+    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string entry(*e);
+      if (entry.rfind("TUTTI_KILL_GRACE_SECONDS=", 0) == 0) continue;
+      env.push_back(entry);
+    }
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    env.push_back(std::string(kMarkerVar) + "=" + marker_);
+    std::vector<std::string> argv_s{TUTTIRUN_PATH};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv, envp;
+    for (std::string& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    start_ = Clock::now();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(devnull, 0);
+      ::dup2(out_fd_, 1);
+      ::dup2(err_fd_, 2);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(126);
+    }
+    ::close(devnull);
+  }
+
+  ~Launch() {
+    if (pid_ > 0 && !done_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    for (int round = 0; round < 200; ++round) {
+      std::vector<pid_t> left = marked_processes(marker_);
+      if (left.empty()) break;
+      for (pid_t p : left) ::kill(p, SIGKILL);
+      std::this_thread::sleep_for(10ms);
+    }
+    ::close(out_fd_);
+    ::close(err_fd_);
+  }
+
+  // Waits up to `limit` for tuttirun to exit; false if it is still running.
+  bool wait(std::chrono::milliseconds limit = 10s) {
+    Clock::time_point deadline = Clock::now() + limit;
+    while (!done_) {
+      pid_t r = ::waitpid(pid_, &status_, WNOHANG);
+      if (r == pid_) {
+        done_ = true;
+        elapsed_ = Clock::now() - start_;
+        break;
+      }
+      if (Clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(5ms);
+    }
+    return true;
+  }
+
+  // Waits until stdout holds `count` occurrences of `text`.
+  bool wait_output(const std::string& text, int count, std::chrono::milliseconds limit) {
+    Clock::time_point deadline = Clock::now() + limit;
+    for (;;) {
+      std::string o = out();
+      int n = 0;
+      for (std::size_t p = o.find(text); p != std::string::npos; p = o.find(text, p + 1)) ++n;
+      if (n >= count) return true;
+      if (Clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+
+  std::string out() const { return read_fd(out_fd_); }
+  std::string err() const { return read_fd(err_fd_); }
+  int status() const { return status_; }
+  bool exited_with(int code) const { return WIFEXITED(status_) && WEXITSTATUS(status_) == code; }
+  double seconds() const { return std::chrono::duration<double>(elapsed_).count(); }
+  pid_t pid() const { return pid_; }
+  const std::string& marker() const { return marker_; }
+  std::string dump() const {
+    return describe_status(status_) + " after " + std::to_string(seconds()) + " s\n--- stdout:\n" + out() +
+           "--- stderr:\n" + err();
+  }
+
+ private:
+  std::string marker_;
+  int out_fd_ = -1;
+  int err_fd_ = -1;
+  pid_t pid_ = -1;
+  bool done_ = false;
+  int status_ = 0;
+  Clock::time_point start_;
+  Clock::duration elapsed_{};
+};
+
+// A scratch directory the ranks of one test use as a barrier: each rank
+// touches a file in it, a rank waits until enough files exist.
+class SyncDir {
+ public:
+  SyncDir() {
+    char tmpl[] = "/tmp/tuttirun-test-XXXXXX";
+    if (::mkdtemp(tmpl) != nullptr) path_ = tmpl;
+  }
+  ~SyncDir() {
+    if (path_.empty()) return;
+    if (DIR* dir = ::opendir(path_.c_str())) {
+      while (dirent* ent = ::readdir(dir))
+        if (ent->d_name[0] != '.') ::unlink((path_ + "/" + ent->d_name).c_str());
+      ::closedir(dir);
+    }
+    ::rmdir(path_.c_str());
+  }
+  std::string env() const { return "SYNC=" + path_; }
+
+ private:
+  std::string path_;
+};
+
+// Shell snippet: wait until $SYNC holds N files.
+std::string barrier(int n) {
+  return "while [ \"$(ls \"$SYNC\" | wc -l)\" -lt " + std::to_string(n) + " ]; do sleep 0.02; done";
+}
+
+// Runs tuttirun to the end (at most `limit`).
+#define RUN_TUTTIRUN(var, limit, ...)         \
+  Launch var(__VA_ARGS__);                    \
+  ASSERT_TRUE(var.wait(limit)) << var.dump(); \
+  SCOPED_TRACE(var.dump())
+
+// Maps rank -> the line a rank printed after "[R] ".
+std::map<int, std::vector<std::string>> tagged_lines(const std::string& out) {
+  std::map<int, std::vector<std::string>> by_rank;
+  std::regex re(R"(^\[([0-9]+)\] (.*)$)");
+  for (const std::string& l : split_lines(out)) {
+    std::smatch m;
+    if (std::regex_match(l, m, re)) by_rank[std::stoi(m[1])].push_back(m[2]);
+  }
+  return by_rank;
+}
+
+const std::string kEnvScript =
+    R"(echo "env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $MASTER_PORT $TUTTI_LAUNCHER")";
+
+TEST(Tuttirun, EveryRankSeesItsEnvironment) {
+  RUN_TUTTIRUN(run, 10s, {"-n", "3", "--tag-output", "sh", "-c", kEnvScript});
+  ASSERT_TRUE(run.exited_with(0));
+  auto by_rank = tagged_lines(run.out());
+  ASSERT_EQ(by_rank.size(), 3u);
+  std::set<std::string> ports;
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(by_rank[r].size(), 1u) << "rank " << r;
+    std::istringstream in(by_rank[r][0]);
+    std::string word, addr, port, launcher;
+    int rank = -1, world = -1, local = -1, local_world = -1, group = -1;
+    in >> word >> rank >> world >> local >> local_world >> group >> addr >> port >> launcher;
+    EXPECT_EQ(word, "env");
+    EXPECT_EQ(rank, r);
+    EXPECT_EQ(world, 3);
+    EXPECT_EQ(local, r);
+    EXPECT_EQ(local_world, 3);
+    EXPECT_EQ(group, 0);
+    EXPECT_EQ(addr, "127.0.0.1");
+    EXPECT_EQ(launcher, "tuttirun");
+    int p = std::stoi(port);
+    EXPECT_GT(p, 0);
+    EXPECT_LE(p, 65535);
+    ports.insert(port);
+  }
+  EXPECT_EQ(ports.size(), 1u) << "all ranks must see the same MASTER_PORT";
+}
+
+TEST(Tuttirun, MultiNodeNumbering) {
+  RUN_TUTTIRUN(run, 10s,
+               {"--nnodes", "2", "--node-rank", "1", "-n", "2", "--master-addr", "10.1.2.3", "--master-port", "29511",
+                "--tag-output", "sh", "-c", kEnvScript});
+  ASSERT_TRUE(run.exited_with(0));
+  auto by_rank = tagged_lines(run.out());
+  ASSERT_EQ(by_rank.size(), 2u);
+  EXPECT_EQ(by_rank[2], std::vector<std::string>{"env 2 4 0 2 1 10.1.2.3 29511 tuttirun"});
+  EXPECT_EQ(by_rank[3], std::vector<std::string>{"env 3 4 1 2 1 10.1.2.3 29511 tuttirun"});
+}
+
+TEST(Tuttirun, ProgramArgumentsPassUnchanged) {
+  const std::string script = R"(for a in "$@"; do echo "arg:$a"; done)";
+  const std::vector<std::string> expected{"arg:-n", "arg:5", "arg:--tag-output", "arg:--", "arg:x y"};
+  {
+    RUN_TUTTIRUN(run, 10s, {"-n", "1", "sh", "-c", script, "sh", "-n", "5", "--tag-output", "--", "x y"});
+    ASSERT_TRUE(run.exited_with(0));
+    EXPECT_EQ(split_lines(run.out()), expected);
+  }
+  {
+    RUN_TUTTIRUN(run, 10s, {"-n", "1", "--", "sh", "-c", script, "sh", "-n", "5", "--tag-output", "--", "x y"});
+    ASSERT_TRUE(run.exited_with(0));
+    EXPECT_EQ(split_lines(run.out()), expected);
+  }
+}
+
+TEST(Tuttirun, TagOutputTagsBothStreamsAndFlushesPartialLines) {
+  RUN_TUTTIRUN(run, 10s,
+               {"-n", "2", "--tag-output", "sh", "-c", R"(echo "out $RANK"; echo "err $RANK" >&2; printf "tail")"});
+  ASSERT_TRUE(run.exited_with(0));
+  auto out = tagged_lines(run.out());
+  auto err = tagged_lines(run.err());
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(out[r], (std::vector<std::string>{"out " + std::to_string(r), "tail"})) << "rank " << r;
+    EXPECT_EQ(err[r], (std::vector<std::string>{"err " + std::to_string(r)})) << "rank " << r;
+  }
+  EXPECT_EQ(split_lines(run.out()).size(), 4u);
+}
+
+TEST(Tuttirun, WithoutTagOutputRanksWriteDirectly) {
+  RUN_TUTTIRUN(run, 10s, {"-n", "2", "sh", "-c", "echo hello; echo oops >&2"});
+  ASSERT_TRUE(run.exited_with(0));
+  EXPECT_EQ(run.out(), "hello\nhello\n");
+  EXPECT_EQ(run.err(), "oops\noops\n");
+}
+
+TEST(Tuttirun, FailingRankStopsTheOthers) {
+  // Rank 0 also leaves a background grandchild behind; it must die too.
+  SyncDir sync;
+  const std::string script = R"(
+    if [ "$RANK" = 0 ]; then sleep 60 & echo "pid $!"; fi
+    echo "pid $$"
+    touch "$SYNC/$RANK"
+    if [ "$RANK" = 2 ]; then )" + barrier(4) + R"(; exit 3; fi
+    exec sleep 60)";
+  RUN_TUTTIRUN(run, 10s, {"-n", "4", "--tag-output", "sh", "-c", script}, {sync.env()});
+  EXPECT_TRUE(run.exited_with(3));
+  EXPECT_LT(run.seconds(), 3.0);
+  std::vector<std::string> lines = launcher_lines(run.err());
+  ASSERT_EQ(lines.size(), 1u);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(
+      lines[0], m, std::regex(R"(tuttirun: rank 2 \(pid ([0-9]+)\) exited with code 3; stopping the other 3 ranks)")));
+  auto by_rank = tagged_lines(run.out());
+  ASSERT_EQ(by_rank[2].size(), 1u);
+  EXPECT_EQ(by_rank[2][0], "pid " + m[1].str());
+  std::vector<pid_t> pids = printed_pids(run.out());
+  EXPECT_EQ(pids.size(), 5u);
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 1s).empty());
+  for (pid_t p : pids) EXPECT_FALSE(alive(p)) << "pid " << p << " still running";
+}
+
+TEST(Tuttirun, RankKilledBySignalIsNamed) {
+  RUN_TUTTIRUN(run, 10s, {"-n", "2", "sh", "-c", R"(if [ "$RANK" = 1 ]; then sleep 0.2; kill -9 $$; fi; exec sleep 60)"});
+  EXPECT_TRUE(run.exited_with(128 + 9));
+  EXPECT_LT(run.seconds(), 3.0);
+  std::vector<std::string> lines = launcher_lines(run.err());
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_TRUE(std::regex_match(
+      lines[0], std::regex(R"(tuttirun: rank 1 \(pid [0-9]+\) killed by signal 9 \(SIGKILL\); stopping the other rank)")));
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 1s).empty());
+}
+
+TEST(Tuttirun, SingleRankExitCodeIsPassedOn) {
+  RUN_TUTTIRUN(run, 10s, {"-n", "1", "sh", "-c", "exit 7"});
+  EXPECT_TRUE(run.exited_with(7));
+  EXPECT_EQ(launcher_lines(run.err()).size(), 1u);
+  EXPECT_NE(run.err().find("rank 0"), std::string::npos);
+  EXPECT_EQ(run.err().find("stopping"), std::string::npos);
+}
+
+TEST(Tuttirun, RanksIgnoringSigtermAreKilledAfterTheGrace) {
+  // Every rank ignores SIGTERM (so does its sleep, which inherits that)
+  // before rank 0 fails; only the SIGKILL after the grace stops them.
+  auto script = [](int n) {
+    return R"(trap "" TERM; touch "$SYNC/$RANK"; if [ "$RANK" = 0 ]; then )" + barrier(n) +
+           R"(; exit 5; fi; sleep 60)";
+  };
+  {
+    SyncDir sync;
+    RUN_TUTTIRUN(run, 10s, {"-n", "3", "sh", "-c", script(3)}, {"TUTTI_KILL_GRACE_SECONDS=0.5", sync.env()});
+    EXPECT_TRUE(run.exited_with(5));
+    EXPECT_GE(run.seconds(), 0.5);
+    EXPECT_LT(run.seconds(), 2.5);
+    EXPECT_TRUE(wait_marked_gone(run.marker(), 1s).empty());
+  }
+  {  // the option wins over the environment
+    SyncDir sync;
+    RUN_TUTTIRUN(run, 10s, {"--kill-grace", "0.2", "-n", "2", "sh", "-c", script(2)},
+                 {"TUTTI_KILL_GRACE_SECONDS=30", sync.env()});
+    EXPECT_TRUE(run.exited_with(5));
+    EXPECT_LT(run.seconds(), 2.0);
+    EXPECT_TRUE(wait_marked_gone(run.marker(), 1s).empty());
+  }
+}
+
+TEST(Tuttirun, SigintStopsAllRanks) {
+  Launch run({"-n", "3", "--tag-output", "sh", "-c", R"(echo "pid $$ ready"; exec sleep 60)"});
+  ASSERT_TRUE(run.wait_output("ready", 3, 5s)) << run.out() << run.err();
+  ASSERT_EQ(::kill(run.pid(), SIGINT), 0);
+  ASSERT_TRUE(run.wait(3s)) << run.out() << run.err();
+  SCOPED_TRACE(run.dump());
+  EXPECT_TRUE((WIFSIGNALED(run.status()) && WTERMSIG(run.status()) == SIGINT) || run.exited_with(130));
+  EXPECT_NE(run.err().find("received SIGINT"), std::string::npos);
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 1s).empty());
+  std::vector<pid_t> pids = printed_pids(run.out());
+  EXPECT_EQ(pids.size(), 3u);
+  for (pid_t p : pids) EXPECT_FALSE(alive(p)) << "pid " << p << " still running";
+}
+
+TEST(Tuttirun, RanksThatHandleTheSignalCanExitCleanly) {
+  Launch run({"-n", "2", "--tag-output", "sh", "-c", R"(trap "echo bye; exit 0" TERM; echo ready; sleep 60 & wait)"});
+  ASSERT_TRUE(run.wait_output("ready", 2, 5s)) << run.out() << run.err();
+  ASSERT_EQ(::kill(run.pid(), SIGTERM), 0);
+  ASSERT_TRUE(run.wait(3s)) << run.out() << run.err();
+  SCOPED_TRACE(run.dump());
+  EXPECT_TRUE(run.exited_with(0));
+  EXPECT_TRUE(run.wait_output("bye", 2, 1s));
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 1s).empty());
+}
+
+TEST(Tuttirun, TimeoutStopsTheJob) {
+  RUN_TUTTIRUN(run, 10s,
+               {"--timeout", "1", "-n", "3", "sh", "-c", R"(if [ "$RANK" = 1 ]; then exit 0; fi; exec sleep 60)"});
+  EXPECT_TRUE(run.exited_with(124));
+  EXPECT_GE(run.seconds(), 0.9);
+  EXPECT_LT(run.seconds(), 3.0);
+  std::vector<std::string> lines = launcher_lines(run.err());
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("still running: 0, 2;"), std::string::npos);
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 1s).empty());
+}
+
+TEST(Tuttirun, AllRanksSucceed) {
+  RUN_TUTTIRUN(run, 10s, {"-n", "4", "true"});
+  EXPECT_TRUE(run.exited_with(0));
+  EXPECT_EQ(run.err(), "");
+}
+
+TEST(Tuttirun, MissingProgramExits127) {
+  RUN_TUTTIRUN(run, 10s, {"-n", "2", "/nonexistent/tuttirun-test-program"});
+  EXPECT_TRUE(run.exited_with(127));
+  EXPECT_NE(run.err().find("cannot execute"), std::string::npos);
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 1s).empty());
+}
+
+TEST(Tuttirun, HelpPrintsUsage) {
+  RUN_TUTTIRUN(run, 10s, {"--help"});
+  EXPECT_TRUE(run.exited_with(0));
+  EXPECT_NE(run.out().find("Usage: tuttirun"), std::string::npos);
+  EXPECT_NE(run.out().find("--nproc-per-node"), std::string::npos);
+}
+
+TEST(Tuttirun, UsageErrorsExit2) {
+  const std::vector<std::vector<std::string>> cases = {
+      {},
+      {"true"},
+      {"-n", "2"},
+      {"-n", "2", "--"},
+      {"-n", "0", "true"},
+      {"-n", "x", "true"},
+      {"-n", "2", "--bogus", "true"},
+      {"-n", "1", "--master-port", "70000", "true"},
+      {"-n", "1", "--timeout", "-1", "true"},
+      {"-n", "1", "--kill-grace", "soon", "true"},
+      {"-n", "1", "--nnodes", "2", "--node-rank", "1", "--master-port", "29500", "true"},
+      {"-n", "1", "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "true"},
+      {"-n", "1", "--nnodes", "2", "--node-rank", "2", "--master-addr", "10.0.0.1", "--master-port", "1", "true"},
+      {"-n", "1", "--node-rank", "1", "true"},
+  };
+  for (const auto& args : cases) {
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    Launch run(args);
+    ASSERT_TRUE(run.wait(5s)) << joined;
+    EXPECT_TRUE(run.exited_with(2)) << joined << "\n" << run.dump();
+    EXPECT_NE(run.err().find("tuttirun: error:"), std::string::npos) << joined << "\n" << run.err();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,52 @@
+#pragma once
+// One check per collective form: every rank builds every rank's random input
+// from shared seeds, runs the op, and compares every element of its output
+// with a reference it computes itself (exact for integers; for floats within
+// what the order of summation allows). Buffers the op must not touch are
+// checked too.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/reference.h"
+#include "tutti/communicator.h"
+
+namespace tutti::testing {
+
+using Buf = std::vector<char>;
+
+struct CaseInfo {
+  std::uint64_t id;  // distinct per case; seeds the data
+  DataType dtype;
+  std::size_t count;
+  bool inplace = false;
+  bool async = false;
+  bool list_form = false;
+  int root = 0;
+  ReduceOp op;
+  std::string describe(const char* coll, int rank) const;
+};
+
+// Random input of `rank` for case `c` (count elements, or `count_override`).
+Buf input_of(const CaseInfo& c, int rank, std::size_t salt = 0, std::size_t count_override = ~std::size_t(0));
+
+void check_all_reduce(Communicator& comm, const CaseInfo& c);
+void check_reduce(Communicator& comm, const CaseInfo& c);
+void check_broadcast(Communicator& comm, const CaseInfo& c);
+void check_gather(Communicator& comm, const CaseInfo& c);
+void check_all_gather(Communicator& comm, const CaseInfo& c);
+void check_scatter(Communicator& comm, const CaseInfo& c);
+void check_reduce_scatter(Communicator& comm, const CaseInfo& c);
+void check_all_to_all(Communicator& comm, const CaseInfo& c);
+void check_all_to_all_v(Communicator& comm, const CaseInfo& c);
+
+// Runs every collective form over every dtype, valid reduce op, root and the
+// given counts (per dtype: counts_for(dtype)). Returns the number of cases.
+std::size_t run_collective_sweep(Communicator& comm, const std::function<std::vector<std::size_t>(DataType)>& counts_for,
+                                 std::uint64_t id_base);
+
+}  // namespace tutti::testing

@@ -1,0 +1,74 @@
+// Every collective x every dtype x every valid reduce op x every root x
+// counts {0, 1, 7, one past the chunk}, on world sizes 1..8: one launch per
+// world size, all cases inside.
+#include <gtest/gtest.h>
+
+#include "harness/spawn.h"
+#include "multirank/collective_checks.h"
+
+namespace tutti::testing {
+namespace {
+
+constexpr std::size_t kChunkBytes = 256;  // small, so tiny counts still cross chunk boundaries
+
+class Collectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(Collectives, EveryOpDtypeReduceOpRootAndCount) {
+  SpawnOptions o;
+  o.env = {{"TUTTI_CHUNK_BYTES", std::to_string(kChunkBytes)}, {"TUTTI_SMALL_BYTES", "64"}};
+  spawn(GetParam(), [](Communicator& comm) {
+    auto counts = [](DataType dt) {
+      return std::vector<std::size_t>{0, 1, 7, kChunkBytes / dtype_size(dt) + 1};
+    };
+    std::size_t cases = run_collective_sweep(comm, counts, 1000);
+    if (comm.rank() == 0) std::printf("world %d: %zu cases\n", comm.size(), cases);
+  }, o);
+}
+
+// ~4 MB per rank for float32, bfloat16 and int64: large messages through the
+// chunked pipelines (chunk 256 KiB, so every step crosses chunk boundaries).
+TEST_P(Collectives, LargeMessages) {
+  SpawnOptions o;
+  o.env = {{"TUTTI_CHUNK_BYTES", "256K"}};
+  spawn(GetParam(), [](Communicator& comm) {
+    const int n = comm.size();
+    std::uint64_t id = 900000;
+    for (DataType dt : {DataType::Float32, DataType::BFloat16, DataType::Int64}) {
+      CaseInfo c;
+      c.dtype = dt;
+      c.count = (4u << 20) / dtype_size(dt) + 3;
+      c.op = ReduceOpKind::Sum;
+      c.id = ++id;
+      check_all_reduce(comm, c);
+      c.id = ++id;
+      c.op = ReduceOpKind::Max;
+      c.inplace = true;
+      check_all_reduce(comm, c);
+      c.op = ReduceOpKind::Sum;
+      c.inplace = false;
+      c.root = n - 1;
+      c.id = ++id;
+      check_reduce(comm, c);
+      c.id = ++id;
+      check_broadcast(comm, c);
+      // Per-rank blocks of the gathering ops: 4 MB in all.
+      c.count = (4u << 20) / dtype_size(dt) / n + 1;
+      c.id = ++id;
+      check_all_gather(comm, c);
+      c.id = ++id;
+      check_reduce_scatter(comm, c);
+      c.id = ++id;
+      check_all_to_all(comm, c);
+      c.id = ++id;
+      check_gather(comm, c);
+      c.id = ++id;
+      check_scatter(comm, c);
+    }
+  }, o);
+}
+
+INSTANTIATE_TEST_SUITE_P(World, Collectives, ::testing::Values(1, 2, 3, 4, 5, 7, 8),
+                         [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
+
+}  // namespace
+}  // namespace tutti::testing

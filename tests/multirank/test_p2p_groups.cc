@@ -1,0 +1,289 @@
+// Point-to-point, groups and error paths in real processes.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "harness/spawn.h"
+#include "multirank/collective_checks.h"
+
+namespace tutti::testing {
+namespace {
+
+class MultiRank : public ::testing::TestWithParam<int> {};
+
+std::string what_of(const Error& e) { return std::string(error_kind_name(e.kind())) + ": " + e.message(); }
+
+TEST_P(MultiRank, PointToPoint) {
+  spawn(GetParam(), [](Communicator& comm) {
+    const int n = comm.size(), r = comm.rank();
+    CaseInfo c;
+    c.dtype = DataType::Float64;
+    // Every ordered pair, blocking, with the tag naming the pair.
+    for (int count : {0, 1, 7, 5000}) {
+      c.count = static_cast<std::size_t>(count);
+      for (int src = 0; src < n; ++src) {
+        for (int dst = 0; dst < n; ++dst) {
+          if (src == dst) continue;
+          c.id = 7000 + static_cast<std::uint64_t>(src * 64 + dst) + 100000u * count;
+          if (r == src) {
+            Buf b = input_of(c, src);
+            comm.send(b.data(), c.count, c.dtype, dst, src * 64 + dst);
+          } else if (r == dst) {
+            Buf b = input_of(c, dst, 77);
+            int from = comm.recv(b.data(), c.count, c.dtype, src, src * 64 + dst);
+            EXPECT_EQ(from, src);
+            Buf want = input_of(c, src);
+            EXPECT_EQ(0, std::memcmp(b.data(), want.data(), b.size())) << "from " << src << " count " << count;
+          }
+        }
+      }
+    }
+    // Non-blocking ring exchange in both directions, plus a message to self.
+    c.count = 1000;
+    c.id = 8001;
+    Buf mine = input_of(c, r);
+    Buf from_prev(mine.size()), from_next(mine.size()), from_self(mine.size());
+    Work w1 = comm.irecv(from_prev.data(), c.count, c.dtype, (r + n - 1) % n, 1);
+    Work w2 = comm.irecv(from_next.data(), c.count, c.dtype, (r + 1) % n, 2);
+    Work w3 = comm.irecv(from_self.data(), c.count, c.dtype, r, 3);
+    Work s1 = comm.isend(mine.data(), c.count, c.dtype, (r + 1) % n, 1);
+    Work s2 = comm.isend(mine.data(), c.count, c.dtype, (r + n - 1) % n, 2);
+    Work s3 = comm.isend(mine.data(), c.count, c.dtype, r, 3);
+    for (Work* w : {&w1, &w2, &w3, &s1, &s2, &s3}) w->wait();
+    EXPECT_EQ(w1.source(), (r + n - 1) % n);
+    EXPECT_EQ(w3.source(), r);
+    EXPECT_EQ(w1.bytes(), mine.size());
+    EXPECT_TRUE(input_of(c, (r + n - 1) % n) == from_prev);
+    EXPECT_TRUE(input_of(c, (r + 1) % n) == from_next);
+    EXPECT_TRUE(mine == from_self);
+    // Any source: rank 0 receives one message from every other rank, in
+    // whatever order they arrive, and learns who sent each.
+    if (r == 0) {
+      std::vector<bool> seen(n, false);
+      for (int i = 1; i < n; ++i) {
+        std::int64_t v = 0;
+        int from = comm.recv(&v, 1, DataType::Int64, kAnySource, 9);
+        ASSERT_GT(from, 0);
+        EXPECT_EQ(v, 1000 + from);
+        EXPECT_FALSE(seen[from]);
+        seen[from] = true;
+      }
+    } else {
+      std::int64_t v = 1000 + r;
+      comm.send(&v, 1, DataType::Int64, 0, 9);
+    }
+    // Same source and tag: messages arrive in the order sent.
+    if (n >= 2 && r < 2) {
+      for (int i = 0; i < 50; ++i) {
+        std::int32_t v = i;
+        if (r == 0) {
+          comm.send(&v, 1, DataType::Int32, 1, 4);
+        } else {
+          comm.recv(&v, 1, DataType::Int32, 0, 4);
+          EXPECT_EQ(v, i);
+        }
+      }
+    }
+    comm.barrier();
+  });
+}
+
+TEST_P(MultiRank, InvalidArgumentsAreRefusedBeforeSending) {
+  spawn(GetParam(), [](Communicator& comm) {
+    const int n = comm.size();
+    float x[4] = {1, 2, 3, 4};
+    auto expect_invalid = [&](const std::function<void()>& f, const std::string& needle) {
+      try {
+        f();
+        ADD_FAILURE() << "accepted; expected InvalidArgument mentioning '" << needle << "'";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << what_of(e);
+        EXPECT_NE(e.message().find(needle), std::string::npos) << what_of(e);
+        EXPECT_NE(e.message().find("rank " + std::to_string(comm.rank())), std::string::npos) << what_of(e);
+      }
+    };
+    expect_invalid([&] { comm.broadcast(x, 4, DataType::Float32, n); }, "root " + std::to_string(n));
+    expect_invalid([&] { comm.reduce(x, x, 4, DataType::Float32, ReduceOp::SUM, -1); }, "root -1");
+    expect_invalid([&] { comm.all_reduce(x, x, 4, DataType::Float32, ReduceOp::BXOR); }, "bitwise");
+    expect_invalid([&] { comm.all_reduce(x, x, 4, DataType::Complex64, ReduceOp::MAX); }, "complex");
+    expect_invalid([&] { comm.all_reduce(x, x, 1, DataType::Int32, ReduceOp::premul_sum(0.5)); }, "integral");
+    expect_invalid([&] { comm.all_reduce(nullptr, x, 4, DataType::Float32, ReduceOp::SUM); }, "sendbuf is null");
+    expect_invalid([&] { comm.send(x, 4, DataType::Float32, n + 3); }, "peer " + std::to_string(n + 3));
+    expect_invalid([&] { comm.send(x, 4, DataType::Float32, 0, -5); }, "tag -5");
+    expect_invalid([&] { comm.all_reduce(x, x, 4, static_cast<DataType>(99), ReduceOp::SUM); }, "unknown data type");
+    // None of that aborted the communicator.
+    std::int64_t v = 1;
+    comm.all_reduce(&v, &v, 1, DataType::Int64, ReduceOp::SUM);
+    EXPECT_EQ(v, n);
+  });
+}
+
+// Two disjoint groups, an overlapping split and the world, with operations in
+// flight on all of them at once, from one thread and from several.
+TEST_P(MultiRank, GroupsRunConcurrently) {
+  spawn(GetParam(), [](Communicator& world) {
+    const int n = world.size(), r = world.rank();
+    std::vector<int> evens, odds;
+    for (int i = 0; i < n; ++i) (i % 2 ? odds : evens).push_back(i);
+    auto ge = world.new_group(evens);
+    auto go = odds.empty() ? std::nullopt : world.new_group(odds);
+    EXPECT_EQ(ge.has_value(), r % 2 == 0);
+    EXPECT_EQ(go.has_value(), r % 2 == 1);
+    Communicator mine = ge ? *ge : *go;
+    EXPECT_EQ(mine.size(), static_cast<int>((r % 2 ? odds : evens).size()));
+    EXPECT_EQ(mine.rank(), r / 2);
+    // Overlapping: ranks split by r / 3, ordered by descending world rank.
+    auto sp = world.split(r / 3, -r);
+    ASSERT_TRUE(sp.has_value());
+    const int members = std::min(n, (r / 3) * 3 + 3) - (r / 3) * 3;
+    EXPECT_EQ(sp->size(), members);
+    EXPECT_EQ(sp->rank(), (std::min(n, (r / 3) * 3 + 3) - 1) - r);
+    auto none = world.split(r == 0 ? -1 : 1, 0);  // rank 0 opts out
+    EXPECT_EQ(none.has_value(), r != 0);
+
+    for (int iter = 0; iter < 20; ++iter) {
+      std::vector<std::int64_t> a(300, r + iter), b(300, r * 10 + iter), c(300, r * 100 + iter), d(300, 1);
+      Work wa = world.iall_reduce(a.data(), a.data(), a.size(), DataType::Int64, ReduceOp::SUM);
+      Work wb = mine.iall_reduce(b.data(), b.data(), b.size(), DataType::Int64, ReduceOp::SUM);
+      Work wc = sp->iall_reduce(c.data(), c.data(), c.size(), DataType::Int64, ReduceOp::MAX);
+      Work wd = none ? none->iall_reduce(d.data(), d.data(), d.size(), DataType::Int64, ReduceOp::SUM) : Work();
+      wd.wait();
+      wc.wait();
+      wb.wait();
+      wa.wait();
+      std::int64_t sa = 0, sb = 0;
+      for (int i = 0; i < n; ++i) sa += i + iter;
+      for (int i = r % 2; i < n; i += 2) sb += i * 10 + iter;
+      std::int64_t mc = 100 * (std::min(n, (r / 3) * 3 + 3) - 1) + iter;
+      for (int i = 0; i < 300; ++i) {
+        ASSERT_EQ(a[i], sa);
+        ASSERT_EQ(b[i], sb);
+        ASSERT_EQ(c[i], mc);
+        if (none) {
+          ASSERT_EQ(d[i], n - 1);
+        }
+      }
+    }
+    // Different communicators driven from different threads at once.
+    std::atomic<int> bad{0};
+    std::thread t1([&] {
+      for (int i = 0; i < 30; ++i) {
+        std::int32_t v = r;
+        mine.all_reduce(&v, &v, 1, DataType::Int32, ReduceOp::MAX);
+        if (v != (r % 2 ? odds.back() : evens.back())) ++bad;
+      }
+    });
+    for (int i = 0; i < 30; ++i) {
+      std::int32_t v = 1;
+      sp->all_reduce(&v, &v, 1, DataType::Int32, ReduceOp::SUM);
+      if (v != members) ++bad;
+    }
+    t1.join();
+    EXPECT_EQ(bad.load(), 0);
+    // Collectives on sub-groups are full collectives too.
+    if (ge) {
+      CaseInfo c;
+      c.id = 4242;
+      c.dtype = DataType::Float32;
+      c.count = 333;
+      c.root = ge->size() - 1;
+      c.op = ReduceOpKind::Sum;
+      check_reduce_scatter(*ge, c);
+      check_broadcast(*ge, c);
+      check_gather(*ge, c);
+    }
+    world.barrier();
+  });
+}
+
+TEST_P(MultiRank, MismatchedMessageSizeIsAnError) {
+  if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
+  spawn(GetParam(), [](Communicator& world) {
+    std::vector<int> all(world.size());
+    for (int i = 0; i < world.size(); ++i) all[i] = i;
+    auto g = world.new_group(all);
+    if (world.rank() == 0) {
+      float v[3] = {1, 2, 3};
+      g->send(v, 3, DataType::Float32, 1, 5);
+    } else if (world.rank() == 1) {
+      float v[2];
+      try {
+        g->recv(v, 2, DataType::Float32, 0, 5);
+        ADD_FAILURE() << "a 12-byte message was accepted into an 8-byte receive";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Mismatch) << what_of(e);
+        EXPECT_NE(e.message().find("8 bytes"), std::string::npos) << what_of(e);
+        EXPECT_NE(e.message().find("12 bytes"), std::string::npos) << what_of(e);
+      }
+    }
+    // The world is unaffected.
+    world.barrier();
+  });
+}
+
+TEST_P(MultiRank, AbortWakesWaitersAndFailsLaterCalls) {
+  if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
+  spawn(GetParam(), [](Communicator& world) {
+    std::vector<int> all(world.size());
+    for (int i = 0; i < world.size(); ++i) all[i] = i;
+    auto g = world.new_group(all);
+    if (world.rank() == 0) {
+      // Nobody sends this; abort from another thread must wake the waiter.
+      float v = 0;
+      Work w = g->irecv(&v, 1, DataType::Float32, 1, 77);
+      std::thread t([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        g->abort("test abort");
+      });
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        w.wait();
+        ADD_FAILURE() << "wait returned after abort";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Aborted) << what_of(e);
+        EXPECT_NE(e.message().find("test abort"), std::string::npos) << what_of(e);
+      }
+      t.join();
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+      try {
+        g->barrier();
+        ADD_FAILURE() << "barrier on an aborted communicator returned";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Aborted) << what_of(e);
+        EXPECT_NE(e.message().find("test abort"), std::string::npos) << what_of(e);
+      }
+    }
+    world.barrier();
+  });
+}
+
+TEST_P(MultiRank, TimeoutNamesThePeer) {
+  if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
+  spawn(GetParam(), [](Communicator& world) {
+    std::vector<int> all(world.size());
+    for (int i = 0; i < world.size(); ++i) all[i] = i;
+    auto g = world.new_group(all);
+    g->set_timeout(std::chrono::milliseconds(300));
+    if (world.rank() == 1) {
+      // Rank 0 never joins this broadcast.
+      float v = 0;
+      try {
+        g->broadcast(&v, 1, DataType::Float32, 0);
+        ADD_FAILURE() << "broadcast without the root returned";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Timeout) << what_of(e);
+        EXPECT_NE(e.message().find("rank 0"), std::string::npos) << what_of(e);
+        EXPECT_NE(e.message().find("broadcast #"), std::string::npos) << what_of(e);
+      }
+    }
+    world.barrier();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(World, MultiRank, ::testing::Values(1, 2, 3, 4, 5, 7, 8),
+                         [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
+
+}  // namespace
+}  // namespace tutti::testing

@@ -1,0 +1,496 @@
+// The pure (no I/O) parts of tutti's core: message tag packing
+// (core/tags.h), ring chunking (algorithms/ring_steps.h), configuration
+// parsing (common/config.h), algorithm selection (algorithms/selection.h)
+// and the TCP frame/hello validation (transport/tcp/frame.h). Failure cases
+// check both the error kind and the message text.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "algorithms/ring_steps.h"
+#include "algorithms/selection.h"
+#include "common/config.h"
+#include "core/tags.h"
+#include "transport/tcp/frame.h"
+#include "tutti/error.h"
+
+namespace {
+
+using tutti::Error;
+using tutti::ErrorKind;
+namespace d = tutti::detail;
+
+template <typename F>
+Error expect_error(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no tutti::Error was thrown";
+  return Error(ErrorKind::Internal, "(none)");
+}
+
+#define EXPECT_CONTAINS(haystack, needle)                                                        \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)                               \
+      << "expected \"" << (needle) << "\" in \"" << (haystack) << "\""
+
+// ---- tags ------------------------------------------------------------------
+
+constexpr std::uint64_t kMaxSeq = (std::uint64_t(1) << d::kTagSeqBits) - 1;
+constexpr std::uint32_t kMaxStep = (std::uint32_t(1) << d::kTagStepBits) - 1;
+
+TEST(CoreTags, CollectiveTagPacksSeqAndStep) {
+  const std::pair<std::uint64_t, std::uint32_t> cases[] = {
+      {0, 0}, {1, 0}, {0, 1}, {12345, 678}, {kMaxSeq, 0}, {0, kMaxStep}, {kMaxSeq, kMaxStep}};
+  for (auto [seq, step] : cases) {
+    std::uint64_t t = d::collective_tag(seq, step);
+    EXPECT_EQ(t >> 62, d::kTagKindCollective) << seq << "/" << step;
+    EXPECT_EQ((t >> d::kTagStepBits) & kMaxSeq, seq);
+    EXPECT_EQ(t & kMaxStep, step);
+    EXPECT_EQ(t, (seq << 24) | step);
+  }
+}
+
+TEST(CoreTags, DistinctSeqStepGiveDistinctTags) {
+  std::set<std::uint64_t> tags;
+  std::vector<std::uint64_t> seqs;
+  for (std::uint64_t s = 0; s < 64; ++s) seqs.push_back(s);
+  for (std::uint64_t s : {std::uint64_t(1) << 20, std::uint64_t(1) << 37, kMaxSeq - 1, kMaxSeq}) seqs.push_back(s);
+  std::vector<std::uint32_t> steps;
+  for (std::uint32_t s = 0; s < 64; ++s) steps.push_back(s);
+  for (std::uint32_t s : {1u << 8, 1u << 16, 1u << 23, kMaxStep - 1, kMaxStep}) steps.push_back(s);
+  for (auto seq : seqs)
+    for (auto step : steps) EXPECT_TRUE(tags.insert(d::collective_tag(seq, step)).second) << seq << "/" << step;
+  EXPECT_EQ(tags.size(), seqs.size() * steps.size());
+}
+
+TEST(CoreTags, OverWideFieldsThrowInternal) {
+  Error e = expect_error([] { d::collective_tag(kMaxSeq + 1, 0); });
+  EXPECT_EQ(e.kind(), ErrorKind::Internal);
+  EXPECT_CONTAINS(e.message(), "op sequence number " + std::to_string(kMaxSeq + 1));
+  EXPECT_CONTAINS(e.message(), "38 bits");
+
+  e = expect_error([] { d::collective_tag(~std::uint64_t(0), 0); });
+  EXPECT_EQ(e.kind(), ErrorKind::Internal);
+  EXPECT_CONTAINS(e.message(), "op sequence number");
+
+  e = expect_error([] { d::collective_tag(0, kMaxStep + 1); });
+  EXPECT_EQ(e.kind(), ErrorKind::Internal);
+  EXPECT_CONTAINS(e.message(), "algorithm step " + std::to_string(kMaxStep + 1));
+  EXPECT_CONTAINS(e.message(), "24 bits");
+
+  e = expect_error([] { d::collective_tag(5, 0xffffffffu); });
+  EXPECT_EQ(e.kind(), ErrorKind::Internal);
+  EXPECT_CONTAINS(e.message(), "algorithm step");
+}
+
+TEST(CoreTags, P2PTagRejectsNegative) {
+  for (int bad : {-1, -42, INT_MIN}) {
+    Error e = expect_error([&] { d::p2p_tag(bad); });
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_CONTAINS(e.message(), "tag " + std::to_string(bad) + " is negative");
+  }
+  EXPECT_NO_THROW(d::p2p_tag(0));
+  EXPECT_NO_THROW(d::p2p_tag(INT_MAX));
+}
+
+TEST(CoreTags, P2PAndCollectiveTagsNeverCollide) {
+  // Every collective tag has kind bit 62 clear, every p2p tag has it set.
+  for (int t : {0, 1, 2, 12345, 1 << 24, INT_MAX}) {
+    std::uint64_t p = d::p2p_tag(t);
+    EXPECT_EQ(p >> 62, d::kTagKindP2P);
+    EXPECT_EQ(p & ((std::uint64_t(1) << 62) - 1), static_cast<std::uint64_t>(t));
+  }
+  std::set<std::uint64_t> coll;
+  for (std::uint64_t seq : {std::uint64_t(0), std::uint64_t(1), kMaxSeq})
+    for (std::uint32_t step : {0u, 1u, kMaxStep}) coll.insert(d::collective_tag(seq, step));
+  EXPECT_LT(*coll.rbegin(), d::p2p_tag(0));  // largest collective < smallest p2p
+  for (int t : {0, 1, 2, 12345, 1 << 24, INT_MAX}) EXPECT_EQ(coll.count(d::p2p_tag(t)), 0u);
+  // Small values that would coincide without the kind bit.
+  for (int t = 0; t < 1000; ++t) EXPECT_NE(d::p2p_tag(t), d::collective_tag(0, static_cast<std::uint32_t>(t)));
+}
+
+// ---- ring_steps chunking ---------------------------------------------------------
+
+TEST(CoreRingSteps, ChunksCoverRangeExactly) {
+  const std::size_t counts[] = {0, 1, 2, 3, 7, 63, 64, 65, 1000, 1024, 4097, 100003};
+  const std::size_t per_chunks[] = {1, 2, 3, 7, 64, 1000, 1024, 5000, 1 << 20};
+  for (std::size_t count : counts)
+    for (std::size_t per : per_chunks) {
+      if (count / per > 20000) continue;  // keep it fast
+      const std::size_t n = d::num_chunks(count, per);
+      EXPECT_EQ(n, count == 0 ? 0 : (count - 1) / per + 1) << count << "/" << per;
+      std::size_t end = 0;
+      for (std::size_t k = 0; k < n; ++k) {
+        d::ChunkRange c = d::chunk_at(count, per, k);
+        ASSERT_EQ(c.offset, end) << "gap or overlap at chunk " << k << ", count=" << count << " per=" << per;
+        ASSERT_GT(c.count, 0u) << "empty chunk " << k << ", count=" << count << " per=" << per;
+        ASSERT_LE(c.count, per);
+        if (k + 1 < n) {
+          ASSERT_EQ(c.count, per) << "short chunk before the last, count=" << count << " per=" << per;
+        }
+        end = c.offset + c.count;
+      }
+      EXPECT_EQ(end, count) << "count=" << count << " per=" << per;
+    }
+}
+
+// ---- parse_bytes -----------------------------------------------------------------
+
+TEST(CoreConfig, ParseBytesAcceptsSuffixes) {
+  EXPECT_EQ(d::parse_bytes("4K", "X"), 4096u);
+  EXPECT_EQ(d::parse_bytes("4k", "X"), 4096u);
+  EXPECT_EQ(d::parse_bytes("2M", "X"), std::size_t(2) << 20);
+  EXPECT_EQ(d::parse_bytes("2m", "X"), std::size_t(2) << 20);
+  EXPECT_EQ(d::parse_bytes("1G", "X"), std::size_t(1) << 30);
+  EXPECT_EQ(d::parse_bytes("3g", "X"), std::size_t(3) << 30);
+  EXPECT_EQ(d::parse_bytes("123", "X"), 123u);
+  EXPECT_EQ(d::parse_bytes("0", "X"), 0u);
+  EXPECT_EQ(d::parse_bytes("0K", "X"), 0u);
+}
+
+TEST(CoreConfig, ParseBytesRejectsBadSuffix) {
+  for (const char* bad : {"4X", "4KB", "4 K", "12Mi", "1T"}) {
+    Error e = expect_error([&] { d::parse_bytes(bad, "TUTTI_CHUNK_BYTES"); });
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << bad;
+    EXPECT_CONTAINS(e.message(), "TUTTI_CHUNK_BYTES");
+    EXPECT_CONTAINS(e.message(), std::string("'") + bad + "'");
+    EXPECT_CONTAINS(e.message(), "unknown suffix");
+  }
+}
+
+TEST(CoreConfig, ParseBytesRejectsNonNumbers) {
+  for (const char* bad : {"abc", "", "K", "M4"}) {
+    Error e = expect_error([&] { d::parse_bytes(bad, "TUTTI_SMALL_BYTES"); });
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << bad;
+    EXPECT_CONTAINS(e.message(), "TUTTI_SMALL_BYTES");
+    EXPECT_CONTAINS(e.message(), std::string("cannot parse '") + bad + "'");
+  }
+}
+
+// ---- parse_algo_overrides -------------------------------------------------------
+
+TEST(CoreConfig, ParseAlgoOverrides) {
+  auto m = d::parse_algo_overrides("all_reduce:ring,broadcast:binomial");
+  std::map<std::string, std::string> expect{{"all_reduce", "ring"}, {"broadcast", "binomial"}};
+  EXPECT_EQ(m, expect);
+  EXPECT_TRUE(d::parse_algo_overrides("").empty());
+  EXPECT_EQ(d::parse_algo_overrides("all_reduce:ring,"), (std::map<std::string, std::string>{{"all_reduce", "ring"}}));
+  EXPECT_EQ(d::parse_algo_overrides("barrier:dissemination"),
+            (std::map<std::string, std::string>{{"barrier", "dissemination"}}));
+}
+
+TEST(CoreConfig, ParseAlgoOverridesRejectsMalformed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"all_reduce", "all_reduce"},
+      {":ring", ":ring"},
+      {"all_reduce:", "all_reduce:"},
+      {"all_reduce:ring,broadcast", "broadcast"},
+      {"all_reduce=ring", "all_reduce=ring"},
+  };
+  for (auto [spec, item] : cases) {
+    Error e = expect_error([&] { d::parse_algo_overrides(spec); });
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << spec;
+    EXPECT_CONTAINS(e.message(), "TUTTI_ALGO");
+    EXPECT_CONTAINS(e.message(), "expected 'collective:algorithm'");
+    EXPECT_CONTAINS(e.message(), std::string("got '") + item + "'");
+    EXPECT_CONTAINS(e.message(), std::string("in '") + spec + "'");
+  }
+}
+
+// ---- Config::from_env -------------------------------------------------------------
+
+// Unsets every TUTTI_* variable Config::from_env reads, restoring them after.
+class CoreConfigEnv : public ::testing::Test {
+ protected:
+  static constexpr const char* kVars[] = {
+      "TUTTI_TIMEOUT",     "TUTTI_CHUNK_BYTES",    "TUTTI_SMALL_BYTES",       "TUTTI_ALGO",
+      "TUTTI_SOCKET_BUFFER_BYTES", "TUTTI_LISTEN_ADDR", "TUTTI_ADVERTISE_ADDR", "TUTTI_STORE_LISTEN_ADDR",
+  };
+  void SetUp() override {
+    for (const char* v : kVars) {
+      const char* old = std::getenv(v);
+      saved_.emplace_back(v, old ? std::optional<std::string>(old) : std::nullopt);
+      ::unsetenv(v);
+    }
+  }
+  void TearDown() override {
+    for (auto& [name, value] : saved_) {
+      if (value) ::setenv(name, value->c_str(), 1);
+      else ::unsetenv(name);
+    }
+  }
+  static void set(const char* name, const char* value) { ASSERT_EQ(::setenv(name, value, 1), 0); }
+
+ private:
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
+};
+
+TEST_F(CoreConfigEnv, Defaults) {
+  d::Config c = d::Config::from_env();
+  EXPECT_EQ(c.timeout, std::chrono::minutes(5));
+  EXPECT_EQ(c.chunk_bytes, std::size_t(1) << 20);
+  EXPECT_EQ(c.small_bytes, std::size_t(64) << 10);
+  EXPECT_TRUE(c.algo.empty());
+  EXPECT_EQ(c.socket_buffer_bytes, std::size_t(4) << 20);
+  EXPECT_EQ(c.listen_addr, "0.0.0.0");
+  EXPECT_EQ(c.store_listen_addr, "");
+  EXPECT_EQ(c.advertise_addr, "");
+  EXPECT_CONTAINS(c.describe(), "timeout=300000ms");
+  EXPECT_CONTAINS(c.describe(), "algo=(table)");
+}
+
+TEST_F(CoreConfigEnv, TimeoutSeconds) {
+  set("TUTTI_TIMEOUT", "2.5");
+  EXPECT_EQ(d::Config::from_env().timeout, std::chrono::milliseconds(2500));
+  set("TUTTI_TIMEOUT", "30");
+  EXPECT_EQ(d::Config::from_env().timeout, std::chrono::milliseconds(30000));
+  set("TUTTI_TIMEOUT", "0.001");
+  EXPECT_EQ(d::Config::from_env().timeout, std::chrono::milliseconds(1));
+  set("TUTTI_TIMEOUT", "");  // empty counts as unset
+  EXPECT_EQ(d::Config::from_env().timeout, std::chrono::minutes(5));
+  set("TUTTI_TIMEOUT", "2.5");
+  EXPECT_CONTAINS(d::Config::from_env().describe(), "timeout=2500ms");
+}
+
+TEST_F(CoreConfigEnv, TimeoutRejectsBadValues) {
+  for (const char* bad : {"abc", "0", "-1", "2.5s", "0.0"}) {
+    set("TUTTI_TIMEOUT", bad);
+    Error e = expect_error([] { d::Config::from_env(); });
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << bad;
+    EXPECT_CONTAINS(e.message(), "TUTTI_TIMEOUT");
+    EXPECT_CONTAINS(e.message(), std::string("'") + bad + "'");
+  }
+}
+
+TEST_F(CoreConfigEnv, ChunkBytes) {
+  set("TUTTI_CHUNK_BYTES", "256K");
+  EXPECT_EQ(d::Config::from_env().chunk_bytes, std::size_t(256) << 10);
+  set("TUTTI_CHUNK_BYTES", "64");
+  EXPECT_EQ(d::Config::from_env().chunk_bytes, 64u);
+  set("TUTTI_CHUNK_BYTES", "4M");
+  EXPECT_EQ(d::Config::from_env().chunk_bytes, std::size_t(4) << 20);
+
+  set("TUTTI_CHUNK_BYTES", "63");
+  Error e = expect_error([] { d::Config::from_env(); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "TUTTI_CHUNK_BYTES");
+  EXPECT_CONTAINS(e.message(), "at least 64");
+
+  set("TUTTI_CHUNK_BYTES", "1Q");
+  e = expect_error([] { d::Config::from_env(); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "TUTTI_CHUNK_BYTES");
+  EXPECT_CONTAINS(e.message(), "'1Q'");
+}
+
+TEST_F(CoreConfigEnv, OtherVariables) {
+  set("TUTTI_SMALL_BYTES", "1K");
+  set("TUTTI_SOCKET_BUFFER_BYTES", "0");
+  set("TUTTI_LISTEN_ADDR", "127.0.0.1");
+  set("TUTTI_ADVERTISE_ADDR", "10.0.0.7");
+  set("TUTTI_STORE_LISTEN_ADDR", "127.0.0.2");
+  d::Config c = d::Config::from_env();
+  EXPECT_EQ(c.small_bytes, 1024u);
+  EXPECT_EQ(c.socket_buffer_bytes, 0u);
+  EXPECT_EQ(c.listen_addr, "127.0.0.1");
+  EXPECT_EQ(c.advertise_addr, "10.0.0.7");
+  EXPECT_EQ(c.store_listen_addr, "127.0.0.2");
+
+  set("TUTTI_SMALL_BYTES", "lots");
+  Error e = expect_error([] { d::Config::from_env(); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "TUTTI_SMALL_BYTES");
+  EXPECT_CONTAINS(e.message(), "'lots'");
+}
+
+TEST_F(CoreConfigEnv, AlgoOverrides) {
+  set("TUTTI_ALGO", "all_reduce:ring,broadcast:binomial");
+  d::Config c = d::Config::from_env();
+  EXPECT_EQ(c.algo, (std::map<std::string, std::string>{{"all_reduce", "ring"}, {"broadcast", "binomial"}}));
+  EXPECT_CONTAINS(c.describe(), "algo=all_reduce:ring,broadcast:binomial");
+
+  set("TUTTI_ALGO", "all_reduce");
+  Error e = expect_error([] { d::Config::from_env(); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "TUTTI_ALGO");
+  EXPECT_CONTAINS(e.message(), "'all_reduce'");
+}
+
+TEST_F(CoreConfigEnv, EnvironmentIsRestored) {
+  // A sibling check of the fixture: what a test sets does not leak.
+  set("TUTTI_TIMEOUT", "7");
+  EXPECT_STREQ(std::getenv("TUTTI_TIMEOUT"), "7");
+}
+
+TEST_F(CoreConfigEnv, EnvironmentStartsClean) {
+  for (const char* v : kVars) EXPECT_EQ(std::getenv(v), nullptr) << v;
+}
+
+// ---- select_algorithm / validate_algo_overrides -------------------------------------
+
+TEST(CoreSelection, AllReduceBySize) {
+  d::Config c;
+  const std::size_t small = c.small_bytes;
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 1, c), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", small, c), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", small + 1, c), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", ~std::size_t(0), c), "ring");
+
+  c.small_bytes = 0;
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 1, c), "ring");
+  c.small_bytes = 1000;
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 1000, c), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 1001, c), "ring");
+}
+
+TEST(CoreSelection, OtherCollectivesAtAnySize) {
+  const std::pair<const char*, const char*> table[] = {
+      {"broadcast", "binomial"},   {"reduce", "binomial"},   {"all_gather", "ring"},
+      {"reduce_scatter", "ring"},  {"all_to_all", "pairwise"}, {"gather", "linear"},
+      {"scatter", "linear"},       {"barrier", "dissemination"},
+  };
+  d::Config c;
+  for (auto [coll, algo] : table)
+    for (std::size_t bytes : {std::size_t(0), std::size_t(1), c.small_bytes, c.small_bytes + 1, std::size_t(1) << 40})
+      EXPECT_STREQ(d::select_algorithm(coll, bytes, c), algo) << coll << " at " << bytes;
+}
+
+TEST(CoreSelection, OverrideHonoured) {
+  d::Config c;
+  c.algo["all_reduce"] = "ring";
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 8, c), "ring");
+  c.algo["all_reduce"] = "recursive_doubling";
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c), "recursive_doubling");
+  // Another collective's override leaves all_reduce alone.
+  d::Config c2;
+  c2.algo["broadcast"] = "binomial";
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c2), "ring");
+  EXPECT_STREQ(d::select_algorithm("broadcast", 0, c2), "binomial");
+}
+
+TEST(CoreSelection, UnknownAlgorithmNamesKnownOnes) {
+  d::Config c;
+  c.algo["all_reduce"] = "tree";
+  Error e = expect_error([&] { d::select_algorithm("all_reduce", 16, c); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "unknown algorithm 'tree' for all_reduce");
+  EXPECT_CONTAINS(e.message(), "known: recursive_doubling, ring");
+
+  c.algo["broadcast"] = "ring";  // a real algorithm, but not a broadcast one
+  e = expect_error([&] { d::select_algorithm("broadcast", 16, c); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "unknown algorithm 'ring' for broadcast");
+  EXPECT_CONTAINS(e.message(), "known: binomial");
+}
+
+TEST(CoreSelection, UnknownCollectiveWithoutOverrideIsInternal) {
+  d::Config c;
+  Error e = expect_error([&] { d::select_algorithm("allreduce", 8, c); });
+  EXPECT_EQ(e.kind(), ErrorKind::Internal);
+  EXPECT_CONTAINS(e.message(), "no algorithm for allreduce at 8 B");
+}
+
+TEST(CoreSelection, ValidateAlgoOverrides) {
+  d::Config c;
+  EXPECT_NO_THROW(d::validate_algo_overrides(c));
+  c.algo = {{"all_reduce", "ring"}, {"broadcast", "binomial"}, {"barrier", "dissemination"}};
+  EXPECT_NO_THROW(d::validate_algo_overrides(c));
+
+  c.algo = {{"allreduce", "ring"}};
+  Error e = expect_error([&] { d::validate_algo_overrides(c); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "unknown collective 'allreduce'");
+  EXPECT_CONTAINS(e.message(), "known: all_reduce, broadcast");
+
+  c.algo = {{"all_reduce", "ring"}, {"reduce", "tree"}};
+  e = expect_error([&] { d::validate_algo_overrides(c); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "unknown algorithm 'tree' for reduce");
+  EXPECT_CONTAINS(e.message(), "known: binomial");
+}
+
+// ---- frame header / hello --------------------------------------------------------------
+
+TEST(CoreFrame, HeaderAcceptsGood) {
+  d::FrameHeader h;
+  EXPECT_EQ(d::validate_frame_header(h), "");
+  h.flags = 0xffff;
+  h.comm_id = ~std::uint64_t(0);
+  h.tag = d::p2p_tag(INT_MAX);
+  h.signature = 0x1234567890abcdefull;
+  h.bytes = d::kMaxFrameBytes;  // the bound itself is allowed
+  EXPECT_EQ(d::validate_frame_header(h), "");
+}
+
+TEST(CoreFrame, HeaderRejectsBadFields) {
+  d::FrameHeader h;
+  h.magic = 0x12345678;
+  EXPECT_EQ(d::validate_frame_header(h), "bad frame magic " + std::to_string(0x12345678u));
+  h = {};
+  h.magic = d::kHelloMagic;  // a hello where a frame was expected
+  EXPECT_CONTAINS(d::validate_frame_header(h), "bad frame magic");
+
+  h = {};
+  h.version = 2;
+  EXPECT_EQ(d::validate_frame_header(h), "unsupported frame version 2");
+  h.version = 0;
+  EXPECT_EQ(d::validate_frame_header(h), "unsupported frame version 0");
+
+  h = {};
+  h.bytes = d::kMaxFrameBytes + 1;
+  EXPECT_EQ(d::validate_frame_header(h), "frame claims " + std::to_string(d::kMaxFrameBytes + 1) + " bytes");
+  h.bytes = ~std::uint64_t(0);
+  EXPECT_CONTAINS(d::validate_frame_header(h), "frame claims");
+}
+
+d::Hello good_hello(int rank, int world, std::uint64_t job) {
+  d::Hello h;
+  h.rank = rank;
+  h.world_size = world;
+  h.job_id = job;
+  return h;
+}
+
+TEST(CoreFrame, HelloAcceptsGood) {
+  for (int world : {1, 2, 5, 64})
+    for (int rank = 0; rank < world; ++rank) EXPECT_EQ(d::validate_hello(good_hello(rank, world, 42), world, 42), "");
+}
+
+TEST(CoreFrame, HelloRejectsBadFields) {
+  d::Hello h = good_hello(1, 4, 42);
+  h.magic = d::kFrameMagic;
+  EXPECT_EQ(d::validate_hello(h, 4, 42), "not a tutti peer (bad hello magic)");
+
+  h = good_hello(1, 4, 42);
+  h.version = 7;
+  EXPECT_EQ(d::validate_hello(h, 4, 42), "peer speaks protocol version 7");
+
+  h = good_hello(1, 8, 42);
+  EXPECT_EQ(d::validate_hello(h, 4, 42), "peer believes the world has 8 ranks, this rank 4");
+
+  for (int bad_rank : {-1, 4, 100}) {
+    h = good_hello(bad_rank, 4, 42);
+    EXPECT_EQ(d::validate_hello(h, 4, 42), "peer claims rank " + std::to_string(bad_rank));
+  }
+
+  h = good_hello(1, 4, 43);
+  EXPECT_EQ(d::validate_hello(h, 4, 42), "peer belongs to another job");
+}
+
+}  // namespace
