@@ -84,7 +84,8 @@ class TcpStoreServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// A client of a TcpStoreServer. Connecting retries until `timeout`.
+// A client of a TcpStoreServer. Connecting retries until `timeout`, which is
+// also the store's initial timeout (see set_timeout).
 std::shared_ptr<Store> make_tcp_store_client(const std::string& host, int port,
                                              std::chrono::milliseconds timeout = std::chrono::minutes(5));
 

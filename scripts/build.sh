@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configures and builds tutti into build/ (or $TUTTI_BUILD_DIR).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+dir=${TUTTI_BUILD_DIR:-build}
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$dir" -j"$(nproc)"

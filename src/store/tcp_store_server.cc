@@ -1,0 +1,485 @@
+// TcpStoreServer: one thread, one epoll set, non-blocking sockets.
+//
+// Each connection runs one request at a time, in order: while a request is
+// parked (a get or wait whose keys are missing) or a reply is still being
+// written, later bytes from that client are buffered but not decoded. Parked
+// requests are indexed by the keys they miss (woken when a key is created) and
+// by deadline (answered TIMEOUT by the server itself, so a client never gets a
+// late stray reply). A client that breaks the protocol is logged and
+// disconnected; nothing a client sends can stop the server.
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/log.h"
+#include "net/socket.h"
+#include "store/store_protocol.h"
+#include "tutti/error.h"
+#include "tutti/store.h"
+
+namespace tutti {
+namespace detail {
+
+// A get or wait waiting for keys.
+struct StoreParkedRequest {
+  StoreOp op = StoreOp::Get;
+  std::vector<std::string> keys;
+  std::unordered_set<std::string> missing;  // exactly the keys registered in waiters_
+  TimePoint deadline;
+  std::int64_t timeout_ms = 0;
+};
+
+struct StoreConnection {
+  Fd fd;
+  std::string peer;
+  Bytes in;                  // received, not yet decoded
+  std::uint64_t need = 0;    // decoding cannot progress before in.size() >= need
+  Bytes out;                 // reply bytes not yet sent
+  std::size_t out_sent = 0;  // of out
+  bool want_out = false;     // EPOLLOUT armed
+  bool dead = false;         // closing; erased at the end of the loop iteration
+  std::optional<StoreParkedRequest> parked;
+};
+
+}  // namespace detail
+
+using detail::Clock;
+using detail::DecodeStatus;
+using detail::Fd;
+using detail::StoreConnection;
+using detail::StoreFrame;
+using detail::StoreOp;
+using detail::StoreParkedRequest;
+using detail::StoreStatus;
+using detail::TimePoint;
+
+namespace {
+
+constexpr std::uint64_t kListenId = 0;
+constexpr std::uint64_t kWakeId = 1;
+constexpr std::size_t kReadChunk = 64 << 10;
+// Bytes read from one client per wake-up, so one fast sender cannot starve others.
+constexpr std::size_t kMaxReadPerEvent = 4 << 20;
+// A client may pipeline, but not without bound: at most one maximal frame
+// plus a little is buffered while its current request is parked.
+constexpr std::size_t kMaxBuffered = detail::kStoreMaxFrameBytes + (1 << 20);
+constexpr std::size_t kKeepCapacity = 1 << 20;
+
+}  // namespace
+
+struct TcpStoreServer::Impl {
+  Fd listen_fd;
+  Fd epoll_fd;
+  Fd wake_fd;
+  int port = 0;
+  std::string name;  // "store server 0.0.0.0:1234", for logs
+  std::atomic<bool> stop{false};
+  std::thread thread;
+
+  std::unordered_map<std::uint64_t, StoreConnection> conns;
+  std::uint64_t next_id = 2;
+  detail::KeyValueMap kv;
+  std::unordered_map<std::string, std::unordered_set<std::uint64_t>> waiters;
+  std::set<std::pair<TimePoint, std::uint64_t>> deadlines;
+  std::vector<std::uint64_t> ready;  // connections that may run buffered requests now
+  std::vector<std::uint64_t> dead;   // connections to erase
+  TimePoint accept_paused_until{};   // after EMFILE: retry accepting later
+
+  Impl(const std::string& host, int port_in) {
+    listen_fd = detail::listen_tcp(host, port_in);
+    detail::set_nonblocking(listen_fd.get(), true);
+    detail::SockAddr local = detail::local_address(listen_fd.get());
+    port = local.port();
+    name = "store server " + local.to_string();
+    epoll_fd = Fd(::epoll_create1(EPOLL_CLOEXEC));
+    if (!epoll_fd.valid()) throw Error(ErrorKind::Internal, name + ": epoll_create1: " + std::strerror(errno));
+    wake_fd = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!wake_fd.valid()) throw Error(ErrorKind::Internal, name + ": eventfd: " + std::strerror(errno));
+    ctl(EPOLL_CTL_ADD, listen_fd.get(), EPOLLIN, kListenId);
+    ctl(EPOLL_CTL_ADD, wake_fd.get(), EPOLLIN, kWakeId);
+    TUTTI_LOG(Debug, name << ": listening");
+    thread = std::thread([this] { run(); });  // last: nothing may throw after it
+  }
+
+  ~Impl() {
+    stop.store(true);
+    std::uint64_t one = 1;
+    ssize_t ignored = ::write(wake_fd.get(), &one, sizeof one);
+    (void)ignored;
+    thread.join();
+  }
+
+  void ctl(int op, int fd, std::uint32_t events, std::uint64_t id) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = id;
+    if (::epoll_ctl(epoll_fd.get(), op, fd, &ev) != 0)
+      throw Error(ErrorKind::Internal, name + ": epoll_ctl: " + std::strerror(errno));
+  }
+
+  void run() {
+    std::vector<epoll_event> events(256);
+    while (!stop.load()) {
+      int n = ::epoll_wait(epoll_fd.get(), events.data(), static_cast<int>(events.size()), wait_ms());
+      if (n < 0) {
+        if (errno != EINTR) TUTTI_LOG(Warn, name << ": epoll_wait: " << std::strerror(errno));
+        continue;
+      }
+      try {
+        for (int i = 0; i < n; ++i) {
+          std::uint64_t id = events[i].data.u64;
+          if (id == kWakeId) {
+            std::uint64_t v = 0;
+            ssize_t ignored = ::read(wake_fd.get(), &v, sizeof v);
+            (void)ignored;
+          } else if (id == kListenId) {
+            accept_all();
+          } else {
+            on_event(id, events[i].events);
+          }
+        }
+        resume_accepting();
+        expire(Clock::now());
+        run_ready();
+      } catch (const std::exception& e) {
+        // Only a bug or memory exhaustion gets here; keep serving the others.
+        TUTTI_LOG(Warn, name << ": unexpected error: " << e.what());
+      }
+      for (std::uint64_t id : dead) conns.erase(id);
+      dead.clear();
+    }
+    TUTTI_LOG(Debug, name << ": stopped with " << conns.size() << " clients connected");
+  }
+
+  // epoll_wait's timeout: until the nearest deadline of a parked request.
+  int wait_ms() const {
+    TimePoint next = TimePoint::max();
+    if (!deadlines.empty()) next = deadlines.begin()->first;
+    if (accept_paused_until != TimePoint{}) next = std::min(next, accept_paused_until);
+    if (next == TimePoint::max()) return -1;
+    auto now = Clock::now();
+    if (next <= now) return 0;
+    // Round up: waking a little early would only spin until the deadline.
+    auto ms = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
+    return ms > INT_MAX / 2 ? INT_MAX / 2 : static_cast<int>(ms);
+  }
+
+  void accept_all() {
+    while (true) {
+      int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        // Out of descriptors (EMFILE...): the listener stays readable, so stop
+        // watching it for a while rather than spinning.
+        TUTTI_LOG(Warn, name << ": accept failed (" << std::strerror(errno) << "); retrying in 100 ms");
+        ctl(EPOLL_CTL_MOD, listen_fd.get(), 0, kListenId);
+        accept_paused_until = Clock::now() + std::chrono::milliseconds(100);
+        return;
+      }
+      Fd owned(fd);
+      detail::set_nodelay(fd);
+      std::uint64_t id = next_id++;
+      ctl(EPOLL_CTL_ADD, fd, EPOLLIN, id);
+      StoreConnection& c = conns[id];
+      c.fd = std::move(owned);
+      c.peer = detail::peer_address(fd).to_string();
+      TUTTI_LOG(Debug, name << ": client " << c.peer << " connected");
+    }
+  }
+
+  void resume_accepting() {
+    if (accept_paused_until == TimePoint{} || Clock::now() < accept_paused_until) return;
+    accept_paused_until = TimePoint{};
+    ctl(EPOLL_CTL_MOD, listen_fd.get(), EPOLLIN, kListenId);
+  }
+
+  StoreConnection* live(std::uint64_t id) {
+    auto it = conns.find(id);
+    return it == conns.end() || it->second.dead ? nullptr : &it->second;
+  }
+
+  void on_event(std::uint64_t id, std::uint32_t events) {
+    StoreConnection* c = live(id);
+    if (!c) return;
+    try {
+      if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) receive(id, *c);
+      if (!c->dead && (events & EPOLLOUT)) flush(id, *c);
+      if (!c->dead) process(id, *c);
+    } catch (const std::exception& e) {
+      drop(id, *c, std::string("error while serving it: ") + e.what(), true);
+    }
+  }
+
+  // Marks a connection for closing and forgets its parked request.
+  void drop(std::uint64_t id, StoreConnection& c, const std::string& why, bool warn) {
+    if (c.dead) return;
+    c.dead = true;
+    if (c.parked) unpark(id, c);
+    if (warn)
+      TUTTI_LOG(Warn, name << ": disconnecting client " << c.peer << ": " << why);
+    else
+      TUTTI_LOG(Debug, name << ": client " << c.peer << " left: " << why);
+    dead.push_back(id);
+  }
+
+  void receive(std::uint64_t id, StoreConnection& c) {
+    std::size_t total = 0;
+    while (total < kMaxReadPerEvent) {
+      std::size_t old = c.in.size();
+      c.in.resize(old + kReadChunk);
+      ssize_t n = ::recv(c.fd.get(), c.in.data() + old, kReadChunk, 0);
+      int err = errno;
+      c.in.resize(old + (n > 0 ? static_cast<std::size_t>(n) : 0));
+      if (n > 0) {
+        total += static_cast<std::size_t>(n);
+        if (c.in.size() > kMaxBuffered) {
+          drop(id, c, "sent more than " + std::to_string(kMaxBuffered) + " bytes without waiting for replies", true);
+          return;
+        }
+        continue;
+      }
+      if (n == 0) {
+        // Run what it sent before closing (a set then close still sets).
+        process(id, c);
+        drop(id, c, "connection closed", false);
+        return;
+      }
+      if (err == EINTR) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) return;
+      drop(id, c, std::string("read failed: ") + std::strerror(err), false);
+      return;
+    }
+  }
+
+  void flush(std::uint64_t id, StoreConnection& c) {
+    while (c.out_sent < c.out.size()) {
+      ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        c.out_sent += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!c.want_out) {
+          ctl(EPOLL_CTL_MOD, c.fd.get(), EPOLLIN | EPOLLOUT, id);
+          c.want_out = true;
+        }
+        return;
+      }
+      drop(id, c, std::string("write failed: ") + std::strerror(errno), false);
+      return;
+    }
+    c.out.clear();
+    c.out_sent = 0;
+    if (c.out.capacity() > kKeepCapacity) Bytes().swap(c.out);
+    if (c.want_out) {
+      ctl(EPOLL_CTL_MOD, c.fd.get(), EPOLLIN, id);
+      c.want_out = false;
+      ready.push_back(id);  // it may have requests waiting behind this reply
+    }
+  }
+
+  void reply(std::uint64_t id, StoreConnection& c, const StoreFrame& frame) {
+    detail::encode_store_frame(detail::kStoreReplyMagic, frame, c.out);
+    flush(id, c);
+  }
+
+  // Decodes and runs buffered requests, one at a time.
+  void process(std::uint64_t id, StoreConnection& c) {
+    while (!c.dead && !c.parked && c.out.empty()) {
+      if (c.in.size() < c.need) return;
+      StoreFrame req;
+      auto r = detail::decode_store_frame(c.in.data(), c.in.size(), detail::kStoreRequestMagic, &req);
+      if (r.status == DecodeStatus::NeedMore) {
+        c.need = r.size;
+        return;
+      }
+      if (r.status == DecodeStatus::Invalid) {
+        drop(id, c, "malformed request: " + r.error, true);
+        return;
+      }
+      c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(r.size));
+      c.need = 0;
+      if (c.in.empty() && c.in.capacity() > kKeepCapacity) Bytes().swap(c.in);
+      std::string bad = detail::validate_store_request(req);
+      if (!bad.empty()) {
+        drop(id, c, "malformed request: " + bad, true);
+        return;
+      }
+      handle(id, c, req);
+    }
+  }
+
+  void handle(std::uint64_t id, StoreConnection& c, StoreFrame& req) {
+    StoreFrame rep;
+    rep.code = static_cast<std::uint8_t>(StoreStatus::Ok);
+    switch (static_cast<StoreOp>(req.code)) {
+      case StoreOp::Set: {
+        const std::string& key = req.keys[0];
+        kv[key] = std::move(req.values[0]);
+        reply(id, c, rep);
+        notify(key);
+        return;
+      }
+      case StoreOp::Get: {
+        auto it = kv.find(req.keys[0]);
+        if (it != kv.end()) {
+          rep.values.push_back(it->second);
+          reply(id, c, rep);
+        } else {
+          park(id, c, req, {req.keys[0]});
+        }
+        return;
+      }
+      case StoreOp::Add: {
+        try {
+          rep.arg = detail::apply_add(kv, req.keys[0], req.arg);
+        } catch (const Error& e) {
+          rep.code = static_cast<std::uint8_t>(StoreStatus::Error);
+          rep.arg = static_cast<std::int64_t>(e.kind());
+          rep.values.emplace_back(e.message().begin(), e.message().end());
+          reply(id, c, rep);
+          return;
+        }
+        reply(id, c, rep);
+        notify(req.keys[0]);
+        return;
+      }
+      case StoreOp::CompareSet: {
+        bool stored = false;
+        rep.values.push_back(detail::apply_compare_set(kv, req.keys[0], req.values[0], req.values[1], &stored));
+        reply(id, c, rep);
+        if (stored) notify(req.keys[0]);
+        return;
+      }
+      case StoreOp::Wait: {
+        auto missing = detail::missing_keys(kv, req.keys);
+        if (missing.empty())
+          reply(id, c, rep);
+        else
+          park(id, c, req, missing);
+        return;
+      }
+      case StoreOp::Check:
+        rep.arg = detail::missing_keys(kv, req.keys).empty() ? 1 : 0;
+        break;
+      case StoreOp::DeleteKey:
+        rep.arg = static_cast<std::int64_t>(kv.erase(req.keys[0]));
+        break;
+      case StoreOp::NumKeys:
+        rep.arg = static_cast<std::int64_t>(kv.size());
+        break;
+    }
+    reply(id, c, rep);
+  }
+
+  void park(std::uint64_t id, StoreConnection& c, StoreFrame& req, const std::vector<std::string>& missing) {
+    StoreParkedRequest p;
+    p.op = static_cast<StoreOp>(req.code);
+    p.keys = std::move(req.keys);
+    p.timeout_ms = req.arg;
+    p.deadline = detail::store_deadline(Clock::now(), req.arg);
+    for (const auto& k : missing)
+      if (p.missing.insert(k).second) waiters[k].insert(id);
+    deadlines.insert({p.deadline, id});
+    c.parked = std::move(p);
+    // A zero timeout expires at once, through the same path as any other.
+  }
+
+  // Removes a parked request from the indexes (not from the connection).
+  void unpark(std::uint64_t id, StoreConnection& c) {
+    const StoreParkedRequest& p = *c.parked;
+    for (const auto& k : p.missing) {
+      auto w = waiters.find(k);
+      if (w == waiters.end()) continue;
+      w->second.erase(id);
+      if (w->second.empty()) waiters.erase(w);
+    }
+    deadlines.erase({p.deadline, id});
+  }
+
+  // Answers a parked request: OK if every key is present now, else TIMEOUT.
+  void finish_parked(std::uint64_t id, StoreConnection& c) {
+    unpark(id, c);
+    StoreParkedRequest p = std::move(*c.parked);
+    c.parked.reset();
+    StoreFrame rep;
+    auto missing = detail::missing_keys(kv, p.keys);
+    if (missing.empty()) {
+      rep.code = static_cast<std::uint8_t>(StoreStatus::Ok);
+      if (p.op == StoreOp::Get) rep.values.push_back(kv.at(p.keys[0]));
+    } else {
+      rep.code = static_cast<std::uint8_t>(StoreStatus::Timeout);
+      rep.arg = p.timeout_ms;
+      rep.keys = std::move(missing);
+    }
+    reply(id, c, rep);
+    ready.push_back(id);
+  }
+
+  // `key` was created or changed: wake the requests waiting for it.
+  void notify(const std::string& key) {
+    auto it = waiters.find(key);
+    if (it == waiters.end()) return;
+    std::unordered_set<std::uint64_t> ids = std::move(it->second);
+    waiters.erase(it);
+    for (std::uint64_t id : ids) {
+      StoreConnection* c = live(id);
+      if (!c || !c->parked) continue;
+      StoreParkedRequest& p = *c->parked;
+      p.missing.erase(key);
+      if (!p.missing.empty()) continue;
+      // Recheck every key: one seen earlier may have been deleted since.
+      auto still = detail::missing_keys(kv, p.keys);
+      if (still.empty()) {
+        finish_parked(id, *c);
+      } else {
+        for (const auto& k : still)
+          if (p.missing.insert(k).second) waiters[k].insert(id);
+      }
+    }
+  }
+
+  void expire(TimePoint now) {
+    while (!deadlines.empty() && deadlines.begin()->first <= now) {
+      std::uint64_t id = deadlines.begin()->second;
+      deadlines.erase(deadlines.begin());
+      StoreConnection* c = live(id);
+      if (c && c->parked) finish_parked(id, *c);
+    }
+  }
+
+  void run_ready() {
+    while (!ready.empty()) {
+      std::vector<std::uint64_t> ids;
+      ids.swap(ready);
+      for (std::uint64_t id : ids) {
+        StoreConnection* c = live(id);
+        if (!c) continue;
+        try {
+          process(id, *c);
+        } catch (const std::exception& e) {
+          drop(id, *c, std::string("error while serving it: ") + e.what(), true);
+        }
+      }
+    }
+  }
+};
+
+TcpStoreServer::TcpStoreServer(const std::string& host, int port) : impl_(std::make_unique<Impl>(host, port)) {}
+TcpStoreServer::~TcpStoreServer() = default;
+int TcpStoreServer::port() const { return impl_->port; }
+
+}  // namespace tutti
