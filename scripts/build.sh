@@ -4,5 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 dir=${TUTTI_BUILD_DIR:-build}
-cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTUTTI_BUILD_TESTS=ON -DTUTTI_BUILD_TOOLS=ON -DTUTTI_BUILD_EXAMPLES=ON >/dev/null
 cmake --build "$dir" -j"$(nproc)"

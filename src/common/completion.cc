@@ -38,6 +38,10 @@ bool Completion::wait_until(TimePoint deadline) const {
     if (i >= 50) std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mu_);
+  if (deadline == TimePoint::max()) {
+    cv_.wait(lock, [this] { return done(); });
+    return true;
+  }
   return cv_.wait_until(lock, deadline, [this] { return done(); });
 }
 

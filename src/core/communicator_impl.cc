@@ -101,17 +101,9 @@ Work Communicator::Impl::submit(OpContext ctx, std::function<void(OpContext&)> b
       running_ = true;
       inline_run = true;
     } else {
-      // Past the op's own deadline plus a margin, a waiter gives up and aborts.
-      t.done->deadline = Clock::now() + timeout + std::chrono::seconds(1);
-      std::weak_ptr<Impl> weak = weak_from_this();
-      std::string what = t.ctx.describe();
-      int r = rank;
-      auto to = timeout;
-      t.done->on_deadline = [weak, what, r, to] {
-        if (auto self = weak.lock())
-          self->abort(ErrorKind::Timeout, "rank " + std::to_string(r) + ": " + what + " did not complete within " +
-                                              std::to_string(to.count()) + " ms");
-      };
+      // No deadline on the Work itself: the op enforces its own once it runs
+      // (every wait in an algorithm is bounded), and time spent queued behind
+      // earlier ops must not count against it.
       queue_.push_back(t);
       if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
     }

@@ -368,7 +368,13 @@ void TcpTransport::on_header(Conn& c) {
       u.comm = comm;
       u.tag = tag;
       u.arrival = arrivals_++;
-      u.data.resize(bytes);
+      try {
+        u.data.resize(bytes);
+      } catch (const std::bad_alloc&) {
+        fail_conn(c, "rank " + std::to_string(c.peer) + " sent a " + std::to_string(bytes) +
+                         "-byte message before its receive was posted, and it cannot be buffered");
+        return;
+      }
       unexpected_[c.peer].push_back(std::move(u));
       c.rx_unexp = &unexpected_[c.peer].back();
       c.rx_buf = c.rx_unexp->data.data();

@@ -1,0 +1,170 @@
+// init(): rendezvous through a store, environment variables of the common
+// launchers, and the errors when a rank never arrives or the setup is wrong.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "harness/spawn.h"
+#include "multirank/collective_checks.h"
+#include "net/socket.h"
+
+namespace tutti::testing {
+namespace {
+
+std::string what_of(const Error& e) { return std::string(error_kind_name(e.kind())) + ": " + e.message(); }
+
+// Ranks as threads of one process, meeting through an in-memory store.
+TEST(Init, ThreadsMeetThroughAMemoryStore) {
+  auto store = make_memory_store();
+  const int n = 3;
+  std::vector<std::int64_t> result(n, 0);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) {
+    ts.emplace_back([&, r] {
+      InitOptions o;
+      o.rank = r;
+      o.world_size = n;
+      o.store = make_prefix_store("job1", store);
+      o.timeout = std::chrono::seconds(20);
+      Communicator c = init(o);
+      std::int64_t v = 10 + r;
+      c.all_reduce(&v, &v, 1, DataType::Int64, ReduceOp::SUM);
+      result[r] = v;
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(result[r], 33);
+}
+
+TEST(Init, MissingRanksAreNamedAtTheDeadline) {
+  auto store = make_memory_store();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ts;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r) {
+    ts.emplace_back([&, r] {
+      InitOptions o;
+      o.rank = r;
+      o.world_size = 4;  // ranks 2 and 3 never come
+      o.store = store;
+      o.timeout = std::chrono::milliseconds(500);
+      try {
+        init(o);
+      } catch (const Error& e) {
+        errors[r] = what_of(e);
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("Timeout"), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find("ranks 2, 3 never joined"), std::string::npos) << errors[r];
+  }
+}
+
+// Runs `world` forked children with the given environment (plus MASTER_*),
+// each calling init() with no options and an all_reduce; returns their exit codes.
+std::vector<int> run_env_children(int world, const std::function<std::vector<std::pair<std::string, std::string>>(int)>& env_of,
+                                  bool set_master = true) {
+  int port;
+  {
+    detail::Fd probe = detail::listen_tcp("127.0.0.1", 0);
+    port = detail::local_address(probe.get()).port();
+  }
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (const char* v : {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK",
+                            "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT"})
+        unsetenv(v);
+      if (set_master) {
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      }
+      setenv("TUTTI_TIMEOUT", "20", 1);
+      for (auto& [k, v] : env_of(r)) setenv(k.c_str(), v.c_str(), 1);
+      int code = 0;
+      try {
+        Communicator c = init();
+        std::int64_t v = 1;
+        c.all_reduce(&v, &v, 1, DataType::Int64, ReduceOp::SUM);
+        code = (v == c.size() && c.size() == world) ? 0 : 3;
+      } catch (const Error& e) {
+        std::fprintf(stderr, "child %d: %s\n", r, e.what());
+        code = e.kind() == ErrorKind::InvalidArgument ? 4 : 5;
+      }
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  for (pid_t p : pids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+  }
+  return codes;
+}
+
+TEST(Init, ReadsTorchrunOpenMpiHydraAndSlurmVariables) {
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(run_env_children(3, [](int r) { return Env{{"RANK", std::to_string(r)}, {"WORLD_SIZE", "3"}}; }),
+            std::vector<int>(3, 0));
+  EXPECT_EQ(run_env_children(
+                2, [](int r) { return Env{{"OMPI_COMM_WORLD_RANK", std::to_string(r)}, {"OMPI_COMM_WORLD_SIZE", "2"}}; }),
+            std::vector<int>(2, 0));
+  EXPECT_EQ(run_env_children(2, [](int r) { return Env{{"PMI_RANK", std::to_string(r)}, {"PMI_SIZE", "2"}}; }),
+            std::vector<int>(2, 0));
+  EXPECT_EQ(run_env_children(2, [](int r) { return Env{{"SLURM_PROCID", std::to_string(r)}, {"SLURM_NTASKS", "2"}}; }),
+            std::vector<int>(2, 0));
+}
+
+TEST(Init, InconsistentSetupIsAnInvalidArgument) {
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  // RANK without WORLD_SIZE.
+  EXPECT_EQ(run_env_children(1, [](int) { return Env{{"RANK", "0"}}; }), std::vector<int>{4});
+  // No MASTER_ADDR for a world of two.
+  EXPECT_EQ(run_env_children(1, [](int) { return Env{{"RANK", "0"}, {"WORLD_SIZE", "2"}}; }, false),
+            std::vector<int>{4});
+  // A rank outside the world.
+  EXPECT_EQ(run_env_children(1, [](int) { return Env{{"RANK", "5"}, {"WORLD_SIZE", "2"}}; }), std::vector<int>{4});
+  // An unknown algorithm override.
+  EXPECT_EQ(run_env_children(1, [](int) { return Env{{"TUTTI_ALGO", "all_reduce:bogus"}}; }), std::vector<int>{4});
+}
+
+// TUTTI_ALGO forces an algorithm outside its default range, and it still works.
+class AlgoOverride : public ::testing::TestWithParam<int> {};
+
+TEST_P(AlgoOverride, RingForSmallAndRecursiveDoublingForLarge) {
+  for (const char* algo : {"all_reduce:ring", "all_reduce:recursive_doubling"}) {
+    SpawnOptions o;
+    o.env = {{"TUTTI_ALGO", algo}, {"TUTTI_CHUNK_BYTES", "128"}};
+    spawn(GetParam(), [](Communicator& comm) {
+      std::uint64_t id = 50000;
+      for (std::size_t count : {1, 3, 7, 100, 5000}) {
+        for (DataType dt : {DataType::Float32, DataType::Int16, DataType::BFloat16}) {
+          CaseInfo c;
+          c.id = ++id;
+          c.dtype = dt;
+          c.count = count;
+          c.op = ReduceOpKind::Sum;
+          check_all_reduce(comm, c);
+          c.op = ReduceOpKind::Max;
+          c.inplace = true;
+          check_all_reduce(comm, c);
+        }
+      }
+    }, o);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(World, AlgoOverride, ::testing::Values(2, 3, 5, 8),
+                         [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
+
+}  // namespace
+}  // namespace tutti::testing
