@@ -43,6 +43,12 @@ class Communicator {
   int global_rank() const;
   // comm rank -> world rank, for every member.
   const std::vector<int>& world_ranks() const;
+  // This rank's index among the members on its host, and how many members
+  // share the host. Hosts are told apart by hostname, boot id and IPC
+  // namespace, exchanged at init; on the world communicator LOCAL_RANK and
+  // LOCAL_WORLD_SIZE take precedence when the launcher set them.
+  int local_rank() const;
+  int local_size() const;
   // Default deadline of every operation.
   std::chrono::milliseconds timeout() const;
   void set_timeout(std::chrono::milliseconds t);

@@ -48,6 +48,22 @@ int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
 int Communicator::global_rank() const { return impl_->world[impl_->rank]; }
 const std::vector<int>& Communicator::world_ranks() const { return impl_->world; }
+int Communicator::local_rank() const {
+  const auto& job = *impl_->job;
+  if (impl_->comm_id == mix64(job.job_id) && job.env_local_rank >= 0) return job.env_local_rank;
+  int mine = job.host_of[impl_->world[impl_->rank]], idx = 0;
+  for (int r = 0; r < impl_->rank; ++r) idx += job.host_of[impl_->world[r]] == mine;
+  return idx;
+}
+
+int Communicator::local_size() const {
+  const auto& job = *impl_->job;
+  if (impl_->comm_id == mix64(job.job_id) && job.env_local_size >= 0) return job.env_local_size;
+  int mine = job.host_of[impl_->world[impl_->rank]], n = 0;
+  for (int w : impl_->world) n += job.host_of[w] == mine;
+  return n;
+}
+
 std::chrono::milliseconds Communicator::timeout() const { return impl_->timeout; }
 void Communicator::set_timeout(std::chrono::milliseconds t) { impl_->timeout = t; }
 
@@ -66,8 +82,9 @@ Work Communicator::isend(const void* buf, std::size_t count, DataType dtype, int
   std::uint64_t t = p2p_tag(tag);
   impl_->throw_if_aborted();
   RequestPtr req = impl_->job->transport->post_send(impl_->world[dst], impl_->comm_id, t, buf, bytes);
-  req->context = "rank " + std::to_string(impl_->rank) + ": send of " + std::to_string(bytes) + " B to rank " +
-                 std::to_string(dst) + " (tag " + std::to_string(tag) + "): ";
+  req->context = "rank " + std::to_string(impl_->rank) + ": send #" + std::to_string(++impl_->sends_posted) + " (" +
+                 std::to_string(bytes) + " B to rank " +
+                 std::to_string(dst) + ", tag " + std::to_string(tag) + "): ";
   req->deadline = Clock::now() + impl_->timeout;
   std::weak_ptr<Impl> weak = impl_;
   std::string what = req->context;
@@ -92,8 +109,9 @@ Work Communicator::irecv(void* buf, std::size_t count, DataType dtype, int src, 
   RequestPtr req = impl_->job->transport->post_recv(src == kAnySource ? kAnyPeer : impl_->world[src], impl_->comm_id,
                                                     t, buf, bytes);
   req->source_map = impl_->world_to_comm;
-  req->context = "rank " + std::to_string(impl_->rank) + ": recv of " + std::to_string(bytes) + " B from " +
-                 (src == kAnySource ? std::string("any rank") : "rank " + std::to_string(src)) + " (tag " +
+  req->context = "rank " + std::to_string(impl_->rank) + ": recv #" + std::to_string(++impl_->recvs_posted) + " (" +
+                 std::to_string(bytes) + " B from " +
+                 (src == kAnySource ? std::string("any rank") : "rank " + std::to_string(src)) + ", tag " +
                  std::to_string(tag) + "): ";
   req->deadline = Clock::now() + impl_->timeout;
   std::weak_ptr<Impl> weak = impl_;

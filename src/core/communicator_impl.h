@@ -37,6 +37,11 @@ struct JobState {
   std::unique_ptr<TcpStoreServer> server;
   std::shared_ptr<Transport> transport;
   std::uint64_t job_id = 0;
+  // host_of[world rank]: a small id per distinct host.
+  std::vector<int> host_of;
+  // LOCAL_RANK / LOCAL_WORLD_SIZE from the launcher, or -1.
+  int env_local_rank = -1;
+  int env_local_size = -1;
   ~JobState();
 };
 
@@ -61,6 +66,10 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 
   std::uint64_t next_seq = 1;
+  // Point-to-point ops are numbered apart (send #k, recv #k) for messages;
+  // they do not take collective sequence numbers.
+  std::uint64_t sends_posted = 0;
+  std::uint64_t recvs_posted = 0;
   std::uint64_t groups_created = 0;
 
   ~Impl();

@@ -3,6 +3,8 @@
 // connects the transport.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 
@@ -48,6 +50,26 @@ void rank_and_size_from_env(int& rank, int& size) {
     if (size < 0) size = parse_int(p[1], s);
     return;
   }
+}
+
+// Ranks share a host (and could share memory) when hostname, boot id and
+// IPC namespace all agree.
+std::string host_identity() {
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  std::string id = name;
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char boot[64] = {0};
+    if (std::fgets(boot, sizeof boot, f)) id += std::string("/") + boot;
+    std::fclose(f);
+  }
+  char ns[128] = {0};
+  ssize_t len = readlink("/proc/self/ns/ipc", ns, sizeof ns - 1);
+  if (len > 0) id += std::string("/") + std::string(ns, static_cast<std::size_t>(len));
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  for (char& c : id)
+    if (c == '\n') c = ' ';
+  return id;
 }
 
 std::uint64_t random_u64() {
@@ -106,8 +128,20 @@ Communicator init(const InitOptions& options) {
       job->job_id = std::stoull(job->store->get_string("tutti/job_id"));
     }
   }
+  const std::string my_host = host_identity();
+  if (size > 1) job->store->set("tutti/host/" + std::to_string(rank), my_host);
   std::vector<Fd> peers(size);
   if (size > 1) peers = connect_mesh(*job->store, rank, size, job->job_id, job->config, host, port, deadline);
+  // Every rank has published its host before its address, so these do not wait.
+  std::vector<std::string> hosts;
+  for (int r = 0; r < size; ++r) {
+    std::string h = size > 1 ? job->store->get_string("tutti/host/" + std::to_string(r)) : my_host;
+    auto it = std::find(hosts.begin(), hosts.end(), h);
+    job->host_of.push_back(static_cast<int>(it - hosts.begin()));
+    if (it == hosts.end()) hosts.push_back(h);
+  }
+  if (const char* v = env("LOCAL_RANK")) job->env_local_rank = parse_int("LOCAL_RANK", v);
+  if (const char* v = env("LOCAL_WORLD_SIZE")) job->env_local_size = parse_int("LOCAL_WORLD_SIZE", v);
   job->transport = std::make_shared<TcpTransport>(rank, size, std::move(peers), job->config.socket_buffer_bytes);
 
   auto impl = std::make_shared<Communicator::Impl>();
@@ -122,7 +156,7 @@ Communicator init(const InitOptions& options) {
     map->push_back(r);
   }
   impl->world_to_comm = map;
-  TUTTI_LOG(Info, "joined: rank " << rank << " of " << size);
+  TUTTI_LOG(Info, "joined: rank " << rank << " of " << size << " on " << hosts.size() << " host(s)");
   return Communicator(impl);
 }
 

@@ -287,3 +287,20 @@ INSTANTIATE_TEST_SUITE_P(World, MultiRank, ::testing::Values(1, 2, 3, 4, 5, 7, 8
 
 }  // namespace
 }  // namespace tutti::testing
+
+namespace tutti::testing {
+namespace {
+
+TEST(LocalRanks, DerivedFromHostIdentity) {
+  spawn(4, [](Communicator& world) {
+    // All ranks of the harness run on this host.
+    EXPECT_EQ(world.local_size(), 4);
+    EXPECT_EQ(world.local_rank(), world.rank());
+    auto odd = world.split(world.rank() % 2, 0);
+    EXPECT_EQ(odd->local_size(), 2);
+    EXPECT_EQ(odd->local_rank(), world.rank() / 2);
+  });
+}
+
+}  // namespace
+}  // namespace tutti::testing
