@@ -10,6 +10,17 @@ namespace {
 constexpr std::size_t kAny = ~std::size_t(0) - 2;
 
 const AlgorithmInfo kTable[] = {
+    // Shared memory first: preferred whenever every member is on one host.
+    {"all_reduce", "shm", 0, kAny, true},
+    {"broadcast", "shm", 0, kAny, true},
+    {"reduce", "shm", 0, kAny, true},
+    {"all_gather", "shm", 0, kAny, true},
+    {"reduce_scatter", "shm", 0, kAny, true},
+    {"all_to_all", "shm", 0, kAny, true},
+    {"gather", "shm", 0, kAny, true},
+    {"scatter", "shm", 0, kAny, true},
+    {"barrier", "shm", 0, kAny, true},
+    // The network.
     {"all_reduce", "recursive_doubling", 0, kSmallBytes},
     {"all_reduce", "ring", kAboveSmall, kAny},
     {"broadcast", "binomial", 0, kAny},
@@ -37,16 +48,23 @@ std::string names_for(const std::string& collective) {
 
 }  // namespace
 
-const char* select_algorithm(const char* collective, std::size_t bytes, const Config& config) {
+const char* select_algorithm(const char* collective, std::size_t bytes, const Config& config, bool single_host) {
   auto it = config.algo.find(collective);
   if (it != config.algo.end()) {
-    for (const auto& a : kTable)
-      if (!std::strcmp(a.collective, collective) && it->second == a.name) return a.name;
+    for (const auto& a : kTable) {
+      if (std::strcmp(a.collective, collective) || it->second != a.name) continue;
+      if (a.single_host_only && !single_host)
+        throw Error(ErrorKind::InvalidArgument, "TUTTI_ALGO: " + std::string(collective) + ":" + a.name +
+                                                    " needs every rank of the communicator on one host");
+      return a.name;
+    }
     throw Error(ErrorKind::InvalidArgument, "TUTTI_ALGO: unknown algorithm '" + it->second + "' for " + collective +
                                                 " (known: " + names_for(collective) + ")");
   }
+  const bool shm_ok = single_host && config.transport != "tcp";
   for (const auto& a : kTable)
-    if (!std::strcmp(a.collective, collective) && in_range(a, bytes, config)) return a.name;
+    if (!std::strcmp(a.collective, collective) && in_range(a, bytes, config) && (shm_ok || !a.single_host_only))
+      return a.name;
   throw Error(ErrorKind::Internal, std::string("no algorithm for ") + collective + " at " + std::to_string(bytes) + " B");
 }
 
@@ -57,7 +75,7 @@ void validate_algo_overrides(const Config& config) {
                   "TUTTI_ALGO: unknown collective '" + coll +
                       "' (known: all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all, gather, "
                       "scatter, barrier)");
-    select_algorithm(coll.c_str(), 0, config);
+    select_algorithm(coll.c_str(), 0, config, true);
   }
 }
 

@@ -16,14 +16,19 @@ struct AlgorithmInfo {
   // stands for Config::small_bytes, kSmallBytes+1 for just above it).
   std::size_t min_bytes;
   std::size_t max_bytes;
+  // Needs every member on one host (shared-memory collectives).
+  bool single_host_only = false;
 };
 
 inline constexpr std::size_t kSmallBytes = ~std::size_t(0) - 1;
 inline constexpr std::size_t kAboveSmall = ~std::size_t(0);
 
-// The algorithm for `collective` at `bytes` (per-rank payload). Throws
-// InvalidArgument when an override names an unknown algorithm.
-const char* select_algorithm(const char* collective, std::size_t bytes, const Config& config);
+// The algorithm for `collective` at `bytes` (per-rank payload) on a
+// communicator whose members are all on one host (`single_host`) or not.
+// Shared-memory algorithms are chosen on one host unless TUTTI_TRANSPORT=tcp.
+// Throws InvalidArgument when an override names an unknown algorithm, or a
+// shared-memory one for a communicator that spans hosts.
+const char* select_algorithm(const char* collective, std::size_t bytes, const Config& config, bool single_host);
 // Checks every TUTTI_ALGO entry names a known collective and algorithm.
 void validate_algo_overrides(const Config& config);
 

@@ -75,6 +75,17 @@ Config Config::from_env() {
   if (const char* v = env("TUTTI_LISTEN_ADDR")) c.listen_addr = v;
   if (const char* v = env("TUTTI_ADVERTISE_ADDR")) c.advertise_addr = v;
   if (const char* v = env("TUTTI_STORE_LISTEN_ADDR")) c.store_listen_addr = v;
+  if (const char* v = env("TUTTI_TRANSPORT")) {
+    c.transport = v;
+    if (c.transport != "auto" && c.transport != "tcp")
+      throw Error(ErrorKind::InvalidArgument, std::string("TUTTI_TRANSPORT: expected 'auto' or 'tcp', got '") + v + "'");
+  }
+  if (const char* v = env("TUTTI_SHM_SLOT_BYTES")) {
+    c.shm_slot_bytes = parse_bytes(v, "TUTTI_SHM_SLOT_BYTES");
+    if (c.shm_slot_bytes < 256 || c.shm_slot_bytes > (std::size_t(1) << 30))
+      throw Error(ErrorKind::InvalidArgument, "TUTTI_SHM_SLOT_BYTES: must be between 256 and 1G");
+  }
+  if (const char* v = env("TUTTI_SHM_ONESHOT_BYTES")) c.shm_one_shot_bytes = parse_bytes(v, "TUTTI_SHM_ONESHOT_BYTES");
   return c;
 }
 
@@ -82,7 +93,8 @@ std::string Config::describe() const {
   std::ostringstream os;
   os << "timeout=" << timeout.count() << "ms chunk_bytes=" << chunk_bytes << " small_bytes=" << small_bytes
      << " socket_buffer_bytes=" << socket_buffer_bytes << " listen_addr=" << listen_addr
-     << " advertise_addr=" << (advertise_addr.empty() ? "(auto)" : advertise_addr) << " algo=";
+     << " advertise_addr=" << (advertise_addr.empty() ? "(auto)" : advertise_addr) << " transport=" << transport
+     << " shm_slot_bytes=" << shm_slot_bytes << " shm_one_shot_bytes=" << shm_one_shot_bytes << " algo=";
   bool first = true;
   for (auto& [k, v] : algo) {
     os << (first ? "" : ",") << k << ":" << v;

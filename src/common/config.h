@@ -29,6 +29,16 @@ struct Config {
   // host uses to reach the store).
   std::string advertise_addr;
 
+  // TUTTI_TRANSPORT: "auto" (shared memory among ranks of one host, TCP
+  // otherwise) or "tcp" (TCP everywhere).
+  std::string transport = "auto";
+  // TUTTI_SHM_SLOT_BYTES: size of each of the four slots every rank has in a
+  // communicator's shared-memory segment (the pipelining unit).
+  std::size_t shm_slot_bytes = 256 << 10;
+  // TUTTI_SHM_ONESHOT_BYTES: shared-memory reductions up to this size are
+  // one-shot (every rank reduces everything); above, two-shot.
+  std::size_t shm_one_shot_bytes = 16 << 10;
+
   static Config from_env();
   // "timeout=300000ms chunk_bytes=1048576 ..." for the debug log.
   std::string describe() const;

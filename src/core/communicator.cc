@@ -4,6 +4,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/selection.h"
+#include "algorithms/shm_collectives.h"
 #include "core/communicator_impl.h"
 #include "core/tags.h"
 #include "core/validate.h"
@@ -138,8 +139,14 @@ Work Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int 
   OpContext c = impl_->make_context("broadcast", bytes);
   c.dtype_name = dtype_name(dtype);
   c.root = root;
-  c.algo = select_algorithm("broadcast", bytes, impl_->job->config);
-  return impl_->submit(std::move(c), [=](OpContext& x) { broadcast_binomial(x, buf, bytes, root); }, t_blocking_call);
+  c.algo = impl_->select("broadcast", bytes);
+  return impl_->run(std::move(c), [=, this](OpContext& x) {
+    if (std::strcmp(x.algo, "shm") == 0) {
+      shm_broadcast(impl_->shm(x), buf, bytes, root);
+    } else {
+      broadcast_binomial(x, buf, bytes, root);
+    }
+  }, t_blocking_call);
 }
 
 Work Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, ReduceOp op,
@@ -153,11 +160,15 @@ Work Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count
   OpContext c = impl_->make_context("reduce", bytes);
   describe_reduce(c, dtype, op);
   c.root = root;
-  c.algo = select_algorithm("reduce", bytes, impl_->job->config);
+  c.algo = impl_->select("reduce", bytes);
   const int n = impl_->size;
-  return impl_->submit(
+  return impl_->run(
       std::move(c),
-      [=](OpContext& x) {
+      [=, this](OpContext& x) {
+        if (std::strcmp(x.algo, "shm") == 0) {
+          shm_reduce(impl_->shm(x), sendbuf, recvbuf, count, dtype, op, root, impl_->job->config.shm_one_shot_bytes);
+          return;
+        }
         std::vector<char> scaled;
         const char* in = premul_input(sendbuf, count, dtype, op, scaled);
         reduce_binomial(x, in, recvbuf, count, dtype, base_op(op), root);
@@ -174,12 +185,17 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
   v.buffer(recvbuf, count, "recvbuf");
   OpContext c = impl_->make_context("all_reduce", bytes);
   describe_reduce(c, dtype, op);
-  c.algo = select_algorithm("all_reduce", bytes, impl_->job->config);
+  c.algo = impl_->select("all_reduce", bytes);
   const bool ring = std::strcmp(c.algo, "ring") == 0;
+  const bool shm = std::strcmp(c.algo, "shm") == 0;
   const int n = impl_->size;
-  return impl_->submit(
+  return impl_->run(
       std::move(c),
-      [=](OpContext& x) {
+      [=, this](OpContext& x) {
+        if (shm) {
+          shm_all_reduce(impl_->shm(x), sendbuf, recvbuf, count, dtype, op, impl_->job->config.shm_one_shot_bytes);
+          return;
+        }
         if (op.kind == ReduceOpKind::PremulSum) {
           scale(recvbuf, sendbuf, count, dtype, op.scalar);
         } else if (recvbuf != sendbuf && bytes) {
@@ -213,12 +229,16 @@ Work Communicator::igather(const void* sendbuf, std::span<void* const> recvbufs,
   OpContext c = impl_->make_context("gather", bytes);
   c.dtype_name = dtype_name(dtype);
   c.root = root;
-  c.algo = select_algorithm("gather", bytes, impl_->job->config);
-  return impl_->submit(
+  c.algo = impl_->select("gather", bytes);
+  return impl_->run(
       std::move(c),
-      [=](OpContext& x) {
+      [=, this](OpContext& x) {
         if (x.rank == root && bytes && out[root] != sendbuf) std::memmove(out[root], sendbuf, bytes);
-        gather_linear(x, sendbuf, out, bytes, root);
+        if (std::strcmp(x.algo, "shm") == 0) {
+          shm_gather(impl_->shm(x), sendbuf, out, bytes, root);
+        } else {
+          gather_linear(x, sendbuf, out, bytes, root);
+        }
       },
       t_blocking_call);
 }
@@ -247,13 +267,19 @@ Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvb
   }
   OpContext c = impl_->make_context("all_gather", bytes);
   c.dtype_name = dtype_name(dtype);
-  c.algo = select_algorithm("all_gather", bytes, impl_->job->config);
+  c.algo = impl_->select("all_gather", bytes);
   const std::size_t es = dtype_size(dtype);
-  return impl_->submit(
+  return impl_->run(
       std::move(c),
-      [=](OpContext& x) {
+      [=, this](OpContext& x) {
         if (bytes && out[x.rank].ptr != sendbuf) std::memmove(out[x.rank].ptr, sendbuf, bytes);
-        all_gather_ring(x, out, es);
+        if (std::strcmp(x.algo, "shm") == 0) {
+          std::vector<char*> ptrs;
+          for (const Block& b : out) ptrs.push_back(b.ptr);
+          shm_all_gather(impl_->shm(x), sendbuf, ptrs, bytes);
+        } else {
+          all_gather_ring(x, out, es);
+        }
       },
       t_blocking_call);
 }
@@ -284,12 +310,16 @@ Work Communicator::iscatter(std::span<const void* const> sendbufs, void* recvbuf
   OpContext c = impl_->make_context("scatter", bytes);
   c.dtype_name = dtype_name(dtype);
   c.root = root;
-  c.algo = select_algorithm("scatter", bytes, impl_->job->config);
-  return impl_->submit(
+  c.algo = impl_->select("scatter", bytes);
+  return impl_->run(
       std::move(c),
-      [=](OpContext& x) {
+      [=, this](OpContext& x) {
         if (x.rank == root && bytes && in[root] != recvbuf) std::memmove(recvbuf, in[root], bytes);
-        scatter_linear(x, in, recvbuf, bytes, root);
+        if (std::strcmp(x.algo, "shm") == 0) {
+          shm_scatter(impl_->shm(x), in, recvbuf, bytes, root);
+        } else {
+          scatter_linear(x, in, recvbuf, bytes, root);
+        }
       },
       t_blocking_call);
 }
@@ -316,11 +346,17 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
   for (const void* p : in) v.buffer(p, count, "a send buffer");
   OpContext c = impl_->make_context("reduce_scatter", bytes);
   describe_reduce(c, dtype, op);
-  c.algo = select_algorithm("reduce_scatter", bytes, impl_->job->config);
+  c.algo = impl_->select("reduce_scatter", bytes);
   const int n = impl_->size;
-  return impl_->submit(
+  return impl_->run(
       std::move(c),
-      [=](OpContext& x) {
+      [=, this](OpContext& x) {
+        if (std::strcmp(x.algo, "shm") == 0) {
+          std::vector<const char*> blocks;
+          for (const void* p : in) blocks.push_back(static_cast<const char*>(p));
+          shm_reduce_scatter(impl_->shm(x), blocks, recvbuf, count, dtype, op);
+          return;
+        }
         std::vector<std::vector<char>> scaled(op.kind == ReduceOpKind::PremulSum ? n : 0);
         std::vector<ConstBlock> blocks;
         for (int b = 0; b < n; ++b)
@@ -365,11 +401,15 @@ Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_
   v.buffer(recvbuf, total_recv, "recvbuf");
   OpContext c = impl_->make_context("all_to_all", total_send * es);
   c.dtype_name = dtype_name(dtype);
-  c.algo = select_algorithm("all_to_all", total_send * es, impl_->job->config);
-  return impl_->submit(
+  c.algo = impl_->select("all_to_all", total_send * es);
+  return impl_->run(
       std::move(c),
-      [=](OpContext& x) {
-        all_to_all_pairwise(x, static_cast<const char*>(sendbuf), sb, sd, static_cast<char*>(recvbuf), rb, rd);
+      [=, this](OpContext& x) {
+        if (std::strcmp(x.algo, "shm") == 0) {
+          shm_all_to_all(impl_->shm(x), static_cast<const char*>(sendbuf), sb, sd, static_cast<char*>(recvbuf), rb, rd);
+        } else {
+          all_to_all_pairwise(x, static_cast<const char*>(sendbuf), sb, sd, static_cast<char*>(recvbuf), rb, rd);
+        }
       },
       t_blocking_call);
 }
@@ -383,8 +423,14 @@ Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t c
 
 Work Communicator::ibarrier() {
   OpContext c = impl_->make_context("barrier", 0);
-  c.algo = select_algorithm("barrier", 0, impl_->job->config);
-  return impl_->submit(std::move(c), [](OpContext& x) { barrier_dissemination(x); }, t_blocking_call);
+  c.algo = impl_->select("barrier", 0);
+  return impl_->run(std::move(c), [this](OpContext& x) {
+    if (std::strcmp(x.algo, "shm") == 0) {
+      shm_barrier(impl_->shm(x));
+    } else {
+      barrier_dissemination(x);
+    }
+  }, t_blocking_call);
 }
 
 }  // namespace tutti

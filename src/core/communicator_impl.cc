@@ -1,5 +1,8 @@
 #include "core/communicator_impl.h"
 
+#include <cstdio>
+
+#include "algorithms/selection.h"
 #include "common/log.h"
 
 namespace tutti::detail {
@@ -66,6 +69,53 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message) {
     t.done->fail(ErrorKind::Aborted, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
                                          " was queued when the communicator was aborted: " + message);
   cv_.notify_all();
+}
+
+bool Communicator::Impl::begin_inline() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_)
+    throw Error(ErrorKind::Aborted,
+                "rank " + std::to_string(rank) + ": the communicator was aborted earlier: " + abort_reason_);
+  if (running_ || !queue_.empty()) return false;
+  running_ = true;
+  return true;
+}
+
+void Communicator::Impl::end_inline() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = false;
+  }
+  cv_.notify_all();
+}
+
+void Communicator::Impl::fail_inline(const OpContext& ctx) {
+  try {
+    throw;
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::InvalidArgument && e.kind() != ErrorKind::Aborted) abort(e.kind(), e.message());
+    throw;
+  } catch (const std::exception& e) {
+    std::string msg = ctx.where() + "internal error: " + e.what();
+    abort(ErrorKind::Internal, msg);
+    throw Error(ErrorKind::Internal, msg);
+  }
+}
+
+detail::ShmGroup& Communicator::Impl::shm(const OpContext& ctx) {
+  if (!shm_) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/tutti-%016llx-%016llx", static_cast<unsigned long long>(job->job_id),
+                  static_cast<unsigned long long>(comm_id));
+    shm_ = std::make_unique<detail::ShmGroup>(name, rank, size, job->config.shm_slot_bytes, ctx.deadline);
+  }
+  shm_->set_deadline(ctx.deadline);
+  shm_->set_context([](const void* c) { return static_cast<const OpContext*>(c)->where(); }, &ctx);
+  return *shm_;
+}
+
+const char* Communicator::Impl::select(const char* collective, std::size_t bytes) const {
+  return detail::select_algorithm(collective, bytes, job->config, single_host);
 }
 
 void Communicator::Impl::run_task(Task& t) {

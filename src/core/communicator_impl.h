@@ -24,6 +24,7 @@
 
 #include "algorithms/context.h"
 #include "common/config.h"
+#include "shm/shm_group.h"
 #include "transport/transport.h"
 #include "tutti/communicator.h"
 
@@ -74,8 +75,33 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
 
   ~Impl();
 
+  // Every member on one host: shared-memory collectives apply.
+  bool single_host = false;
+  // The communicator's shared-memory segment, mapped at the first
+  // shared-memory collective (every member runs it in the same order).
+  detail::ShmGroup& shm(const detail::OpContext& ctx);
+
   // A context for the next operation (takes its sequence number).
   detail::OpContext make_context(const char* op_name, std::size_t bytes);
+  const char* select(const char* collective, std::size_t bytes) const;
+
+  // Runs an operation. Blocking on an idle communicator: right here in the
+  // caller's thread, no allocation, no hand-off. Otherwise through submit().
+  template <class F>
+  Work run(detail::OpContext ctx, F&& body, bool blocking) {
+    if (blocking && begin_inline()) {
+      ctx.deadline = detail::Clock::now() + timeout;
+      try {
+        body(ctx);
+      } catch (...) {
+        end_inline();
+        fail_inline(ctx);
+      }
+      end_inline();
+      return Work();
+    }
+    return submit(std::move(ctx), std::function<void(detail::OpContext&)>(std::forward<F>(body)), blocking);
+  }
   // Runs an operation: inline when idle and `blocking`, else on the worker.
   // Blocking: waits and throws the op's error. Async: returns its Work.
   Work submit(detail::OpContext ctx, std::function<void(detail::OpContext&)> body, bool blocking);
@@ -86,6 +112,11 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
 
  private:
   void run_task(detail::Task& t);
+  bool begin_inline();
+  void end_inline();
+  // Called from a catch block: aborts as fail-stop requires, then rethrows.
+  [[noreturn]] void fail_inline(const detail::OpContext& ctx);
+  std::unique_ptr<detail::ShmGroup> shm_;
   void worker_loop();
 
   std::mutex mu_;  // guards everything below

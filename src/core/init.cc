@@ -156,6 +156,7 @@ Communicator init(const InitOptions& options) {
     map->push_back(r);
   }
   impl->world_to_comm = map;
+  impl->single_host = std::all_of(job->host_of.begin(), job->host_of.end(), [&](int h) { return h == job->host_of[0]; });
   TUTTI_LOG(Info, "joined: rank " << rank << " of " << size << " on " << hosts.size() << " host(s)");
   return Communicator(impl);
 }

@@ -11,12 +11,26 @@ namespace {
 
 constexpr std::size_t kChunkBytes = 256;  // small, so tiny counts still cross chunk boundaries
 
-class Collectives : public ::testing::TestWithParam<int> {};
+// (world size, TUTTI_TRANSPORT): "auto" runs the shared-memory collectives
+// (every rank is on this host), "tcp" the network algorithms.
+class Collectives : public ::testing::TestWithParam<std::tuple<int, std::string>> {
+ protected:
+  int world() const { return std::get<0>(GetParam()); }
+  std::vector<std::pair<std::string, std::string>> env() const {
+    // Small slots, chunks and thresholds, so that small counts already cross
+    // round and chunk boundaries and take both one-shot and two-shot paths.
+    return {{"TUTTI_TRANSPORT", std::get<1>(GetParam())},
+            {"TUTTI_CHUNK_BYTES", std::to_string(kChunkBytes)},
+            {"TUTTI_SMALL_BYTES", "64"},
+            {"TUTTI_SHM_SLOT_BYTES", "256"},
+            {"TUTTI_SHM_ONESHOT_BYTES", "64"}};
+  }
+};
 
 TEST_P(Collectives, EveryOpDtypeReduceOpRootAndCount) {
   SpawnOptions o;
-  o.env = {{"TUTTI_CHUNK_BYTES", std::to_string(kChunkBytes)}, {"TUTTI_SMALL_BYTES", "64"}};
-  spawn(GetParam(), [](Communicator& comm) {
+  o.env = env();
+  spawn(world(), [](Communicator& comm) {
     auto counts = [](DataType dt) {
       return std::vector<std::size_t>{0, 1, 7, kChunkBytes / dtype_size(dt) + 1};
     };
@@ -29,8 +43,8 @@ TEST_P(Collectives, EveryOpDtypeReduceOpRootAndCount) {
 // chunked pipelines (chunk 256 KiB, so every step crosses chunk boundaries).
 TEST_P(Collectives, LargeMessages) {
   SpawnOptions o;
-  o.env = {{"TUTTI_CHUNK_BYTES", "256K"}};
-  spawn(GetParam(), [](Communicator& comm) {
+  o.env = {{"TUTTI_TRANSPORT", std::get<1>(GetParam())}, {"TUTTI_CHUNK_BYTES", "256K"}, {"TUTTI_SHM_SLOT_BYTES", "64K"}};
+  spawn(world(), [](Communicator& comm) {
     const int n = comm.size();
     std::uint64_t id = 900000;
     for (DataType dt : {DataType::Float32, DataType::BFloat16, DataType::Int64}) {
@@ -67,8 +81,12 @@ TEST_P(Collectives, LargeMessages) {
   }, o);
 }
 
-INSTANTIATE_TEST_SUITE_P(World, Collectives, ::testing::Values(1, 2, 3, 4, 5, 7, 8),
-                         [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
+INSTANTIATE_TEST_SUITE_P(World, Collectives,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 8), ::testing::Values("auto", "tcp")),
+                         [](const ::testing::TestParamInfo<std::tuple<int, std::string>>& p) {
+                           return "n" + std::to_string(std::get<0>(p.param)) +
+                                  (std::get<1>(p.param) == "tcp" ? "_tcp" : "_shm");
+                         });
 
 }  // namespace
 }  // namespace tutti::testing

@@ -343,19 +343,19 @@ TEST_F(CoreConfigEnv, EnvironmentStartsClean) {
 TEST(CoreSelection, AllReduceBySize) {
   d::Config c;
   const std::size_t small = c.small_bytes;
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c), "recursive_doubling");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 1, c), "recursive_doubling");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", small, c), "recursive_doubling");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", small + 1, c), "ring");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c), "ring");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", ~std::size_t(0), c), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c, false), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 1, c, false), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", small, c, false), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", small + 1, c, false), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c, false), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", ~std::size_t(0), c, false), "ring");
 
   c.small_bytes = 0;
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c), "recursive_doubling");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 1, c), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c, false), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 1, c, false), "ring");
   c.small_bytes = 1000;
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 1000, c), "recursive_doubling");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 1001, c), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 1000, c, false), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 1001, c, false), "ring");
 }
 
 TEST(CoreSelection, OtherCollectivesAtAnySize) {
@@ -367,33 +367,33 @@ TEST(CoreSelection, OtherCollectivesAtAnySize) {
   d::Config c;
   for (auto [coll, algo] : table)
     for (std::size_t bytes : {std::size_t(0), std::size_t(1), c.small_bytes, c.small_bytes + 1, std::size_t(1) << 40})
-      EXPECT_STREQ(d::select_algorithm(coll, bytes, c), algo) << coll << " at " << bytes;
+      EXPECT_STREQ(d::select_algorithm(coll, bytes, c, false), algo) << coll << " at " << bytes;
 }
 
 TEST(CoreSelection, OverrideHonoured) {
   d::Config c;
   c.algo["all_reduce"] = "ring";
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c), "ring");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 8, c), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c, false), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 8, c, false), "ring");
   c.algo["all_reduce"] = "recursive_doubling";
-  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c, false), "recursive_doubling");
   // Another collective's override leaves all_reduce alone.
   d::Config c2;
   c2.algo["broadcast"] = "binomial";
-  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c2), "ring");
-  EXPECT_STREQ(d::select_algorithm("broadcast", 0, c2), "binomial");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c2, false), "ring");
+  EXPECT_STREQ(d::select_algorithm("broadcast", 0, c2, false), "binomial");
 }
 
 TEST(CoreSelection, UnknownAlgorithmNamesKnownOnes) {
   d::Config c;
   c.algo["all_reduce"] = "tree";
-  Error e = expect_error([&] { d::select_algorithm("all_reduce", 16, c); });
+  Error e = expect_error([&] { d::select_algorithm("all_reduce", 16, c, false); });
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   EXPECT_CONTAINS(e.message(), "unknown algorithm 'tree' for all_reduce");
   EXPECT_CONTAINS(e.message(), "known: recursive_doubling, ring");
 
   c.algo["broadcast"] = "ring";  // a real algorithm, but not a broadcast one
-  e = expect_error([&] { d::select_algorithm("broadcast", 16, c); });
+  e = expect_error([&] { d::select_algorithm("broadcast", 16, c, false); });
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   EXPECT_CONTAINS(e.message(), "unknown algorithm 'ring' for broadcast");
   EXPECT_CONTAINS(e.message(), "known: binomial");
@@ -401,7 +401,7 @@ TEST(CoreSelection, UnknownAlgorithmNamesKnownOnes) {
 
 TEST(CoreSelection, UnknownCollectiveWithoutOverrideIsInternal) {
   d::Config c;
-  Error e = expect_error([&] { d::select_algorithm("allreduce", 8, c); });
+  Error e = expect_error([&] { d::select_algorithm("allreduce", 8, c, false); });
   EXPECT_EQ(e.kind(), ErrorKind::Internal);
   EXPECT_CONTAINS(e.message(), "no algorithm for allreduce at 8 B");
 }
@@ -491,6 +491,32 @@ TEST(CoreFrame, HelloRejectsBadFields) {
 
   h = good_hello(1, 4, 43);
   EXPECT_EQ(d::validate_hello(h, 4, 42), "peer belongs to another job");
+}
+
+}  // namespace
+
+namespace {
+
+TEST(CoreSelection, SharedMemoryOnOneHostUnlessTcpIsForced) {
+  tutti::detail::Config c;
+  for (const char* coll : {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all",
+                           "gather", "scatter", "barrier"}) {
+    EXPECT_STREQ(tutti::detail::select_algorithm(coll, 8, c, true), "shm") << coll;
+    EXPECT_STRNE(tutti::detail::select_algorithm(coll, 8, c, false), "shm") << coll;
+  }
+  c.transport = "tcp";
+  EXPECT_STREQ(tutti::detail::select_algorithm("all_reduce", 8, c, true), "recursive_doubling");
+  c.transport = "auto";
+  c.algo["all_reduce"] = "ring";
+  EXPECT_STREQ(tutti::detail::select_algorithm("all_reduce", 8, c, true), "ring");
+  c.algo["all_reduce"] = "shm";
+  try {
+    tutti::detail::select_algorithm("all_reduce", 8, c, false);
+    ADD_FAILURE() << "shm accepted for a communicator spanning hosts";
+  } catch (const tutti::Error& e) {
+    EXPECT_EQ(e.kind(), tutti::ErrorKind::InvalidArgument);
+    EXPECT_NE(e.message().find("one host"), std::string::npos) << e.message();
+  }
 }
 
 }  // namespace

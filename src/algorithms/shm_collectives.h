@@ -1,0 +1,39 @@
+#pragma once
+// Collectives designed for shared memory: every member maps one segment
+// (ShmGroup) and reads its peers' published data directly. They run in the
+// caller's thread; nothing goes through a progress thread.
+//
+// Reductions take the full ReduceOp: PremulSum scales while copying the
+// input in, Avg divides the result, so each is applied exactly once. Every
+// element of a result is reduced in rank order by exactly one rank (or by
+// every rank in the same order), so all ranks get identical bits.
+
+#include <cstddef>
+#include <vector>
+
+#include "shm/shm_group.h"
+#include "tutti/types.h"
+
+namespace tutti::detail {
+
+// one_shot_bytes: up to this many bytes every rank reduces everything
+// itself (one synchronization per chunk); above, each rank reduces a slice
+// and all gather the slices (two-shot).
+void shm_all_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
+                    std::size_t one_shot_bytes);
+void shm_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
+                int root, std::size_t one_shot_bytes);
+void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root);
+// out[r]: where rank r's block lands (root only for gather).
+void shm_gather(ShmGroup& g, const void* send, const std::vector<char*>& out, std::size_t bytes, int root);
+void shm_all_gather(ShmGroup& g, const void* send, const std::vector<char*>& out, std::size_t bytes);
+void shm_scatter(ShmGroup& g, const std::vector<const char*>& in, void* recv, std::size_t bytes, int root);
+void shm_reduce_scatter(ShmGroup& g, const std::vector<const char*>& in, void* recv, std::size_t count, DataType dtype,
+                        const ReduceOp& op);
+// Byte counts and displacements per peer.
+void shm_all_to_all(ShmGroup& g, const char* send, const std::vector<std::size_t>& send_bytes,
+                    const std::vector<std::size_t>& send_displs, char* recv, const std::vector<std::size_t>& recv_bytes,
+                    const std::vector<std::size_t>& recv_displs);
+void shm_barrier(ShmGroup& g);
+
+}  // namespace tutti::detail

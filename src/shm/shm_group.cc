@@ -1,0 +1,187 @@
+#include "shm/shm_group.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include "common/log.h"
+#include "tutti/error.h"
+
+namespace tutti::detail {
+namespace {
+
+constexpr std::uint64_t kMagic = 0x314d485349545554ull;  // "TUTISHM1"
+
+struct Header {
+  std::uint64_t magic;
+  std::uint32_t size;
+  std::uint32_t pad;
+  std::uint64_t slot_bytes;
+  std::atomic<std::uint32_t> ready;
+  std::atomic<std::uint32_t> mapped;
+};
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+long futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val, const timespec* ts) {
+  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), op, val, ts, nullptr, 0);
+}
+
+std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+int ShmGroup::spin_limit(int local_ranks) {
+  // With more ranks than cores a spinning waiter steals the core of the rank
+  // it waits for: spin a little only. Otherwise spin ~20-50 us first.
+  unsigned cores = std::thread::hardware_concurrency();
+  if (cores == 0) cores = 1;
+  return static_cast<unsigned>(local_ranks) > cores ? 50 : 20000;
+}
+
+ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot_bytes, TimePoint deadline)
+    : rank_(rank), size_(size), slot_bytes_(round_up(std::max<std::size_t>(slot_bytes, 16 * size), 64)), name_(name) {
+  area_bytes_ = kCtrlBytes + 4 * slot_bytes_;
+  map_bytes_ = kHeaderBytes + static_cast<std::size_t>(size) * area_bytes_;
+  spins_ = spin_limit(size);
+  int fd = -1;
+  if (rank == 0) {
+    fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+      throw Error(ErrorKind::Internal, "shm_open(" + name + ") failed: " + std::strerror(errno));
+    if (::ftruncate(fd, static_cast<off_t>(map_bytes_)) != 0) {
+      int err = errno;
+      ::close(fd);
+      ::shm_unlink(name.c_str());
+      throw Error(ErrorKind::Internal, "cannot size shared memory segment " + name + " to " +
+                                           std::to_string(map_bytes_) + " bytes: " + std::strerror(err));
+    }
+  } else {
+    // Rank 0 creates it; wait for the name and its final size.
+    while (true) {
+      fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        struct stat st {};
+        if (::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) == map_bytes_) break;
+        ::close(fd);
+        fd = -1;
+      }
+      if (Clock::now() >= deadline)
+        throw Error(ErrorKind::Timeout, "rank " + std::to_string(rank) + ": shared memory segment " + name +
+                                            " was not created by rank 0 in time");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  void* p = ::mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    if (rank == 0) ::shm_unlink(name.c_str());
+    throw Error(ErrorKind::Internal, "mmap of " + std::to_string(map_bytes_) + " bytes failed: " + std::strerror(errno));
+  }
+  base_ = static_cast<char*>(p);
+  auto* h = reinterpret_cast<Header*>(base_);
+  if (rank == 0) {
+    h->magic = kMagic;
+    h->size = static_cast<std::uint32_t>(size);
+    h->slot_bytes = slot_bytes_;
+    h->ready.store(1, std::memory_order_release);
+  } else {
+    while (h->ready.load(std::memory_order_acquire) != 1) {
+      if (Clock::now() >= deadline)
+        throw Error(ErrorKind::Timeout, "rank " + std::to_string(rank) + ": shared memory segment " + name +
+                                            " was never initialized by rank 0");
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (h->magic != kMagic || h->size != static_cast<std::uint32_t>(size) || h->slot_bytes != slot_bytes_)
+      throw Error(ErrorKind::Mismatch, "rank " + std::to_string(rank) + ": shared memory segment " + name +
+                                           " has another layout (ranks disagree on the group or TUTTI_SHM_SLOT_BYTES)");
+  }
+  ctrl(rank)->pid = static_cast<std::int32_t>(::getpid());
+  // The last member to map the segment removes its name: from here on the
+  // memory lives exactly as long as the mappings.
+  if (h->mapped.fetch_add(1) + 1 == static_cast<std::uint32_t>(size)) ::shm_unlink(name.c_str());
+  TUTTI_LOG(Debug, "mapped shared memory segment " << name << ": " << map_bytes_ << " bytes for " << size
+                                                    << " ranks");
+}
+
+ShmGroup::~ShmGroup() {
+  if (!base_) return;
+  auto* h = reinterpret_cast<Header*>(base_);
+  // Not every member mapped it (one failed or died early): remove the name.
+  if (h->mapped.load() < static_cast<std::uint32_t>(size_)) ::shm_unlink(name_.c_str());
+  ::munmap(base_, map_bytes_);
+}
+
+std::uint64_t ShmGroup::begin_round() {
+  const std::uint64_t k = next_round_++;
+  if (k >= 1) {
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) wait_for(p, 2 * (k - 1) + 1);
+  }
+  return k;
+}
+
+void ShmGroup::publish(std::uint64_t value) {
+  Ctrl* c = ctrl(rank_);
+  c->counter.store(static_cast<std::uint32_t>(value), std::memory_order_seq_cst);
+  if (c->sleepers.load(std::memory_order_seq_cst) != 0) futex(&c->counter, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+void ShmGroup::wait_for(int peer, std::uint64_t value) {
+  Ctrl* c = ctrl(peer);
+  const auto target = static_cast<std::uint32_t>(value);
+  auto reached = [&](std::uint32_t cur) { return static_cast<std::int32_t>(cur - target) >= 0; };
+  for (int i = 0; i < spins_; ++i) {
+    if (reached(c->counter.load(std::memory_order_acquire))) return;
+    cpu_relax();
+  }
+  while (true) {
+    c->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    std::uint32_t cur = c->counter.load(std::memory_order_seq_cst);
+    if (reached(cur)) {
+      c->sleepers.fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
+    // Sleep at most 100 ms at a time, to notice a dead peer and the deadline.
+    auto now = Clock::now();
+    if (now >= deadline_) {
+      c->sleepers.fetch_sub(1, std::memory_order_relaxed);
+      fail_wait(peer, value, false);
+    }
+    auto left = std::min<Clock::duration>(deadline_ - now, std::chrono::milliseconds(100));
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(std::chrono::duration_cast<std::chrono::seconds>(left).count());
+    ts.tv_nsec = static_cast<long>((left - std::chrono::seconds(ts.tv_sec)).count());
+    futex(&c->counter, FUTEX_WAIT, cur, &ts);
+    c->sleepers.fetch_sub(1, std::memory_order_relaxed);
+    if (reached(c->counter.load(std::memory_order_acquire))) return;
+    std::int32_t pid = c->pid;
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fail_wait(peer, value, true);
+  }
+}
+
+void ShmGroup::fail_wait(int peer, std::uint64_t value, bool dead) {
+  std::string prefix = describe_ ? describe_(describe_arg_) : "rank " + std::to_string(rank_) + ": ";
+  if (dead)
+    throw Error(ErrorKind::PeerLost, prefix + "rank " + std::to_string(peer) + " (pid " +
+                                         std::to_string(ctrl(peer)->pid) + ") exited during a shared-memory step");
+  throw Error(ErrorKind::Timeout, prefix + "timed out waiting for rank " + std::to_string(peer) +
+                                      " in a shared-memory step (round " + std::to_string(value / 2) +
+                                      "); that rank did not take part in time");
+}
+
+}  // namespace tutti::detail

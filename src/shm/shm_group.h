@@ -1,0 +1,98 @@
+#pragma once
+// ShmGroup: one shared-memory segment per communicator whose members all
+// share a host, and the synchronization every shared-memory collective uses.
+//
+// Layout: a header, then one area per rank with a progress counter and two
+// parities of an input slot and an output slot (slot_bytes each). Rank r
+// writes only its own area; everyone reads everyone's.
+//
+// Protocol. Work is cut into rounds; round k uses parity k % 2. A rank
+// publishes 2k+1 on its counter when its input for round k is in place and
+// 2k+2 when its output (if the algorithm has one) is in place. Before
+// writing into parity k % 2 at round k, a rank waits until every peer has
+// published at least 2(k-1)+1: a peer that started round k-1 has finished
+// reading round k-2, the last user of that parity. Rounds are numbered per
+// communicator across operations, so every rank agrees on them.
+//
+// Waiting spins briefly, then sleeps on a futex (the counter itself), so
+// oversubscribed ranks yield their core. A waiter also checks that the peer
+// process still exists, and fails with PeerLost when it does not.
+//
+// Lifetime. Comm rank 0 creates the segment, every member maps it, and the
+// last one to map it unlinks the name, so nothing stays in /dev/shm even if
+// ranks are killed later.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/completion.h"
+
+namespace tutti::detail {
+
+class ShmGroup {
+ public:
+  // Collective over the members (every member calls it). `name` must be the
+  // same on every member and unique on the host.
+  ShmGroup(const std::string& name, int rank, int size, std::size_t slot_bytes, TimePoint deadline);
+  ~ShmGroup();
+  ShmGroup(const ShmGroup&) = delete;
+  ShmGroup& operator=(const ShmGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::size_t slot_bytes() const { return slot_bytes_; }
+  std::size_t mapped_bytes() const { return map_bytes_; }
+
+  char* in_slot(int r, std::uint64_t round) const { return area(r) + kCtrlBytes + (round & 1) * 2 * slot_bytes_; }
+  char* out_slot(int r, std::uint64_t round) const { return in_slot(r, round) + slot_bytes_; }
+
+  // Starts round `round` (waits until the parity is free) and returns it.
+  std::uint64_t begin_round();
+  // This rank's input / output of the current round is in place.
+  void publish_input(std::uint64_t round) { publish(2 * round + 1); }
+  void publish_output(std::uint64_t round) { publish(2 * round + 2); }
+  // Waits until peer's input / output of `round` is in place.
+  void wait_input(int peer, std::uint64_t round) { wait_for(peer, 2 * round + 1); }
+  void wait_output(int peer, std::uint64_t round) { wait_for(peer, 2 * round + 2); }
+
+  // Each wait is bounded by this deadline (the running op's).
+  void set_deadline(TimePoint d) { deadline_ = d; }
+  // Prefix for error messages ("rank 2: all_reduce #5 (...): "), built only
+  // when an error is raised.
+  using Describe = std::string (*)(const void* arg);
+  void set_context(Describe describe, const void* arg) {
+    describe_ = describe;
+    describe_arg_ = arg;
+  }
+
+  // How many spins before sleeping.
+  static int spin_limit(int local_ranks);
+
+ private:
+  static constexpr std::size_t kCtrlBytes = 256;
+  struct Ctrl {
+    alignas(64) std::atomic<std::uint32_t> counter;  // published progress (futex word)
+    alignas(64) std::atomic<std::uint32_t> sleepers;  // waiters sleeping on `counter`
+    std::int32_t pid;
+  };
+  char* area(int r) const { return base_ + kHeaderBytes + r * area_bytes_; }
+  Ctrl* ctrl(int r) const { return reinterpret_cast<Ctrl*>(area(r)); }
+  void publish(std::uint64_t value);
+  void wait_for(int peer, std::uint64_t value);
+  [[noreturn]] void fail_wait(int peer, std::uint64_t value, bool dead);
+
+  static constexpr std::size_t kHeaderBytes = 256;
+  int rank_, size_;
+  std::size_t slot_bytes_, area_bytes_, map_bytes_;
+  char* base_ = nullptr;
+  std::uint64_t next_round_ = 0;
+  TimePoint deadline_ = TimePoint::max();
+  Describe describe_ = nullptr;
+  const void* describe_arg_ = nullptr;
+  int spins_;
+  std::string name_;
+};
+
+}  // namespace tutti::detail
