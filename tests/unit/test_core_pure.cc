@@ -390,13 +390,13 @@ TEST(CoreSelection, UnknownAlgorithmNamesKnownOnes) {
   Error e = expect_error([&] { d::select_algorithm("all_reduce", 16, c, false); });
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   EXPECT_CONTAINS(e.message(), "unknown algorithm 'tree' for all_reduce");
-  EXPECT_CONTAINS(e.message(), "known: recursive_doubling, ring");
+  EXPECT_CONTAINS(e.message(), "known: shm, recursive_doubling, ring");
 
   c.algo["broadcast"] = "ring";  // a real algorithm, but not a broadcast one
   e = expect_error([&] { d::select_algorithm("broadcast", 16, c, false); });
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   EXPECT_CONTAINS(e.message(), "unknown algorithm 'ring' for broadcast");
-  EXPECT_CONTAINS(e.message(), "known: binomial");
+  EXPECT_CONTAINS(e.message(), "known: shm, binomial");
 }
 
 TEST(CoreSelection, UnknownCollectiveWithoutOverrideIsInternal) {
@@ -422,7 +422,7 @@ TEST(CoreSelection, ValidateAlgoOverrides) {
   e = expect_error([&] { d::validate_algo_overrides(c); });
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   EXPECT_CONTAINS(e.message(), "unknown algorithm 'tree' for reduce");
-  EXPECT_CONTAINS(e.message(), "known: binomial");
+  EXPECT_CONTAINS(e.message(), "known: shm, binomial");
 }
 
 // ---- frame header / hello --------------------------------------------------------------
