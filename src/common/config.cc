@@ -85,6 +85,11 @@ Config Config::from_env() {
     if (c.shm_slot_bytes < 256 || c.shm_slot_bytes > (std::size_t(1) << 30))
       throw Error(ErrorKind::InvalidArgument, "TUTTI_SHM_SLOT_BYTES: must be between 256 and 1G");
   }
+  if (const char* v = env("TUTTI_SHM_PREFIX")) {
+    c.shm_prefix = v;
+    if (c.shm_prefix.size() > 64 || c.shm_prefix.find('/') != std::string::npos)
+      throw Error(ErrorKind::InvalidArgument, "TUTTI_SHM_PREFIX: at most 64 characters, no '/'");
+  }
   if (const char* v = env("TUTTI_SHM_ONESHOT_BYTES")) c.shm_one_shot_bytes = parse_bytes(v, "TUTTI_SHM_ONESHOT_BYTES");
   return c;
 }

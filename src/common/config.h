@@ -39,6 +39,10 @@ struct Config {
   // one-shot (every rank reduces everything); above, two-shot.
   std::size_t shm_one_shot_bytes = 16 << 10;
 
+  // TUTTI_SHM_PREFIX: first part of shared-memory segment names
+  // (/dev/shm/<prefix>-<job id>-<communicator id>).
+  std::string shm_prefix = "tutti";
+
   static Config from_env();
   // "timeout=300000ms chunk_bytes=1048576 ..." for the debug log.
   std::string describe() const;

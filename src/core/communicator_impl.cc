@@ -30,6 +30,7 @@ Communicator::Impl::~Impl() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  if (aborted_ && shm_) shm_->abandon();
 }
 
 OpContext Communicator::Impl::make_context(const char* op_name, std::size_t bytes) {
@@ -104,10 +105,15 @@ void Communicator::Impl::fail_inline(const OpContext& ctx) {
 
 detail::ShmGroup& Communicator::Impl::shm(const OpContext& ctx) {
   if (!shm_) {
-    char name[64];
-    std::snprintf(name, sizeof name, "/tutti-%016llx-%016llx", static_cast<unsigned long long>(job->job_id),
+    char ids[40];
+    std::snprintf(ids, sizeof ids, "-%016llx-%016llx", static_cast<unsigned long long>(job->job_id),
                   static_cast<unsigned long long>(comm_id));
-    shm_ = std::make_unique<detail::ShmGroup>(name, rank, size, job->config.shm_slot_bytes, ctx.deadline);
+    std::string name = "/" + job->config.shm_prefix + ids;
+    try {
+      shm_ = std::make_unique<detail::ShmGroup>(name, rank, size, job->config.shm_slot_bytes, ctx.deadline);
+    } catch (const Error& e) {
+      throw Error(e.kind(), ctx.where() + e.message());
+    }
   }
   shm_->set_deadline(ctx.deadline);
   shm_->set_context([](const void* c) { return static_cast<const OpContext*>(c)->where(); }, &ctx);

@@ -81,8 +81,8 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
         fd = -1;
       }
       if (Clock::now() >= deadline)
-        throw Error(ErrorKind::Timeout, "rank " + std::to_string(rank) + ": shared memory segment " + name +
-                                            " was not created by rank 0 in time");
+        throw Error(ErrorKind::Timeout, "shared memory segment " + name +
+                                            " was not created in time: rank 0 did not take part in this operation");
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
@@ -102,13 +102,11 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
   } else {
     while (h->ready.load(std::memory_order_acquire) != 1) {
       if (Clock::now() >= deadline)
-        throw Error(ErrorKind::Timeout, "rank " + std::to_string(rank) + ": shared memory segment " + name +
-                                            " was never initialized by rank 0");
+        throw Error(ErrorKind::Timeout, "shared memory segment " + name + " was never initialized by rank 0");
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     if (h->magic != kMagic || h->size != static_cast<std::uint32_t>(size) || h->slot_bytes != slot_bytes_)
-      throw Error(ErrorKind::Mismatch, "rank " + std::to_string(rank) + ": shared memory segment " + name +
-                                           " has another layout (ranks disagree on the group or TUTTI_SHM_SLOT_BYTES)");
+      throw Error(ErrorKind::Mismatch, "shared memory segment " + name + " has another layout (ranks disagree on the group or TUTTI_SHM_SLOT_BYTES)");
   }
   ctrl(rank)->pid = static_cast<std::int32_t>(::getpid());
   // The last member to map the segment removes its name: from here on the
@@ -121,8 +119,8 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
 ShmGroup::~ShmGroup() {
   if (!base_) return;
   auto* h = reinterpret_cast<Header*>(base_);
-  // Not every member mapped it (one failed or died early): remove the name.
-  if (h->mapped.load() < static_cast<std::uint32_t>(size_)) ::shm_unlink(name_.c_str());
+  // The communicator failed before every member mapped it: remove the name.
+  if (abandoned_ && h->mapped.load() < static_cast<std::uint32_t>(size_)) ::shm_unlink(name_.c_str());
   ::munmap(base_, map_bytes_);
 }
 

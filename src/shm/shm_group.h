@@ -20,7 +20,8 @@
 //
 // Lifetime. Comm rank 0 creates the segment, every member maps it, and the
 // last one to map it unlinks the name, so nothing stays in /dev/shm even if
-// ranks are killed later.
+// ranks are killed later. A member of a failed communicator removes the name
+// when the group never completed.
 
 #include <atomic>
 #include <cstddef>
@@ -67,6 +68,12 @@ class ShmGroup {
     describe_arg_ = arg;
   }
 
+  // The communicator failed: on destruction, remove the name if some member
+  // never mapped the segment (it may never come). A healthy communicator
+  // keeps the name until the last member maps it, even after this rank has
+  // moved on: a slow member may still need the data published here.
+  void abandon() { abandoned_ = true; }
+
   // How many spins before sleeping.
   static int spin_limit(int local_ranks);
 
@@ -93,6 +100,7 @@ class ShmGroup {
   const void* describe_arg_ = nullptr;
   int spins_;
   std::string name_;
+  bool abandoned_ = false;
 };
 
 }  // namespace tutti::detail

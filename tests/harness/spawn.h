@@ -23,6 +23,8 @@ struct SpawnOptions {
   std::vector<std::pair<std::string, std::string>> env;
   // Per-operation timeout of the communicators.
   std::chrono::milliseconds op_timeout{60000};
+  // Ranks that are expected to die by a signal (failure tests).
+  std::vector<int> may_die;
 };
 
 void spawn(int world, const std::function<void(Communicator&)>& fn, const SpawnOptions& options = {});
