@@ -23,21 +23,27 @@ void copy_in(char* dst, const char* src, std::size_t count, DataType dtype, cons
   }
 }
 
+// Where rank p's input of round k is: its inline line or its input slot.
+const char* input_of(const ShmGroup& g, int p, std::uint64_t k, bool inline_data, std::size_t offset_bytes) {
+  return inline_data ? g.inline_slot(p, k) : g.in_slot(p, k) + offset_bytes;
+}
+
 // out = in[0] op in[1] op ... op in[n-1], waiting for each peer's input.
 void reduce_all_inputs(ShmGroup& g, std::uint64_t k, std::size_t offset_bytes, char* out, std::size_t count,
-                       DataType dtype, ReduceOpKind op) {
+                       DataType dtype, ReduceOpKind op, bool inline_data = false) {
   const int n = g.size();
   if (count == 0) return;
   g.wait_input(0, k);
   if (n == 1) {
-    std::memcpy(out, g.in_slot(0, k) + offset_bytes, count * dtype_size(dtype));
+    std::memcpy(out, input_of(g, 0, k, inline_data, offset_bytes), count * dtype_size(dtype));
     return;
   }
   g.wait_input(1, k);
-  reduce_pair(out, g.in_slot(0, k) + offset_bytes, g.in_slot(1, k) + offset_bytes, count, dtype, op);
+  reduce_pair(out, input_of(g, 0, k, inline_data, offset_bytes), input_of(g, 1, k, inline_data, offset_bytes), count,
+              dtype, op);
   for (int p = 2; p < n; ++p) {
     g.wait_input(p, k);
-    reduce_inplace(out, g.in_slot(p, k) + offset_bytes, count, dtype, op);
+    reduce_inplace(out, input_of(g, p, k, inline_data, offset_bytes), count, dtype, op);
   }
 }
 
@@ -62,10 +68,11 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   for (std::size_t off = 0; off < count; off += per_round) {
     const std::size_t c = std::min(per_round, count - off);
     const std::uint64_t k = g.begin_round();
-    copy_in(g.in_slot(r, k), send + off * es, c, dtype, op);
+    const bool inline_data = one_shot && c * es <= ShmGroup::kInlineBytes;
+    copy_in(inline_data ? g.inline_slot(r, k) : g.in_slot(r, k), send + off * es, c, dtype, op);
     g.publish_input(k);
     if (one_shot) {
-      if (root < 0 || root == r) reduce_all_inputs(g, k, 0, out + off * es, c, dtype, kind);
+      if (root < 0 || root == r) reduce_all_inputs(g, k, 0, out + off * es, c, dtype, kind, inline_data);
     } else {
       Slice mine = slice_of(c, n, r);
       reduce_all_inputs(g, k, mine.lo * es, g.out_slot(r, k) + mine.lo * es, mine.count, dtype, kind);
@@ -106,11 +113,12 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
   for (std::size_t off = 0; off < bytes; off += S) {
     const std::size_t c = std::min(S, bytes - off);
     const std::uint64_t k = g.begin_round();
-    if (r == root) std::memcpy(g.in_slot(r, k), p + off, c);
+    const bool inline_data = c <= ShmGroup::kInlineBytes;
+    if (r == root) std::memcpy(inline_data ? g.inline_slot(r, k) : g.in_slot(r, k), p + off, c);
     g.publish_input(k);
     if (r != root) {
       g.wait_input(root, k);
-      std::memcpy(p + off, g.in_slot(root, k), c);
+      std::memcpy(p + off, inline_data ? g.inline_slot(root, k) : g.in_slot(root, k), c);
     }
   }
   (void)n;
@@ -142,12 +150,13 @@ void shm_all_gather(ShmGroup& g, const void* send, const std::vector<char*>& out
   for (std::size_t off = 0; off < bytes; off += S) {
     const std::size_t c = std::min(S, bytes - off);
     const std::uint64_t k = g.begin_round();
-    std::memcpy(g.in_slot(r, k), s + off, c);
+    const bool inline_data = c <= ShmGroup::kInlineBytes;
+    std::memcpy(inline_data ? g.inline_slot(r, k) : g.in_slot(r, k), s + off, c);
     g.publish_input(k);
     for (int i = 1; i < n; ++i) {
       int p = (r + i) % n;
       g.wait_input(p, k);
-      std::memcpy(out[p] + off, g.in_slot(p, k), c);
+      std::memcpy(out[p] + off, inline_data ? g.inline_slot(p, k) : g.in_slot(p, k), c);
     }
   }
 }

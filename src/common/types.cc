@@ -69,20 +69,21 @@ const char* reduce_op_name(ReduceOpKind k) {
 std::string reduce_op_invalid_reason(DataType t, const ReduceOp& op) {
   if (static_cast<unsigned>(t) >= static_cast<unsigned>(kNumDataTypes)) return "unknown data type";
   if (static_cast<unsigned>(op.kind) >= static_cast<unsigned>(kNumReduceOps)) return "unknown reduce op";
+  // Called on every reduction: decide first, build text only for a refusal.
+  auto pair = [&] { return std::string(reduce_op_name(op.kind)) + " on " + dtype_name(t); };
   const bool bitwise = op.kind == ReduceOpKind::BAnd || op.kind == ReduceOpKind::BOr || op.kind == ReduceOpKind::BXor;
-  const std::string pair = std::string(reduce_op_name(op.kind)) + " on " + dtype_name(t);
   if (bitwise && (dtype_is_floating(t) || dtype_is_complex(t)))
-    return pair + " is meaningless: bitwise ops need an integer or bool type";
+    return pair() + " is meaningless: bitwise ops need an integer or bool type";
   if ((op.kind == ReduceOpKind::Min || op.kind == ReduceOpKind::Max) && dtype_is_complex(t))
-    return pair + " is meaningless: complex numbers are not ordered";
+    return pair() + " is meaningless: complex numbers are not ordered";
   if ((op.kind == ReduceOpKind::Avg || op.kind == ReduceOpKind::PremulSum) && t == DataType::Bool)
-    return pair + " is meaningless: bool has no arithmetic";
+    return pair() + " is meaningless: bool has no arithmetic";
   if (op.kind == ReduceOpKind::PremulSum) {
-    if (!std::isfinite(op.scalar)) return pair + " needs a finite scalar";
+    if (!std::isfinite(op.scalar)) return pair() + " needs a finite scalar";
     if (dtype_is_integer(t) && op.scalar != std::floor(op.scalar))
-      return pair + " needs an integral scalar, got " + std::to_string(op.scalar);
+      return pair() + " needs an integral scalar, got " + std::to_string(op.scalar);
   }
-  return "";
+  return std::string();
 }
 
 const char* error_kind_name(ErrorKind k) {

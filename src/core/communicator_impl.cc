@@ -121,6 +121,8 @@ detail::ShmGroup& Communicator::Impl::shm(const OpContext& ctx) {
 }
 
 const char* Communicator::Impl::select(const char* collective, std::size_t bytes) const {
+  // The common case on one host, without a table walk (this is on the latency path).
+  if (single_host && job->config.algo.empty() && job->config.transport != "tcp") return "shm";
   return detail::select_algorithm(collective, bytes, job->config, single_host);
 }
 

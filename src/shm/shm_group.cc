@@ -135,21 +135,23 @@ std::uint64_t ShmGroup::begin_round() {
 
 void ShmGroup::publish(std::uint64_t value) {
   Ctrl* c = ctrl(rank_);
-  c->counter.store(static_cast<std::uint32_t>(value), std::memory_order_seq_cst);
-  if (c->sleepers.load(std::memory_order_seq_cst) != 0) futex(&c->counter, FUTEX_WAKE, INT_MAX, nullptr);
+  std::atomic<std::uint32_t>& counter = counter_for(c, value);
+  counter.store(static_cast<std::uint32_t>(value), std::memory_order_seq_cst);
+  if (c->sleepers.load(std::memory_order_seq_cst) != 0) futex(&counter, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
 void ShmGroup::wait_for(int peer, std::uint64_t value) {
   Ctrl* c = ctrl(peer);
+  std::atomic<std::uint32_t>& counter = counter_for(c, value);
   const auto target = static_cast<std::uint32_t>(value);
   auto reached = [&](std::uint32_t cur) { return static_cast<std::int32_t>(cur - target) >= 0; };
   for (int i = 0; i < spins_; ++i) {
-    if (reached(c->counter.load(std::memory_order_acquire))) return;
+    if (reached(counter.load(std::memory_order_acquire))) return;
     cpu_relax();
   }
   while (true) {
     c->sleepers.fetch_add(1, std::memory_order_seq_cst);
-    std::uint32_t cur = c->counter.load(std::memory_order_seq_cst);
+    std::uint32_t cur = counter.load(std::memory_order_seq_cst);
     if (reached(cur)) {
       c->sleepers.fetch_sub(1, std::memory_order_relaxed);
       return;
@@ -164,9 +166,9 @@ void ShmGroup::wait_for(int peer, std::uint64_t value) {
     timespec ts{};
     ts.tv_sec = static_cast<time_t>(std::chrono::duration_cast<std::chrono::seconds>(left).count());
     ts.tv_nsec = static_cast<long>((left - std::chrono::seconds(ts.tv_sec)).count());
-    futex(&c->counter, FUTEX_WAIT, cur, &ts);
+    futex(&counter, FUTEX_WAIT, cur, &ts);
     c->sleepers.fetch_sub(1, std::memory_order_relaxed);
-    if (reached(c->counter.load(std::memory_order_acquire))) return;
+    if (reached(counter.load(std::memory_order_acquire))) return;
     std::int32_t pid = c->pid;
     if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fail_wait(peer, value, true);
   }

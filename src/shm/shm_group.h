@@ -7,8 +7,8 @@
 // writes only its own area; everyone reads everyone's.
 //
 // Protocol. Work is cut into rounds; round k uses parity k % 2. A rank
-// publishes 2k+1 on its counter when its input for round k is in place and
-// 2k+2 when its output (if the algorithm has one) is in place. Before
+// publishes 2k+1 on its counter of parity k % 2 when its input for round k is
+// in place and 2k+2 when its output (if the algorithm has one) is in place. Before
 // writing into parity k % 2 at round k, a rank waits until every peer has
 // published at least 2(k-1)+1: a peer that started round k-1 has finished
 // reading round k-2, the last user of that parity. Rounds are numbered per
@@ -47,6 +47,10 @@ class ShmGroup {
   std::size_t mapped_bytes() const { return map_bytes_; }
 
   char* in_slot(int r, std::uint64_t round) const { return area(r) + kCtrlBytes + (round & 1) * 2 * slot_bytes_; }
+  // Small payloads travel in the cache line that carries the round's
+  // counter: a reader gets flag and data in one transfer.
+  static constexpr std::size_t kInlineBytes = 56;
+  char* inline_slot(int r, std::uint64_t round) const { return ctrl(r)->line[round & 1].data; }
   char* out_slot(int r, std::uint64_t round) const { return in_slot(r, round) + slot_bytes_; }
 
   // Starts round `round` (waits until the parity is free) and returns it.
@@ -79,11 +83,21 @@ class ShmGroup {
 
  private:
   static constexpr std::size_t kCtrlBytes = 256;
+  // One line per parity: the progress counter of the rounds of that parity
+  // (the futex word) and their inline data.
+  struct Line {
+    std::atomic<std::uint32_t> counter;
+    std::uint32_t pad;
+    char data[kInlineBytes];
+  };
   struct Ctrl {
-    alignas(64) std::atomic<std::uint32_t> counter;  // published progress (futex word)
-    alignas(64) std::atomic<std::uint32_t> sleepers;  // waiters sleeping on `counter`
+    alignas(64) Line line[2];
+    alignas(64) std::atomic<std::uint32_t> sleepers;  // waiters sleeping on a counter
     std::int32_t pid;
   };
+  static std::atomic<std::uint32_t>& counter_for(Ctrl* c, std::uint64_t value) {
+    return c->line[((value - 1) / 2) & 1].counter;
+  }
   char* area(int r) const { return base_ + kHeaderBytes + r * area_bytes_; }
   Ctrl* ctrl(int r) const { return reinterpret_cast<Ctrl*>(area(r)); }
   void publish(std::uint64_t value);

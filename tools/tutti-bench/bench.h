@@ -42,6 +42,8 @@ struct Options {
   int root = 0;
   bool inplace = false;
   std::string json_path;
+  // Also measure the cross-process copy bandwidth at each size (ranks 0, 1).
+  bool xcopy = false;
 };
 
 // The size of one row. bytes: the message size as nccl-tests defines it,

@@ -19,6 +19,8 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+
+#include "xcopy.h"
 #include <string>
 #include <thread>
 #include <vector>
@@ -166,6 +168,10 @@ Options parse_options(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--inplace", opt.inplace, "run the in-place form (output buffer overlapping the input)");
+  app.add_flag("--xcopy", opt.xcopy,
+               "also measure, at each size, how fast rank 1 copies out a shared-memory buffer rank 0 has just "
+               "written (the physical limit of one-host collectives); printed as a comment line per row and as "
+               "xcopy_gbps in --json");
   app.add_option("--json", opt.json_path, "rank 0 writes one JSON object per row to FILE (JSON lines)")
       ->type_name("FILE");
 
@@ -339,9 +345,18 @@ int run(int argc, char** argv) {
     row.busbw = row.algbw * tutti_bench::bus_factor(opt.coll->coll, n);
     busbw_sum += row.busbw;
     ++rows;
+    double xcopy = 0;
+    if (opt.xcopy && n >= 2) xcopy = tutti_bench::cross_process_copy_gbps(comm, shape.bytes, opt.iters);
     if (printer) {
       print_row(opt, row);
-      if (json.is_open()) json << row_json(opt, n, row).dump() << '\n' << std::flush;
+      if (opt.xcopy && n >= 2)
+        std::printf("#   cross-process copy of %zu B: %.2f GB/s; busbw / copy = %.2f\n", shape.bytes, xcopy,
+                    xcopy > 0 ? row.busbw / xcopy : 0.0);
+      if (json.is_open()) {
+        nlohmann::json j = row_json(opt, n, row);
+        if (opt.xcopy && n >= 2) j["xcopy_gbps"] = xcopy;
+        json << j.dump() << '\n' << std::flush;
+      }
     }
   }
   if (printer) {

@@ -1,0 +1,371 @@
+#!/usr/bin/python3
+"""compare.py: tutti and its peers side by side, on this machine, one collective.
+
+  python3 bench/peers/compare.py COLL N [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
+                                 [-o OP] [-r ROOT] [--reps R]
+                                 [--systems tutti,openmpi,mpich,gloo,torch-gloo] [--out DIR]
+
+Runs every system R times (default 3), alternating systems within each
+repetition (tutti, openmpi, mpich, gloo, torch-gloo, tutti, openmpi, ...) so
+that slow drifts of the machine hit them all alike. Each run is a
+tutti-bench-style sweep (same sizes, timing rule and bus-bandwidth factors)
+writing JSON lines; per size the median time over the repetitions is kept.
+
+Prints one table (size; per system time in us and busbw in GB/s; tutti's
+ratio best_peer_time / tutti_time, > 1 meaning tutti is faster) and flags
+rows with wrong elements. Writes into DIR (default build/peers/results):
+  COLL_nN.md         the table in Markdown, with the machine, the date and the commands
+  COLL_nN.png        busbw vs size and latency vs size, log-log, one line per system
+  COLL_nN.json       everything: commands, exit codes, every row of every run, medians
+  raw/COLL_nN_SYSTEM_repK.jsonl / .log   each run's JSON lines and output
+
+Needs: build/bin/tuttirun and build/bin/tutti-bench (cmake --build build
+--target tutti-bench tuttirun), the peers (bench/peers/setup.sh; compare.py
+runs bench/peers/build.sh itself), and matplotlib for the plot (if
+the python3 running this lacks it, compare.py re-executes itself with
+Debian's /usr/bin/python3).
+Exit status: 0 when every run that could run did and no row was wrong,
+1 otherwise, 2 bad options.
+"""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SYSTEM_PY = "/usr/bin/python3"  # Debian's python, the one python3-torch / -matplotlib are for
+
+
+def ensure_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+        return
+    except ImportError:
+        pass
+    if os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PY) and os.path.exists(SYSTEM_PY) \
+            and "COMPARE_REEXEC" not in os.environ:
+        os.environ["COMPARE_REEXEC"] = "1"
+        os.execv(SYSTEM_PY, [SYSTEM_PY, os.path.abspath(__file__)] + sys.argv[1:])
+
+
+ensure_matplotlib()
+
+ALL_SYSTEMS = ["tutti", "openmpi", "mpich", "gloo", "torch-gloo"]
+EXIT_NOT_AVAILABLE = 3
+COLLS = ["all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter", "reduce_scatter", "all_to_all",
+         "barrier", "sendrecv"]
+
+# Loopback-only, run-as-root settings of each MPI (what works here; see README.md).
+# Open MPI 4.1: mpirun refuses to run as root without --allow-run-as-root and
+# more ranks than cores without --oversubscribe; data through shared memory
+# only (btl self,vader: no TCP BTL probing eth0), mpirun's control channel on
+# lo. vader's single-copy mechanism stays the default (CMA, process_vm_readv),
+# which works here; where a container forbids it, add
+# OMPI_MCA_btl_vader_single_copy_mechanism=none. No binding (tutti and the
+# other peers do not bind either).
+OPENMPI_ENV = {
+    "OMPI_MCA_btl": "self,vader",
+    "OMPI_MCA_oob_tcp_if_include": "lo",
+}
+# MPICH 4.0 (hydra): ranks forked locally (-launcher fork: no ssh), no binding;
+# intra-node data goes through MPICH's shared memory. Running as root needs nothing.
+MPICH_ENV = {}
+
+
+def parse_size(text):
+    t = text.strip()
+    shift = {"k": 10, "m": 20, "g": 30}.get(t[-1:].lower(), 0)
+    if shift:
+        t = t[:-1]
+    if not t.isdigit():
+        raise argparse.ArgumentTypeError(f"'{text}' is not a size")
+    return int(t) << shift
+
+
+def parse_args():
+    p = argparse.ArgumentParser(prog="compare.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("coll", metavar="COLL", choices=COLLS)
+    p.add_argument("n", metavar="N", type=int, help="number of ranks")
+    p.add_argument("-b", "--minbytes", default="8")
+    p.add_argument("-e", "--maxbytes", default="64M")
+    p.add_argument("-f", "--stepfactor", type=int, default=2)
+    p.add_argument("-n", "--iters", type=int, default=20)
+    p.add_argument("-w", "--warmup", type=int, default=5)
+    p.add_argument("-o", "--op", default="sum", choices=["sum", "product", "min", "max"])
+    p.add_argument("-r", "--root", type=int, default=0)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--systems", default=",".join(ALL_SYSTEMS))
+    p.add_argument("--out", default=os.path.join(ROOT, "build", "peers", "results"))
+    p.add_argument("--timeout", type=float, default=600, help="seconds per run (default 600)")
+    a = p.parse_args()
+    a.systems = [s.strip() for s in a.systems.split(",") if s.strip()]
+    for s in a.systems:
+        if s not in ALL_SYSTEMS:
+            p.error(f"unknown system '{s}' (known: {', '.join(ALL_SYSTEMS)})")
+    if not a.systems:
+        p.error("--systems is empty")
+    if a.n < 1 or a.reps < 1:
+        p.error("N and --reps must be at least 1")
+    for t in (a.minbytes, a.maxbytes):
+        parse_size(t)
+    return a
+
+
+def bench_args(a, json_path):
+    return [a.coll, "-b", a.minbytes, "-e", a.maxbytes, "-f", str(a.stepfactor), "-n", str(a.iters),
+            "-w", str(a.warmup), "-c", "1", "-d", "float32", "-o", a.op, "-r", str(a.root), "--json", json_path]
+
+
+def command(system, a, json_path):
+    """(argv, extra environment) of one run."""
+    b = os.path.join(ROOT, "build")
+    args = bench_args(a, json_path)
+    if system == "tutti":
+        return [os.path.join(b, "bin", "tuttirun"), "-n", str(a.n), os.path.join(b, "bin", "tutti-bench")] + args, {}
+    if system == "openmpi":
+        return (["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(a.n),
+                 os.path.join(b, "peers", "mpi_bench_openmpi")] + args, OPENMPI_ENV)
+    if system == "mpich":
+        return (["mpiexec.mpich", "-launcher", "fork", "-bind-to", "none", "-np", str(a.n),
+                 os.path.join(b, "peers", "mpi_bench_mpich")] + args, MPICH_ENV)
+    if system == "gloo":
+        return [os.path.join(b, "peers", "gloo_bench"), "--np", str(a.n)] + args, {}
+    if system == "torch-gloo":
+        return [SYSTEM_PY, os.path.join(HERE, "torch_bench.py"), "--np", str(a.n)] + args, {"GLOO_SOCKET_IFNAME": "lo"}
+    raise ValueError(system)
+
+
+def shell_line(argv, env):
+    q = lambda s: s if s and all(c.isalnum() or c in "-_./,=:" for c in s) else "'" + s.replace("'", "'\\''") + "'"
+    return " ".join([f"{k}={q(v)}" for k, v in env.items()] + [q(x) for x in argv])
+
+
+def machine():
+    model, cores = "unknown CPU", f"{os.cpu_count()} CPUs"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        info = {}
+        for line in out.splitlines():
+            k, _, v = line.partition(":")
+            info[k.strip()] = v.strip()
+        model = info.get("Model name", model)
+        cores = info.get("CPU(s)") or str(os.cpu_count())
+        tpc = info.get("Thread(s) per core")
+        cores = f"{cores} CPUs" + (f" ({tpc} thread(s) per core)" if tpc else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return model, cores
+
+
+def fmt_size(b):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if b >= 1 << shift and b % (1 << shift) == 0:
+            return f"{b >> shift}{unit}"
+    return str(b)
+
+
+def run_one(system, a, rep, raw):
+    tag = f"{a.coll}_n{a.n}_{system}_rep{rep}"
+    json_path = os.path.join(raw, tag + ".jsonl")
+    log_path = os.path.join(raw, tag + ".log")
+    if os.path.exists(json_path):
+        os.remove(json_path)
+    argv, extra = command(system, a, json_path)
+    env = dict(os.environ, **extra)
+    line = shell_line(argv, extra)
+    print(f"[rep {rep + 1}/{a.reps}] {system}: {line}", flush=True)
+    try:
+        p = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=a.timeout, cwd=ROOT)
+        rc, out = p.returncode, p.stdout
+    except subprocess.TimeoutExpired as e:
+        rc, out = 124, (e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""))
+        out += f"\ncompare.py: timed out after {a.timeout} s\n"
+    except OSError as e:
+        rc, out = 127, f"compare.py: cannot run {argv[0]}: {e}\n"
+    with open(log_path, "w") as f:
+        f.write(f"$ {line}\n{out}")
+    rows = []
+    if os.path.exists(json_path):
+        with open(json_path) as f:
+            rows = [json.loads(l) for l in f if l.strip()]
+    status = "ok"
+    if rc == EXIT_NOT_AVAILABLE and not rows:
+        status = "not available"
+        why = [l for l in out.splitlines() if "not available" in l]
+        print(f"    {system}: {a.coll} not available" + (f" ({why[0].lstrip('# ')})" if why else ""), flush=True)
+    elif rc != 0:
+        status = f"exit {rc}"
+        tail = "\n".join("    | " + l for l in out.rstrip().splitlines()[-8:])
+        print(f"    {system}: exit status {rc}; output tail ({log_path}):\n{tail}", flush=True)
+    return {"system": system, "rep": rep, "command": line, "exit": rc, "status": status, "rows": rows,
+            "log": log_path, "json": json_path}
+
+
+def main():
+    a = parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    raw = os.path.join(a.out, "raw")
+    os.makedirs(raw, exist_ok=True)
+
+    # Binaries.
+    missing = [p for p in ("tuttirun", "tutti-bench") if not os.path.exists(os.path.join(ROOT, "build", "bin", p))]
+    if "tutti" in a.systems and missing:
+        print(f"compare.py: build/bin/{missing[0]} is missing; build it with: "
+              "cmake --build build --target tutti-bench tuttirun", file=sys.stderr)
+        return 2
+    if any(s in a.systems for s in ("openmpi", "mpich", "gloo")):
+        need = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich", "gloo": "g++"}
+        absent = [need[s] for s in a.systems if s in need and shutil.which(need[s]) is None]
+        if absent:
+            print(f"compare.py: {', '.join(absent)} not found: run bench/peers/setup.sh", file=sys.stderr)
+            return 2
+        r = subprocess.run(["bash", os.path.join(HERE, "build.sh")], cwd=ROOT)
+        if r.returncode != 0:
+            print("compare.py: bench/peers/build.sh failed", file=sys.stderr)
+            return 1
+
+    # Runs, alternating systems within each repetition.
+    runs = []
+    for rep in range(a.reps):
+        for s in a.systems:
+            runs.append(run_one(s, a, rep, raw))
+
+    # Medians per system and size.
+    med = {}  # system -> bytes -> dict
+    status = {}
+    for s in a.systems:
+        mine = [r for r in runs if r["system"] == s]
+        status[s] = sorted({r["status"] for r in mine})
+        by = {}
+        for r in mine:
+            for row in r["rows"]:
+                by.setdefault(row["bytes"], []).append(row)
+        med[s] = {}
+        for b, rows in by.items():
+            t = statistics.median(x["time_us"] for x in rows)
+            factor = rows[0]["busbw"] / rows[0]["algbw"] if rows[0]["algbw"] else 1.0
+            algbw = b / (t * 1e3) if t > 0 else 0.0
+            wrong = [x["wrong"] for x in rows if x.get("wrong") is not None]
+            med[s][b] = {"time_us": t, "algbw": algbw, "busbw": algbw * factor, "reps": len(rows),
+                         "wrong": sum(wrong) if wrong else None, "times": [x["time_us"] for x in rows]}
+    sizes = sorted({b for s in a.systems for b in med[s]})
+    peers = [s for s in a.systems if s != "tutti"]
+
+    # The table.
+    head = ["size"]
+    for s in a.systems:
+        head += [f"{s} us", f"{s} GB/s"]
+    if "tutti" in a.systems and peers:
+        head += ["best peer", "tutti ratio"]
+    head.append("wrong")
+    body = []
+    any_wrong = False
+    for b in sizes:
+        row = [fmt_size(b) if a.coll != "barrier" else "0"]
+        for s in a.systems:
+            m = med[s].get(b)
+            row += [f"{m['time_us']:.2f}", f"{m['busbw']:.3f}"] if m else ["-", "-"]
+        if "tutti" in a.systems and peers:
+            cand = [(med[s][b]["time_us"], s) for s in peers if b in med[s]]
+            if cand and b in med["tutti"] and med["tutti"][b]["time_us"] > 0:
+                best_t, best_s = min(cand)
+                row += [best_s, f"{best_t / med['tutti'][b]['time_us']:.3g}"]
+            else:
+                row += ["-", "-"]
+        bad = [f"{s}:{med[s][b]['wrong']}" for s in a.systems if b in med[s] and (med[s][b]["wrong"] or 0) > 0]
+        any_wrong |= bool(bad)
+        row.append("WRONG " + " ".join(bad) if bad else "0")
+        body.append(row)
+
+    widths = [max(len(head[i]), *(len(r[i]) for r in body)) if body else len(head[i]) for i in range(len(head))]
+    title = (f"{a.coll}, {a.n} ranks, float32" + (f", op {a.op}" if a.coll in ("all_reduce", "reduce",
+                                                                             "reduce_scatter") else "")
+             + (f", root {a.root}" if a.coll in ("broadcast", "reduce", "gather", "scatter") else "")
+             + f", iters {a.iters}, warmup {a.warmup}, median of {a.reps} rep(s)")
+    print()
+    print("# " + title)
+    print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
+    for r in body:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    for s in a.systems:
+        if status[s] != ["ok"]:
+            print(f"# {s}: {', '.join(status[s])}")
+    if "tutti" in a.systems and peers:
+        print("# tutti ratio = best peer time / tutti time (> 1: tutti faster)")
+    if any_wrong:
+        print("# WRONG: some rows had wrong elements (see the logs in " + raw + ")")
+
+    # Markdown.
+    model, cores = machine()
+    now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    base = os.path.join(a.out, f"{a.coll}_n{a.n}")
+    with open(base + ".md", "w") as f:
+        f.write(f"# {a.coll}, {a.n} ranks: tutti and peers\n\n")
+        f.write(f"- machine: {model}, {cores}\n- date: {now}\n- {title}\n")
+        f.write(f"- command: `python3 bench/peers/compare.py {' '.join(sys.argv[1:])}`\n")
+        f.write("- time: per-op time of the slowest rank (us); busbw: GB/s with nccl-tests' factors; "
+                "tutti ratio = best peer time / tutti time (> 1: tutti faster)\n\n")
+        f.write("| " + " | ".join(head) + " |\n")
+        f.write("|" + "|".join("---:" for _ in head) + "|\n")
+        for r in body:
+            f.write("| " + " | ".join(r) + " |\n")
+        f.write("\n")
+        for s in a.systems:
+            if status[s] != ["ok"]:
+                f.write(f"- {s}: {', '.join(status[s])}\n")
+        f.write("\nLaunch commands (first repetition):\n\n```sh\n")
+        for r in runs:
+            if r["rep"] == 0:
+                f.write(r["command"] + "\n")
+        f.write("```\n")
+
+    # Raw JSON.
+    with open(base + ".json", "w") as f:
+        json.dump({"collective": a.coll, "world_size": a.n, "args": vars(a), "machine": {"model": model,
+                   "cpus": cores}, "date": now, "runs": runs,
+                   "median": {s: {str(b): v for b, v in med[s].items()} for s in a.systems}}, f, indent=1)
+
+    # Plot.
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+        for s in a.systems:
+            xs = sorted(b for b in med[s] if b > 0)
+            if not xs:
+                continue
+            ax1.plot(xs, [max(med[s][b]["busbw"], 1e-6) for b in xs], marker="o", ms=3, label=s)
+            ax2.plot(xs, [med[s][b]["time_us"] for b in xs], marker="o", ms=3, label=s)
+        for ax, yl in ((ax1, "bus bandwidth (GB/s)"), (ax2, "time per op (us)")):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("message size (bytes)")
+            ax.set_ylabel(yl)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend()
+        ax1.set_title("busbw vs size")
+        ax2.set_title("latency vs size")
+        fig.suptitle(f"{title}\n{model}, {cores}, {now}", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(base + ".png", dpi=110)
+        plt.close(fig)
+        png = base + ".png"
+    except ImportError:
+        png = None
+        print("compare.py: matplotlib is missing: no plot (bench/peers/setup.sh installs it)", file=sys.stderr)
+
+    print(f"\nwrote {base}.md, {base}.json" + (f", {png}" if png else "") + f", raw runs in {raw}/")
+    failed = any(r["status"] not in ("ok", "not available") for r in runs)
+    return 1 if failed or any_wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
