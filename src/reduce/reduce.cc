@@ -3,19 +3,36 @@
 //  - loop templates run one operation over contiguous arrays; they are plain
 //    for-loops over __restrict pointers so that GCC vectorizes them at -O3;
 //  - each (dtype, op) pair maps to a kernel chosen once per call, never per
-//    element. On x86-64 every kernel is compiled twice, for the baseline ISA
-//    and for AVX2 (+F16C for float16), and the CPU picks at run time.
+//    element. On x86-64 every kernel is compiled three times, for the
+//    baseline ISA, for AVX2 (+F16C for float16) and for AVX-512 F/BW/DQ/VL,
+//    and the CPU picks at run time (highest level it has, under the cap that
+//    tests and benchmarks can set).
 //  - float16/bfloat16 elements are widened to float32, combined and rounded
 //    back inside the same loop (branch-free bit conversions, so it still
-//    vectorizes). With F16C, float16 instead goes through small float32
-//    buffers: convert a chunk of each input with vcvtph2ps, run the float32
-//    loop, round the chunk back with vcvtps2ph. Converting a whole chunk
-//    before storing keeps out == a / out == b safe.
+//    vectorizes). With F16C (AVX2 level), float16 instead goes through small
+//    float32 buffers: convert a chunk of each input with vcvtph2ps, run the
+//    float32 loop, round the chunk back with vcvtps2ph. Converting a whole
+//    chunk before storing keeps out == a / out == b safe.
+//  - at the AVX-512 level, float16 and bfloat16 use explicit intrinsics:
+//    float16 widens 16 elements of each input into a zmm register
+//    (vcvtph2ps), combines them and rounds back (vcvtps2ph); bfloat16 splits
+//    32 elements into their even and odd halves as float32 by shifts and
+//    masks and rounds with the bit operations of float_to_bfloat16_bits.
+//    Tails are masked steps. Both inputs are loaded before each store, so
+//    out == a / out == b are safe. The other types (complex products aside,
+//    see complex_mul_avx512) let GCC vectorize the same loops as the other
+//    levels with 512-bit registers.
+//  - all levels give the same bits: the same IEEE operation per element, no
+//    FMA contraction (off for the AVX-512 kernels, whose ISA has FMA), the
+//    same rounding of 16-bit results (F16C is IEEE round-to-nearest-even
+//    like float_to_half_bits) and the same NaN picked by Sum and Product of
+//    two NaNs (see FirstNaN).
 
 #include "reduce/reduce.h"
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -191,10 +208,36 @@ struct BFloat16Bits {
   static float widen(std::uint16_t b) { return bfloat16_bits_to_float(b); }
   static std::uint16_t narrow(float f) { return float_to_bfloat16_bits(f); }
 };
+// A float32 step that keeps a NaN `a`. When both operands of a Sum or
+// Product are NaN, x86 returns the first one (quieted), but the compiler
+// may swap the operands of a commutative + or *, and then which payload
+// survives depends on the level. GCC 12 does swap them in the portable
+// float16 loop, so float16 picks a NaN `a` explicitly (at no measurable
+// cost: its conversions dominate). It keeps the order in the float32,
+// float64 and bfloat16 loops, where the select would cost (about 20% for
+// bfloat16 at cache-resident sizes); the tests compare every level with
+// baseline bit for bit on every pair of special values, so a compiler that
+// swaps there is caught. Every other NaN result has one possible value (b's
+// NaN quieted, or the default NaN of inf - inf, 0 * inf); Min/Max pick a
+// NaN `a` anyway. (The select uses masks: GCC leaves `a != a ? a : r` as a
+// branch here and then does not vectorize the loop; see half_bits_select.)
+template <class Op>
+struct FirstNaN {
+  static float apply(float a, float b) {
+    const float r = Op::apply(a, b);
+    if constexpr (std::is_same_v<Op, OpMin> || std::is_same_v<Op, OpMax>)
+      return r;
+    else
+      return std::bit_cast<float>(
+          half_bits_select(a != a, std::bit_cast<std::uint32_t>(a), std::bit_cast<std::uint32_t>(r)));
+  }
+};
+
 template <class Bits, class Op>
 struct Via32 {
+  using Step = std::conditional_t<std::is_same_v<Bits, HalfBits>, FirstNaN<Op>, Op>;  // see FirstNaN
   static std::uint16_t apply(std::uint16_t a, std::uint16_t b) {
-    return Bits::narrow(Op::apply(Bits::widen(a), Bits::widen(b)));
+    return Bits::narrow(Step::apply(Bits::widen(a), Bits::widen(b)));
   }
 };
 
@@ -223,6 +266,222 @@ struct F16cCodec {
 // Small enough for L1 (2 x 2 KiB), large enough to amortize the loop setup.
 constexpr std::size_t kChunk = 512;
 
+#define TUTTI_AVX512 "avx512f,avx512bw,avx512dq,avx512vl"
+
+// GCC 12's AVX-512 intrinsics start their results from _mm512_undefined_*()
+// (`__m512i __Y = __Y;`), which -Wmaybe-uninitialized reports once they are
+// inlined here. The value is never read (the unmasked forms overwrite every
+// lane); the warning is off for this file's AVX-512 code only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// float16 <-> float32 for 16 elements: vcvtph2ps / vcvtps2ph (the AVX-512F
+// forms of the F16C instructions, same rounding and NaN handling).
+struct Half512 {
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline __m512 widen(__m256i h) {
+    return _mm512_cvtph_ps(h);
+  }
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline __m256i narrow(__m512 f) {
+    return _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
+  }
+};
+
+// The float32 step of OpSum/OpProd/OpMin/OpMax on 16 lanes, same IEEE
+// operation per lane as Op::apply<float>.
+template <class Op>
+struct Vec512;
+// Sum and Product keep a NaN `a` as it is, like FirstNaN (a masked add or
+// multiply: lanes where `a` is NaN keep `a`); the same bits as a + b and
+// a * b elsewhere.
+template <>
+struct Vec512<OpSum> {
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline __m512 apply(__m512 a, __m512 b) {
+    return _mm512_mask_add_ps(a, _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q), a, b);
+  }
+};
+template <>
+struct Vec512<OpProd> {
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline __m512 apply(__m512 a, __m512 b) {
+    return _mm512_mask_mul_ps(a, _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q), a, b);
+  }
+};
+// (a <= b || a != a) ? a : b, and (a >= b || a != a) ? a : b.
+template <>
+struct Vec512<OpMin> {
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline __m512 apply(__m512 a, __m512 b) {
+    const __mmask16 pick_a = _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+    return _mm512_mask_blend_ps(pick_a, b, a);
+  }
+};
+template <>
+struct Vec512<OpMax> {
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline __m512 apply(__m512 a, __m512 b) {
+    const __mmask16 pick_a = _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+    return _mm512_mask_blend_ps(pick_a, b, a);
+  }
+};
+
+template <class Op>
+[[gnu::target(TUTTI_AVX512), gnu::always_inline]] inline __m256i half_step16(__m256i x, __m256i y) {
+  return Half512::narrow(Vec512<Op>::apply(Half512::widen(x), Half512::widen(y)));
+}
+
+// No __restrict: out may be a or b (each step loads both inputs before it
+// stores), and partial overlaps stay defined (if unspecified) too.
+template <class Op>
+[[gnu::target(TUTTI_AVX512), gnu::optimize("fp-contract=off")]] void half_avx512(void* out, const void* a,
+                                                                                  const void* b, std::size_t n) {
+  auto* o = static_cast<std::uint16_t*>(out);
+  const auto* x = static_cast<const std::uint16_t*>(a);
+  const auto* y = static_cast<const std::uint16_t*>(b);
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 16));
+    const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i));
+    const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i + 16));
+    const __m256i r0 = half_step16<Op>(x0, y0);
+    const __m256i r1 = half_step16<Op>(x1, y1);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), r0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i + 16), r1);
+  }
+  // Up to 31 left: a full step and/or a masked one (masked-off lanes are
+  // neither read nor written, so no access past the arrays).
+  while (i < n) {
+    const std::size_t m = std::min<std::size_t>(16, n - i);
+    const __mmask16 k = static_cast<__mmask16>((1u << m) - 1);
+    const __m256i xv = _mm256_maskz_loadu_epi16(k, x + i);
+    const __m256i yv = _mm256_maskz_loadu_epi16(k, y + i);
+    _mm256_mask_storeu_epi16(o + i, k, half_step16<Op>(xv, yv));
+    i += m;
+  }
+}
+
+// bfloat16: 32 elements per 512-bit register, without any shuffles. A
+// bfloat16 is the top half of a float32, so the even elements (low halves
+// of the 32-bit lanes) become floats by a shift left and the odd ones (high
+// halves) by masking off the low half; each half is combined as float32 and
+// rounded with float_to_bfloat16_bits's bit operations, the even results
+// shifted back down, the odd ones left in place, and the two OR-ed together.
+// (AVX512_BF16's vcvtne2ps2bf16 is not used: it treats float subnormals as
+// zero, so it would not give float_to_bfloat16_bits's bits.)
+struct BFloat16x512 {
+  // Rounded bfloat16 of each float32 lane, in the lane's top 16 bits
+  // (low 16 bits garbage): ties to even by + 0x7fff + the lowest kept bit;
+  // NaN truncated and made quiet instead.
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline __m512i round_high(__m512 f) {
+    const __m512i u = _mm512_castps_si512(f);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+    const __m512i quiet = _mm512_or_si512(u, _mm512_set1_epi32(0x400000));
+    return _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), rounded, quiet);
+  }
+  template <class Op>
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline __m512i step(__m512i x, __m512i y) {
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    const __m512 even = Vec512<Op>::apply(_mm512_castsi512_ps(_mm512_slli_epi32(x, 16)),
+                                          _mm512_castsi512_ps(_mm512_slli_epi32(y, 16)));
+    const __m512 odd = Vec512<Op>::apply(_mm512_castsi512_ps(_mm512_and_si512(x, high)),
+                                         _mm512_castsi512_ps(_mm512_and_si512(y, high)));
+    return _mm512_or_si512(_mm512_srli_epi32(round_high(even), 16), _mm512_and_si512(round_high(odd), high));
+  }
+};
+
+// As half_avx512, for bfloat16: 32 elements per step, masked tail.
+template <class Op>
+[[gnu::target(TUTTI_AVX512), gnu::optimize("fp-contract=off")]] void bfloat16_avx512(void* out, const void* a,
+                                                                                      const void* b, std::size_t n) {
+  auto* o = static_cast<std::uint16_t*>(out);
+  const auto* x = static_cast<const std::uint16_t*>(a);
+  const auto* y = static_cast<const std::uint16_t*>(b);
+  std::size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m512i x0 = _mm512_loadu_si512(x + i), x1 = _mm512_loadu_si512(x + i + 32);
+    const __m512i y0 = _mm512_loadu_si512(y + i), y1 = _mm512_loadu_si512(y + i + 32);
+    const __m512i r0 = BFloat16x512::step<Op>(x0, y0);
+    const __m512i r1 = BFloat16x512::step<Op>(x1, y1);
+    _mm512_storeu_si512(o + i, r0);
+    _mm512_storeu_si512(o + i + 32, r1);
+  }
+  while (i < n) {
+    const std::size_t m = std::min<std::size_t>(32, n - i);
+    const __mmask32 k = static_cast<__mmask32>(m == 32 ? ~0u : (1u << m) - 1);
+    const __m512i xv = _mm512_maskz_loadu_epi16(k, x + i);
+    const __m512i yv = _mm512_maskz_loadu_epi16(k, y + i);
+    _mm512_mask_storeu_epi16(o + i, k, BFloat16x512::step<Op>(xv, yv));
+    i += m;
+  }
+}
+
+// Complex products at the AVX-512 level, written out: GCC 12's vectorizer
+// turns the textbook formula into vfmaddsub (its SLP add/sub pattern ignores
+// -ffp-contract=off), which rounds once instead of twice. Same products and
+// the same operand order as OpProd: re = a.re*b.re - a.im*b.im (even lanes),
+// im = a.re*b.im + a.im*b.re (odd lanes).
+struct CMul64x512 {
+  using Real = float;
+  using Vec = __m512;
+  static constexpr std::size_t kReals = 16;
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline Vec load(const float* p, std::size_t m) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << m) - 1), p);
+  }
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline void store(float* p, Vec v, std::size_t m) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << m) - 1), v);
+  }
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline Vec loadu(const float* p) {
+    return _mm512_loadu_ps(p);
+  }
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline void storeu(float* p, Vec v) {
+    _mm512_storeu_ps(p, v);
+  }
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline Vec mul(Vec a, Vec b) {
+    const Vec t = _mm512_mul_ps(a, _mm512_moveldup_ps(b));                              // a.re*b.re, a.im*b.re
+    const Vec u = _mm512_mul_ps(_mm512_permute_ps(a, 0xb1), _mm512_movehdup_ps(b));  // a.im*b.im, a.re*b.im
+    return _mm512_mask_blend_ps(0xaaaa, _mm512_sub_ps(t, u), _mm512_add_ps(u, t));
+  }
+};
+struct CMul128x512 {
+  using Real = double;
+  using Vec = __m512d;
+  static constexpr std::size_t kReals = 8;
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline Vec load(const double* p, std::size_t m) {
+    return _mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << m) - 1), p);
+  }
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline void store(double* p, Vec v, std::size_t m) {
+    _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << m) - 1), v);
+  }
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline Vec loadu(const double* p) {
+    return _mm512_loadu_pd(p);
+  }
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline void storeu(double* p, Vec v) {
+    _mm512_storeu_pd(p, v);
+  }
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline Vec mul(Vec a, Vec b) {
+    const Vec t = _mm512_mul_pd(a, _mm512_movedup_pd(b));                             // a.re*b.re, a.im*b.re
+    const Vec u = _mm512_mul_pd(_mm512_permute_pd(a, 0x55), _mm512_permute_pd(b, 0xff));  // a.im*b.im, a.re*b.im
+    return _mm512_mask_blend_pd(0xaa, _mm512_sub_pd(t, u), _mm512_add_pd(u, t));
+  }
+};
+
+// As half_avx512: no __restrict, both inputs loaded before each store.
+template <class M>
+[[gnu::target(TUTTI_AVX512), gnu::optimize("fp-contract=off")]] void complex_mul_avx512(void* out, const void* a,
+                                                                                        const void* b,
+                                                                                        std::size_t n) {
+  using R = typename M::Real;
+  auto* o = static_cast<R*>(out);
+  const auto* x = static_cast<const R*>(a);
+  const auto* y = static_cast<const R*>(b);
+  const std::size_t reals = 2 * n;
+  std::size_t i = 0;
+  for (; i + M::kReals <= reals; i += M::kReals) M::storeu(o + i, M::mul(M::loadu(x + i), M::loadu(y + i)));
+  if (i < reals) {
+    const std::size_t m = reals - i;
+    M::store(o + i, M::mul(M::load(x + i, m), M::load(y + i, m)), m);
+  }
+}
+#pragma GCC diagnostic pop
+
 template <class Codec, class Op>
 [[gnu::always_inline]] inline void chunked_body(void* out, const void* a, const void* b, std::size_t n) {
   using S = typename Codec::Storage;
@@ -235,7 +494,7 @@ template <class Codec, class Op>
     const std::size_t m = std::min(kChunk, n - off);
     Codec::load(fa, x + off, m);
     Codec::load(fb, y + off, m);
-    acc_loop<float, Op, false>(fa, fb, m);
+    acc_loop<float, FirstNaN<Op>, false>(fa, fb, m);
     Codec::store(o + off, fa, m);
   }
 }
@@ -247,7 +506,8 @@ using PairFn = void (*)(void* out, const void* a, const void* b, std::size_t n);
 
 struct Kernels {
   PairFn base;
-  PairFn simd;  // nullptr when not built for this target
+  PairFn avx2;    // nullptr when not built for this target
+  PairFn avx512;  // nullptr when not built for this target
 };
 
 template <class T, class Op>
@@ -264,29 +524,41 @@ template <class Codec, class Op>
 [[gnu::target("avx2,f16c")]] void chunked_avx2(void* out, const void* a, const void* b, std::size_t n) {
   chunked_body<Codec, Op>(out, a, b, n);
 }
+// AVX-512F has FMA instructions (the AVX2 target does not enable FMA), and
+// GCC contracts a * b + c into them by default (-ffp-contract=fast), which
+// rounds once instead of twice: contraction is off for the AVX-512 kernels.
+// (That does not stop the vectorizer's vfmaddsub pattern in GCC 12, hence
+// complex_mul_avx512 for complex products.)
+template <class T, class Op>
+[[gnu::target(TUTTI_AVX512), gnu::optimize("fp-contract=off")]] void direct_avx512(void* out, const void* a,
+                                                                                    const void* b, std::size_t n) {
+  direct_body<T, Op>(out, a, b, n);
+}
 #endif
 
 template <class T, class Op>
 Kernels direct() {
 #if TUTTI_REDUCE_X86
-  return {&direct_base<T, Op>, &direct_avx2<T, Op>};
+  return {&direct_base<T, Op>, &direct_avx2<T, Op>, &direct_avx512<T, Op>};
 #else
-  return {&direct_base<T, Op>, nullptr};
+  return {&direct_base<T, Op>, nullptr, nullptr};
 #endif
 }
 
-// 16-bit floats: fused conversions, except that float16 on x86 uses F16C
-// through float32 chunks when the CPU has it (F16C has no fused form).
+// 16-bit floats: fused conversions, except that on x86 float16 uses F16C
+// through float32 chunks at the AVX2 level (F16C has no fused form), and
+// both formats use the explicit 512-bit kernels at the AVX-512 level.
 template <class Bits, class Op>
 Kernels via32() {
 #if TUTTI_REDUCE_X86
-  if constexpr (std::is_same_v<Bits, HalfBits>) {
-    return {&direct_base<std::uint16_t, Via32<Bits, Op>>, &chunked_avx2<F16cCodec, Op>};
-  } else
+  using Fused = Via32<Bits, Op>;
+  if constexpr (std::is_same_v<Bits, HalfBits>)
+    return {&direct_base<std::uint16_t, Fused>, &chunked_avx2<F16cCodec, Op>, &half_avx512<Op>};
+  else
+    return {&direct_base<std::uint16_t, Fused>, &direct_avx2<std::uint16_t, Fused>, &bfloat16_avx512<Op>};
+#else
+  return direct<std::uint16_t, Via32<Bits, Op>>();
 #endif
-  {
-    return direct<std::uint16_t, Via32<Bits, Op>>();
-  }
 }
 
 [[noreturn]] void throw_invalid(DataType t, ReduceOpKind op) {
@@ -330,11 +602,22 @@ Kernels float16_kernels(DataType t, ReduceOpKind op) {
   }
 }
 
+// Complex Product: the AVX-512 level uses the written-out kernel.
+template <class T>
+Kernels complex_product() {
+#if TUTTI_REDUCE_X86
+  using M = std::conditional_t<std::is_same_v<T, C64>, CMul64x512, CMul128x512>;
+  return {&direct_base<T, OpProd>, &direct_avx2<T, OpProd>, &complex_mul_avx512<M>};
+#else
+  return direct<T, OpProd>();
+#endif
+}
+
 template <class T>
 Kernels complex_kernels(DataType t, ReduceOpKind op) {
   switch (op) {
     case ReduceOpKind::Sum: case ReduceOpKind::Avg: case ReduceOpKind::PremulSum: return direct<T, OpSum>();
-    case ReduceOpKind::Product: return direct<T, OpProd>();
+    case ReduceOpKind::Product: return complex_product<T>();
     default: throw_invalid(t, op);
   }
 }
@@ -369,18 +652,39 @@ Kernels pick(DataType t, ReduceOpKind op) {
   throw_invalid(t, op);
 }
 
-std::atomic<bool> g_simd_allowed{true};
+std::atomic<int> g_max_level{static_cast<int>(ReduceSimdLevel::Avx512)};
 
-bool simd_supported() {
+// The highest level this CPU runs; each level includes the ones below it.
+ReduceSimdLevel best_supported_level() {
 #if TUTTI_REDUCE_X86
   // __builtin_cpu_init: we may run from another library's static
   // constructor, before libgcc's own initialization of the CPU flags.
-  static const bool supported = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") &&
-                                                        __builtin_cpu_supports("f16c"));
-  return supported;
+  // (libgcc also checks with xgetbv that the OS saves the ymm/zmm state.)
+  static const ReduceSimdLevel best = [] {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) return ReduceSimdLevel::Baseline;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+      return ReduceSimdLevel::Avx512;
+    return ReduceSimdLevel::Avx2;
+  }();
+  return best;
 #else
-  return false;
+  return ReduceSimdLevel::Baseline;
 #endif
+}
+
+PairFn choose(const Kernels& k) {
+  switch (reduce_simd_level()) {
+    case ReduceSimdLevel::Avx512:
+      if (k.avx512 != nullptr) return k.avx512;
+      [[fallthrough]];
+    case ReduceSimdLevel::Avx2:
+      if (k.avx2 != nullptr) return k.avx2;
+      [[fallthrough]];
+    case ReduceSimdLevel::Baseline: break;
+  }
+  return k.base;
 }
 
 // ---- element-wise maps for divide_by and scale ---------------------------
@@ -429,14 +733,38 @@ std::uint64_t integral_multiplier(double s) {
 
 }  // namespace
 
-bool reduce_simd_active() { return simd_supported() && g_simd_allowed.load(std::memory_order_relaxed); }
-void set_reduce_simd_allowed(bool allowed) { g_simd_allowed.store(allowed, std::memory_order_relaxed); }
+const char* reduce_simd_level_name(ReduceSimdLevel level) {
+  switch (level) {
+    case ReduceSimdLevel::Baseline: return "baseline";
+    case ReduceSimdLevel::Avx2: return "avx2";
+    case ReduceSimdLevel::Avx512: return "avx512";
+  }
+  return "unknown";
+}
+
+bool reduce_simd_level_supported(ReduceSimdLevel level) {
+  return static_cast<int>(level) >= 0 && static_cast<int>(level) <= static_cast<int>(best_supported_level());
+}
+
+ReduceSimdLevel reduce_simd_level() {
+  const int best = static_cast<int>(best_supported_level());
+  return static_cast<ReduceSimdLevel>(std::min(best, g_max_level.load(std::memory_order_relaxed)));
+}
+
+void set_reduce_simd_max_level(ReduceSimdLevel max) {
+  g_max_level.store(std::clamp(static_cast<int>(max), 0, static_cast<int>(ReduceSimdLevel::Avx512)),
+                    std::memory_order_relaxed);
+}
+
+bool reduce_simd_active() { return reduce_simd_level() != ReduceSimdLevel::Baseline; }
+void set_reduce_simd_allowed(bool allowed) {
+  set_reduce_simd_max_level(allowed ? ReduceSimdLevel::Avx512 : ReduceSimdLevel::Baseline);
+}
 
 void reduce_pair(void* out, const void* a, const void* b, std::size_t count, DataType dtype, ReduceOpKind op) {
   const Kernels k = pick(dtype, op);  // validates even for count == 0
   if (count == 0) return;
-  const PairFn fn = (k.simd != nullptr && reduce_simd_active()) ? k.simd : k.base;
-  fn(out, a, b, count);
+  choose(k)(out, a, b, count);
 }
 
 void reduce_inplace(void* dst, const void* src, std::size_t count, DataType dtype, ReduceOpKind op) {

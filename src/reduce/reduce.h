@@ -27,9 +27,26 @@ void divide_by(void* buf, std::size_t count, DataType dtype, int n);
 // integer types the scalar is integral (validated) and the product wraps.
 void scale(void* out, const void* in, std::size_t count, DataType dtype, double scalar);
 
-// The kernels above have baseline and AVX2(+F16C) versions; the AVX2 ones
-// are used when the CPU has them and they are allowed (the default). Tests
-// turn them off to check the portable loops too; process-wide.
+// The kernels above are built for several instruction-set levels and the
+// best one the CPU has is used, unless a lower cap is set (tests and
+// benchmarks force each level that way; process-wide, default: no cap).
+//  - Baseline: portable loops (x86-64 baseline ISA on x86).
+//  - Avx2: AVX2, plus F16C for float16.
+//  - Avx512: AVX-512 F/BW/DQ/VL (with AVX2 and F16C also required), float16
+//    through the 512-bit vcvtph2ps/vcvtps2ph, bfloat16 by bit operations.
+// Every level gives the same bits as Baseline.
+enum class ReduceSimdLevel : int { Baseline = 0, Avx2 = 1, Avx512 = 2 };
+const char* reduce_simd_level_name(ReduceSimdLevel level);
+// Whether this CPU (and build) can run the kernels of `level`.
+bool reduce_simd_level_supported(ReduceSimdLevel level);
+// The level reduce_pair and reduce_inplace use now: the highest supported
+// level not above the cap.
+ReduceSimdLevel reduce_simd_level();
+// Caps the level (e.g. Avx2 forces the AVX2 kernels on an AVX-512 CPU).
+void set_reduce_simd_max_level(ReduceSimdLevel max);
+
+// Older switch: true = no cap (the default), false = cap at Baseline.
+// reduce_simd_active() says whether a level above Baseline is in use.
 bool reduce_simd_active();
 void set_reduce_simd_allowed(bool allowed);
 

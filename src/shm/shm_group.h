@@ -78,7 +78,7 @@ class ShmGroup {
   // moved on: a slow member may still need the data published here.
   void abandon() { abandoned_ = true; }
 
-  // How many spins before sleeping.
+  // How long (microseconds) a waiter spins before sleeping.
   static int spin_limit(int local_ranks);
 
  private:

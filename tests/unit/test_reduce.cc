@@ -1,8 +1,10 @@
 // Reduction kernels (src/reduce) against the independent scalar model in
-// tests/common/reference.h, for every valid (dtype, op) pair, both the
-// baseline and the AVX2/F16C kernels, odd counts (vector-loop tails),
-// misaligned and aliased buffers; plus the float16/bfloat16 conversions,
-// divide_by, scale, and the (dtype, op) validity rules.
+// tests/common/reference.h, for every valid (dtype, op) pair and the
+// kernels of every SIMD level this CPU has (baseline, AVX2/F16C, AVX-512),
+// odd counts (vector-loop tails), misaligned and aliased buffers; each SIMD
+// level bit for bit against baseline, special values included; plus the
+// float16/bfloat16 conversions, divide_by, scale, and the (dtype, op)
+// validity rules.
 
 #include <gtest/gtest.h>
 
@@ -47,21 +49,33 @@ ReduceOp step_op(ReduceOpKind k) {
   return (k == ReduceOpKind::Avg || k == ReduceOpKind::PremulSum) ? ReduceOp(ReduceOpKind::Sum) : ReduceOp(k);
 }
 
-// Switches the AVX2/F16C kernels on or off for one scope.
+using detail::ReduceSimdLevel;
+
+// Forces one SIMD level (a supported one) for one scope.
 class SimdScope {
  public:
-  explicit SimdScope(bool on) { detail::set_reduce_simd_allowed(on); }
+  explicit SimdScope(ReduceSimdLevel level) {
+    detail::set_reduce_simd_max_level(level);
+    EXPECT_EQ(level, detail::reduce_simd_level()) << detail::reduce_simd_level_name(level);
+  }
   ~SimdScope() { detail::set_reduce_simd_allowed(true); }
   SimdScope(const SimdScope&) = delete;
   SimdScope& operator=(const SimdScope&) = delete;
 };
 
-// false (baseline kernels), plus true where this CPU has the SIMD ones.
-std::vector<bool> simd_modes() {
-  detail::set_reduce_simd_allowed(true);
-  if (detail::reduce_simd_active()) return {false, true};
-  return {false};
+// Baseline, plus every higher level this CPU has.
+std::vector<ReduceSimdLevel> simd_levels() {
+  std::vector<ReduceSimdLevel> v;
+  for (auto l : {ReduceSimdLevel::Baseline, ReduceSimdLevel::Avx2, ReduceSimdLevel::Avx512})
+    if (detail::reduce_simd_level_supported(l)) v.push_back(l);
+  return v;
 }
+std::vector<ReduceSimdLevel> simd_levels_above_baseline() {
+  std::vector<ReduceSimdLevel> v = simd_levels();
+  v.erase(v.begin());
+  return v;
+}
+std::string level_name(ReduceSimdLevel l) { return detail::reduce_simd_level_name(l); }
 
 // A byte buffer whose data() can be offset by one element to misalign it.
 struct Buf {
@@ -109,11 +123,11 @@ TEST_P(ReduceKernel, PairAndInplaceMatchReference) {
   const ReduceOp op = step_op(kind);
   const bool product = kind == ReduceOpKind::Product;
   std::uint64_t seed = 1000 * static_cast<int>(dtype) + 10 * static_cast<int>(kind);
-  for (bool simd : simd_modes()) {
-    SimdScope scope(simd);
+  for (ReduceSimdLevel level : simd_levels()) {
+    SimdScope scope(level);
     for (std::size_t count : kCounts) {
       for (bool misaligned : {false, true}) {
-        const std::string where = std::string(simd ? "simd" : "baseline") + " count=" + std::to_string(count) +
+        const std::string where = level_name(level) + " count=" + std::to_string(count) +
                                   (misaligned ? " misaligned" : "");
         Buf a(count, dtype, misaligned), b(count, dtype, misaligned), out(count, dtype, misaligned);
         Buf expected(count, dtype, false), expected_aa(count, dtype, false);
@@ -186,8 +200,8 @@ TEST_P(ReduceKernel, EightRanksMatchReference) {
   const auto [dtype, kind] = GetParam();
   const ReduceOp op = make_op(kind);
   constexpr int kRanks = 8;
-  for (bool simd : simd_modes()) {
-    SimdScope scope(simd);
+  for (ReduceSimdLevel level : simd_levels()) {
+    SimdScope scope(level);
     for (std::size_t count : {std::size_t{1000}, std::size_t{4099}}) {
       std::vector<std::vector<unsigned char>> in(kRanks, std::vector<unsigned char>(count * dtype_size(dtype)));
       std::vector<const void*> ptrs;
@@ -211,34 +225,88 @@ TEST_P(ReduceKernel, EightRanksMatchReference) {
       reference_magnitude(mag.data(), ptrs, count, dtype, op);
       std::string why;
       EXPECT_TRUE(compare(acc.data(), want.data(), count, dtype, op, kRanks, &why, mag.data()))
-          << (simd ? "simd" : "baseline") << " count=" << count << ": " << why;
+          << level_name(level) << " count=" << count << ": " << why;
       EXPECT_TRUE(compare(acc.data(), want.data(), count, dtype, op, kRanks, &why))
-          << "estimated magnitudes, " << (simd ? "simd" : "baseline") << " count=" << count << ": " << why;
+          << "estimated magnitudes, " << level_name(level) << " count=" << count << ": " << why;
     }
   }
 }
 
-// The AVX2/F16C kernels give the same bits as the portable ones.
+// Every SIMD level (AVX2/F16C, AVX-512) gives the same bits as the portable
+// kernels: counts around every vector width and unroll (64-byte vectors hold
+// 4 to 64 elements; the 16-bit AVX-512 loop does 32 per step, the float16
+// AVX2 one chunks of 512), aligned and misaligned, in each aliasing form.
 TEST_P(ReduceKernel, SimdMatchesBaselineBitForBit) {
   const auto [dtype, kind] = GetParam();
-  if (simd_modes().size() < 2) GTEST_SKIP() << "no AVX2/F16C on this CPU";
-  const std::size_t count = 4099;
-  const std::size_t bytes = count * dtype_size(dtype);
-  std::vector<unsigned char> a(bytes), b(bytes), base(bytes), simd(bytes);
-  fill_random(a.data(), count, dtype, 5, kind == ReduceOpKind::Product);
-  fill_random(b.data(), count, dtype, 6, kind == ReduceOpKind::Product);
-  {
-    SimdScope scope(false);
-    reduce_pair(base.data(), a.data(), b.data(), count, dtype, kind);
+  if (simd_levels().size() < 2) GTEST_SKIP() << "no SIMD level on this CPU";
+  const std::size_t counts[] = {1, 3, 7, 15, 16, 17, 31, 33, 47, 63, 65, 127, 129, 255, 511, 513, 1025, 4099};
+  const std::size_t elem = dtype_size(dtype);
+  std::uint64_t seed = 500;
+  for (std::size_t count : counts) {
+    for (bool misaligned : {false, true}) {
+      Buf a(count, dtype, misaligned), b(count, dtype, misaligned);
+      fill_random(a.data(), count, dtype, ++seed, kind == ReduceOpKind::Product);
+      fill_random(b.data(), count, dtype, ++seed, kind == ReduceOpKind::Product);
+      const std::size_t bytes = count * elem;
+      // mode 0: out separate; 1: out == a; 2: out == b; 3: inplace dst=a, src=a.
+      auto run = [&](ReduceSimdLevel level, int mode) {
+        SimdScope scope(level);
+        Buf x(count, dtype, misaligned), y(count, dtype, misaligned), out(count, dtype, misaligned);
+        std::memcpy(x.data(), a.data(), bytes);
+        std::memcpy(y.data(), b.data(), bytes);
+        void* result = out.data();
+        switch (mode) {
+          case 0: reduce_pair(out.data(), x.data(), y.data(), count, dtype, kind); break;
+          case 1: reduce_pair(x.data(), x.data(), y.data(), count, dtype, kind); result = x.data(); break;
+          case 2: reduce_pair(y.data(), x.data(), y.data(), count, dtype, kind); result = y.data(); break;
+          default: reduce_inplace(x.data(), x.data(), count, dtype, kind); result = x.data(); break;
+        }
+        const auto* r = static_cast<const unsigned char*>(result);
+        return std::vector<unsigned char>(r, r + bytes);
+      };
+      for (int mode = 0; mode < 4; ++mode) {
+        const std::vector<unsigned char> base = run(ReduceSimdLevel::Baseline, mode);
+        for (ReduceSimdLevel level : simd_levels_above_baseline()) {
+          const std::vector<unsigned char> got = run(level, mode);
+          std::size_t first = 0;
+          while (first < bytes && got[first] == base[first]) ++first;
+          EXPECT_EQ(bytes, first) << level_name(level) << " count=" << count << (misaligned ? " misaligned" : "")
+                                  << " mode=" << mode << ": first differing element " << first / elem;
+        }
+      }
+    }
   }
-  {
-    SimdScope scope(true);
-    reduce_pair(simd.data(), a.data(), b.data(), count, dtype, kind);
-  }
-  EXPECT_EQ(0, std::memcmp(base.data(), simd.data(), bytes));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllValid, ReduceKernel, ::testing::ValuesIn(valid_combos()), combo_name);
+
+// The level hook: each supported level can be forced, higher caps fall back
+// to the best supported level, and the old bool switch still works.
+TEST(ReduceSimdLevels, EachSupportedLevelCanBeForced) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  EXPECT_EQ(avx2, detail::reduce_simd_level_supported(ReduceSimdLevel::Avx2));
+  EXPECT_EQ(avx512, detail::reduce_simd_level_supported(ReduceSimdLevel::Avx512));
+#endif
+  EXPECT_TRUE(detail::reduce_simd_level_supported(ReduceSimdLevel::Baseline));
+  const ReduceSimdLevel best = simd_levels().back();
+  for (ReduceSimdLevel l : simd_levels()) {
+    detail::set_reduce_simd_max_level(l);
+    EXPECT_EQ(l, detail::reduce_simd_level());
+    EXPECT_EQ(l != ReduceSimdLevel::Baseline, detail::reduce_simd_active());
+  }
+  detail::set_reduce_simd_max_level(ReduceSimdLevel::Avx512);
+  EXPECT_EQ(best, detail::reduce_simd_level());
+  detail::set_reduce_simd_allowed(false);
+  EXPECT_EQ(ReduceSimdLevel::Baseline, detail::reduce_simd_level());
+  EXPECT_FALSE(detail::reduce_simd_active());
+  detail::set_reduce_simd_allowed(true);
+  EXPECT_EQ(best, detail::reduce_simd_level());
+  EXPECT_STREQ("avx512", detail::reduce_simd_level_name(ReduceSimdLevel::Avx512));
+}
 
 TEST(ReduceKernelErrors, InvalidPairThrows) {
   float x = 1;
@@ -273,23 +341,109 @@ TEST(ReduceKernelSpecial, SixteenBitPatternsSurviveSumWithNegativeZero) {
   for (DataType t : {DataType::Float16, DataType::BFloat16}) {
     const std::uint16_t neg_zero = 0x8000;
     const std::vector<std::uint16_t> zeros(in.size(), neg_zero);
-    for (bool simd : simd_modes()) {
-      SimdScope scope(simd);
+    for (ReduceSimdLevel level : simd_levels()) {
+      SimdScope scope(level);
       std::vector<std::uint16_t> out(in.size());
       reduce_pair(out.data(), in.data(), zeros.data(), in.size(), t, ReduceOpKind::Sum);
       for (std::size_t i = 0; i < in.size(); ++i) {
         if (is_nan16(in[i], t))
           ASSERT_TRUE(is_nan16(out[i], t)) << dtype_name(t) << " 0x" << std::hex << in[i] << " -> 0x" << out[i];
         else
-          ASSERT_EQ(in[i], out[i]) << dtype_name(t) << (simd ? " simd" : " baseline");
+          ASSERT_EQ(in[i], out[i]) << dtype_name(t) << " " << level_name(level);
       }
     }
   }
 }
 
+// Every SIMD level gives baseline's bits on special 16-bit operands too:
+// all 65536 patterns against several permutations of them (NaNs with every
+// payload, infinities, subnormals, overflow and rounding ties), for each
+// arithmetic op, at an odd count and misaligned start.
+TEST(ReduceKernelSpecial, SixteenBitPatternsBitForBitAcrossLevels) {
+  if (simd_levels().size() < 2) GTEST_SKIP() << "no SIMD level on this CPU";
+  const std::vector<std::uint16_t> pat = all_patterns();
+  const std::size_t n = pat.size() - 1;  // odd, starts at element 1
+  for (DataType t : {DataType::Float16, DataType::BFloat16}) {
+    for (std::uint32_t mult : {1u, 7u, 40503u, 65535u}) {
+      std::vector<std::uint16_t> other(pat.size());
+      for (std::size_t i = 0; i < other.size(); ++i) other[i] = static_cast<std::uint16_t>(i * mult + 12345u);
+      for (ReduceOpKind k : {ReduceOpKind::Sum, ReduceOpKind::Product, ReduceOpKind::Min, ReduceOpKind::Max}) {
+        std::vector<std::uint16_t> base(pat.size());
+        {
+          SimdScope scope(ReduceSimdLevel::Baseline);
+          reduce_pair(base.data() + 1, pat.data() + 1, other.data() + 1, n, t, k);
+        }
+        for (ReduceSimdLevel level : simd_levels_above_baseline()) {
+          SimdScope scope(level);
+          std::vector<std::uint16_t> got(pat.size());
+          reduce_pair(got.data() + 1, pat.data() + 1, other.data() + 1, n, t, k);
+          std::size_t bad = 0;
+          for (std::size_t i = 1; i <= n; ++i) {
+            if (base[i] == got[i]) continue;
+            if (++bad <= 3)
+              ADD_FAILURE() << dtype_name(t) << " " << reduce_op_name(k) << " " << level_name(level) << std::hex
+                            << ": 0x" << pat[i] << " op 0x" << other[i] << " = 0x" << got[i] << ", baseline 0x"
+                            << base[i];
+          }
+          EXPECT_EQ(0u, bad) << dtype_name(t) << " " << reduce_op_name(k) << " " << level_name(level)
+                             << " mult=" << mult;
+        }
+      }
+    }
+  }
+}
+
+// The same for float32/float64: every pair of special values (signed zeros,
+// infinities, NaNs of both signs with different payloads, subnormals,
+// extremes), then random bit patterns.
+template <class F, class U>
+void check_float_specials_across_levels(DataType t) {
+  using L = std::numeric_limits<F>;
+  const U quiet = std::bit_cast<U>(L::quiet_NaN());
+  const F specials[] = {F(0), -F(0), F(1), F(-1.5), L::infinity(), -L::infinity(), L::quiet_NaN(),
+                        std::bit_cast<F>(static_cast<U>(quiet | 5)), std::bit_cast<F>(static_cast<U>(~U(0))),
+                        L::signaling_NaN(), L::denorm_min(), -L::denorm_min(), L::min(), L::max(), -L::max(),
+                        L::epsilon()};
+  constexpr std::size_t ns = sizeof(specials) / sizeof(specials[0]);
+  const std::size_t n = ns * ns + 1001;
+  std::vector<F> a(n + 1), b(n + 1);
+  std::uint64_t state = 99;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i < ns * ns) {
+      a[i + 1] = specials[i % ns];
+      b[i + 1] = specials[i / ns];
+    } else {
+      a[i + 1] = std::bit_cast<F>(static_cast<U>(testing::ref_detail::splitmix64(state)));
+      b[i + 1] = std::bit_cast<F>(static_cast<U>(testing::ref_detail::splitmix64(state)));
+    }
+  }
+  for (ReduceOpKind k : {ReduceOpKind::Sum, ReduceOpKind::Product, ReduceOpKind::Min, ReduceOpKind::Max}) {
+    std::vector<U> base(n + 1);
+    {
+      SimdScope scope(ReduceSimdLevel::Baseline);
+      reduce_pair(base.data() + 1, a.data() + 1, b.data() + 1, n, t, k);
+    }
+    for (ReduceSimdLevel level : simd_levels_above_baseline()) {
+      SimdScope scope(level);
+      std::vector<U> got(n + 1);
+      reduce_pair(got.data() + 1, a.data() + 1, b.data() + 1, n, t, k);
+      for (std::size_t i = 1; i <= n; ++i)
+        ASSERT_EQ(base[i], got[i]) << dtype_name(t) << " " << reduce_op_name(k) << " " << level_name(level)
+                                   << " element " << i - 1 << std::hex << ": 0x" << std::bit_cast<U>(a[i])
+                                   << " op 0x" << std::bit_cast<U>(b[i]);
+    }
+  }
+}
+
+TEST(ReduceKernelSpecial, FloatSpecialValuesBitForBitAcrossLevels) {
+  if (simd_levels().size() < 2) GTEST_SKIP() << "no SIMD level on this CPU";
+  check_float_specials_across_levels<float, std::uint32_t>(DataType::Float32);
+  check_float_specials_across_levels<double, std::uint64_t>(DataType::Float64);
+}
+
 TEST(ReduceKernelSpecial, MinMaxPropagateNaNFromEitherSide) {
-  for (bool simd : simd_modes()) {
-    SimdScope scope(simd);
+  for (ReduceSimdLevel level : simd_levels()) {
+    SimdScope scope(level);
     for (ReduceOpKind k : {ReduceOpKind::Min, ReduceOpKind::Max}) {
       const std::size_t n = 37;
       std::vector<float> a(n, 1.0f), b(n, 2.0f), out(n);
@@ -329,8 +483,8 @@ TEST(ReduceKernelSpecial, MinMaxPropagateNaNFromEitherSide) {
 }
 
 TEST(ReduceKernelSpecial, SixteenBitSumOverflowsToInfinity) {
-  for (bool simd : simd_modes()) {
-    SimdScope scope(simd);
+  for (ReduceSimdLevel level : simd_levels()) {
+    SimdScope scope(level);
     std::vector<std::uint16_t> h(9, 0x7bff), out(9);  // 65504 + 65504 -> inf
     reduce_pair(out.data(), h.data(), h.data(), h.size(), DataType::Float16, ReduceOpKind::Sum);
     for (std::uint16_t v : out) EXPECT_EQ(0x7c00, v);
