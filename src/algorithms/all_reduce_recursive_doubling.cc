@@ -30,9 +30,14 @@ void all_reduce_recursive_doubling(OpContext& ctx, void* buf, std::size_t count,
   for (int mask = 1; mask < f.p; mask <<= 1, ++round) {
     int peer = rd::partner(f.vrank, mask, f);
     ctx.sendrecv(peer, buf, bytes, peer, tmp.data(), bytes, kRound0 + round);
-    // a op b == b op a bit for bit for every kernel, so both partners hold
-    // identical results.
-    reduce_inplace(buf, tmp.data(), count, dtype, op);
+    // Both partners reduce (lower participant) op (higher participant): the
+    // kernels are not commutative bit for bit (min(+0,-0), NaN payloads), so
+    // a fixed order is what leaves identical bits on every rank.
+    if (f.vrank < (f.vrank ^ mask)) {
+      reduce_inplace(buf, tmp.data(), count, dtype, op);
+    } else {
+      reduce_pair(buf, tmp.data(), buf, count, dtype, op);
+    }
   }
   if (r < 2 * f.rem) ctx.send(r - 1, kFoldOut, buf, bytes);
 }

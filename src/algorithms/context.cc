@@ -35,19 +35,27 @@ Pending OpContext::irecv(int peer, std::uint32_t step, void* buf, std::size_t le
   return p;
 }
 
+// Every failure aborts the communicator in the transport before the
+// exception leaves: unwinding frees the algorithm's scratch buffers, and
+// requests still posted into them must be gone first.
+[[noreturn]] void OpContext::fail(ErrorKind kind, const std::string& message) {
+  transport->abort_comm(comm_id, kind, message);
+  throw Error(kind, message);
+}
+
 void OpContext::wait(const Pending& p) {
   if (!p.req->wait_until(deadline)) {
-    throw Error(ErrorKind::Timeout,
-                where() + "timed out waiting to " + (p.is_recv ? "receive " : "send ") + std::to_string(p.bytes) +
-                    " bytes " + (p.is_recv ? "from" : "to") + " rank " + std::to_string(p.peer) + " (step " +
-                    std::to_string(p.step) + "); that rank did not take part in time");
+    fail(ErrorKind::Timeout, where() + "timed out waiting to " + (p.is_recv ? "receive " : "send ") +
+                                 std::to_string(p.bytes) + " bytes " + (p.is_recv ? "from" : "to") + " rank " +
+                                 std::to_string(p.peer) + " (step " + std::to_string(p.step) +
+                                 "); that rank did not take part in time");
   }
   if (!p.req->ok()) {
     ErrorKind kind = p.req->error_kind();
     std::string msg = p.req->error_message();
-    if (kind == ErrorKind::Aborted) throw Error(kind, msg);  // already carries its context
-    throw Error(kind, where() + (p.is_recv ? "receive from" : "send to") + " rank " + std::to_string(p.peer) +
-                          " (step " + std::to_string(p.step) + ") failed: " + msg);
+    if (kind == ErrorKind::Aborted) fail(kind, msg);  // already carries its context
+    fail(kind, where() + (p.is_recv ? "receive from" : "send to") + " rank " + std::to_string(p.peer) + " (step " +
+                   std::to_string(p.step) + ") failed: " + msg);
   }
 }
 

@@ -47,6 +47,8 @@ struct OpContext {
   // Waits with the op deadline; throws tutti::Error naming op, peer and step.
   void wait(const Pending& p);
   void wait_all(std::vector<Pending>& ps);
+  // Aborts this communicator's requests in the transport, then throws.
+  [[noreturn]] void fail(ErrorKind kind, const std::string& message);
   void send(int peer, std::uint32_t step, const void* buf, std::size_t len) { wait(isend(peer, step, buf, len)); }
   void recv(int peer, std::uint32_t step, void* buf, std::size_t len) { wait(irecv(peer, step, buf, len)); }
   // Posts both, then waits for both.

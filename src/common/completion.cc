@@ -63,17 +63,19 @@ void Work::wait() const {
     c_->wait_until(detail::Clock::now() + std::chrono::seconds(10));
     if (!c_->done()) throw Error(ErrorKind::Timeout, "operation did not complete before its deadline");
   }
+  if (!c_->ok() && c_->on_error) c_->on_error();
   c_->rethrow_if_failed();
 }
 
 bool Work::wait(std::chrono::milliseconds timeout) const {
   if (!c_) return true;
-  auto limit = detail::Clock::now() + timeout;
+  auto limit = detail::deadline_after(timeout);
   if (limit >= c_->deadline) {
     wait();
     return true;
   }
   if (!c_->wait_until(limit)) return false;
+  if (!c_->ok() && c_->on_error) c_->on_error();
   c_->rethrow_if_failed();
   return true;
 }

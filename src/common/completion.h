@@ -19,6 +19,15 @@ namespace tutti::detail {
 using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 
+// now + timeout, saturating at TimePoint::max() (a huge timeout means "never").
+inline TimePoint deadline_after(std::chrono::milliseconds timeout) {
+  const TimePoint now = Clock::now();
+  if (timeout.count() <= 0) return now;
+  if (timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(TimePoint::max() - now))
+    return TimePoint::max();
+  return now + timeout;
+}
+
 class Completion {
  public:
   Completion() = default;
@@ -44,6 +53,9 @@ class Completion {
   // when a waiter reaches it (the owner aborts, which fails this completion).
   TimePoint deadline = TimePoint::max();
   std::function<void()> on_deadline;
+  // Called by a waiter that finds the operation failed (fail-stop: the owner
+  // aborts its communicator).
+  std::function<void()> on_error;
   // Maps the transport's world rank in source() to a communicator rank.
   std::shared_ptr<const std::vector<int>> source_map;
   // Prefixed to the error message when thrown at the API.

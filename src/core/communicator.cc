@@ -1,5 +1,6 @@
 // The operations of Communicator: validation, then an algorithm on the
 // communicator's op queue (see communicator_impl.h for the thread model).
+#include <algorithm>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -86,11 +87,15 @@ Work Communicator::isend(const void* buf, std::size_t count, DataType dtype, int
   req->context = "rank " + std::to_string(impl_->rank) + ": send #" + std::to_string(++impl_->sends_posted) + " (" +
                  std::to_string(bytes) + " B to rank " +
                  std::to_string(dst) + ", tag " + std::to_string(tag) + "): ";
-  req->deadline = Clock::now() + impl_->timeout;
+  req->deadline = deadline_after(impl_->timeout);
   std::weak_ptr<Impl> weak = impl_;
   std::string what = req->context;
   req->on_deadline = [weak, what] {
     if (auto self = weak.lock()) self->abort(ErrorKind::Timeout, what + "did not complete in time");
+  };
+  req->on_error = [weak, what, r = req.get()] {
+    if (auto self = weak.lock())
+      if (r->error_kind() != ErrorKind::Aborted) self->abort(r->error_kind(), what + r->error_message());
   };
   return Work(req);
 }
@@ -114,11 +119,15 @@ Work Communicator::irecv(void* buf, std::size_t count, DataType dtype, int src, 
                  std::to_string(bytes) + " B from " +
                  (src == kAnySource ? std::string("any rank") : "rank " + std::to_string(src)) + ", tag " +
                  std::to_string(tag) + "): ";
-  req->deadline = Clock::now() + impl_->timeout;
+  req->deadline = deadline_after(impl_->timeout);
   std::weak_ptr<Impl> weak = impl_;
   std::string what = req->context;
   req->on_deadline = [weak, what] {
     if (auto self = weak.lock()) self->abort(ErrorKind::Timeout, what + "no message arrived in time");
+  };
+  req->on_error = [weak, what, r = req.get()] {
+    if (auto self = weak.lock())
+      if (r->error_kind() != ErrorKind::Aborted) self->abort(r->error_kind(), what + r->error_message());
   };
   return Work(req);
 }
@@ -140,9 +149,9 @@ Work Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int 
   c.dtype_name = dtype_name(dtype);
   c.root = root;
   c.algo = impl_->select("broadcast", bytes);
-  return impl_->run(std::move(c), [=, this](OpContext& x) {
+  return impl_->run(std::move(c), [=, impl = impl_.get()](OpContext& x) {
     if (std::strcmp(x.algo, "shm") == 0) {
-      shm_broadcast(impl_->shm(x), buf, bytes, root);
+      shm_broadcast(impl->shm(x), buf, bytes, root);
     } else {
       broadcast_binomial(x, buf, bytes, root);
     }
@@ -164,9 +173,9 @@ Work Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count
   const int n = impl_->size;
   return impl_->run(
       std::move(c),
-      [=, this](OpContext& x) {
+      [=, impl = impl_.get()](OpContext& x) {
         if (std::strcmp(x.algo, "shm") == 0) {
-          shm_reduce(impl_->shm(x), sendbuf, recvbuf, count, dtype, op, root, impl_->job->config.shm_one_shot_bytes);
+          shm_reduce(impl->shm(x), sendbuf, recvbuf, count, dtype, op, root, impl->job->config.shm_one_shot_bytes);
           return;
         }
         std::vector<char> scaled;
@@ -191,9 +200,9 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
   const int n = impl_->size;
   return impl_->run(
       std::move(c),
-      [=, this](OpContext& x) {
+      [=, impl = impl_.get()](OpContext& x) {
         if (shm) {
-          shm_all_reduce(impl_->shm(x), sendbuf, recvbuf, count, dtype, op, impl_->job->config.shm_one_shot_bytes);
+          shm_all_reduce(impl->shm(x), sendbuf, recvbuf, count, dtype, op, impl->job->config.shm_one_shot_bytes);
           return;
         }
         if (op.kind == ReduceOpKind::PremulSum) {
@@ -232,10 +241,10 @@ Work Communicator::igather(const void* sendbuf, std::span<void* const> recvbufs,
   c.algo = impl_->select("gather", bytes);
   return impl_->run(
       std::move(c),
-      [=, this](OpContext& x) {
+      [=, impl = impl_.get()](OpContext& x) {
         if (x.rank == root && bytes && out[root] != sendbuf) std::memmove(out[root], sendbuf, bytes);
         if (std::strcmp(x.algo, "shm") == 0) {
-          shm_gather(impl_->shm(x), sendbuf, out, bytes, root);
+          shm_gather(impl->shm(x), sendbuf, out, bytes, root);
         } else {
           gather_linear(x, sendbuf, out, bytes, root);
         }
@@ -271,12 +280,12 @@ Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvb
   const std::size_t es = dtype_size(dtype);
   return impl_->run(
       std::move(c),
-      [=, this](OpContext& x) {
+      [=, impl = impl_.get()](OpContext& x) {
         if (bytes && out[x.rank].ptr != sendbuf) std::memmove(out[x.rank].ptr, sendbuf, bytes);
         if (std::strcmp(x.algo, "shm") == 0) {
           std::vector<char*> ptrs;
           for (const Block& b : out) ptrs.push_back(b.ptr);
-          shm_all_gather(impl_->shm(x), sendbuf, ptrs, bytes);
+          shm_all_gather(impl->shm(x), sendbuf, ptrs, bytes);
         } else {
           all_gather_ring(x, out, es);
         }
@@ -313,13 +322,14 @@ Work Communicator::iscatter(std::span<const void* const> sendbufs, void* recvbuf
   c.algo = impl_->select("scatter", bytes);
   return impl_->run(
       std::move(c),
-      [=, this](OpContext& x) {
-        if (x.rank == root && bytes && in[root] != recvbuf) std::memmove(recvbuf, in[root], bytes);
+      [=, impl = impl_.get()](OpContext& x) {
         if (std::strcmp(x.algo, "shm") == 0) {
-          shm_scatter(impl_->shm(x), in, recvbuf, bytes, root);
+          shm_scatter(impl->shm(x), in, recvbuf, bytes, root);
         } else {
           scatter_linear(x, in, recvbuf, bytes, root);
         }
+        // The root's own block last: in place, recvbuf may be another rank's block.
+        if (x.rank == root && bytes && in[root] != recvbuf) std::memmove(recvbuf, in[root], bytes);
       },
       t_blocking_call);
 }
@@ -350,11 +360,11 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
   const int n = impl_->size;
   return impl_->run(
       std::move(c),
-      [=, this](OpContext& x) {
+      [=, impl = impl_.get()](OpContext& x) {
         if (std::strcmp(x.algo, "shm") == 0) {
           std::vector<const char*> blocks;
           for (const void* p : in) blocks.push_back(static_cast<const char*>(p));
-          shm_reduce_scatter(impl_->shm(x), blocks, recvbuf, count, dtype, op);
+          shm_reduce_scatter(impl->shm(x), blocks, recvbuf, count, dtype, op);
           return;
         }
         std::vector<std::vector<char>> scaled(op.kind == ReduceOpKind::PremulSum ? n : 0);
@@ -399,16 +409,36 @@ Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_
   }
   v.buffer(sendbuf, total_send, "sendbuf");
   v.buffer(recvbuf, total_recv, "recvbuf");
+  const int me = impl_->rank;
+  if (sendcounts[me] != recvcounts[me])
+    v.fail("sends " + std::to_string(sendcounts[me]) + " elements to itself but expects " +
+           std::to_string(recvcounts[me]));
+  // Byte ranges of the two buffers, to detect in-place use.
+  std::size_t send_end = 0, recv_end = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    send_end = std::max(send_end, sd[i] + sb[i]);
+    recv_end = std::max(recv_end, rd[i] + rb[i]);
+  }
+  const char* s0 = static_cast<const char*>(sendbuf);
+  const char* r0 = static_cast<const char*>(recvbuf);
+  const bool overlap = send_end && recv_end && s0 < r0 + recv_end && r0 < s0 + send_end;
   OpContext c = impl_->make_context("all_to_all", total_send * es);
   c.dtype_name = dtype_name(dtype);
   c.algo = impl_->select("all_to_all", total_send * es);
   return impl_->run(
       std::move(c),
-      [=, this](OpContext& x) {
+      [=, impl = impl_.get()](OpContext& x) {
         if (std::strcmp(x.algo, "shm") == 0) {
-          shm_all_to_all(impl_->shm(x), static_cast<const char*>(sendbuf), sb, sd, static_cast<char*>(recvbuf), rb, rd);
+          shm_all_to_all(impl->shm(x), static_cast<const char*>(sendbuf), sb, sd, static_cast<char*>(recvbuf), rb, rd);
         } else {
-          all_to_all_pairwise(x, static_cast<const char*>(sendbuf), sb, sd, static_cast<char*>(recvbuf), rb, rd);
+          // Receives land while sends still read: in place, send from a copy.
+          std::vector<char> copy;
+          const char* src = static_cast<const char*>(sendbuf);
+          if (overlap) {
+            copy.assign(src, src + send_end);
+            src = copy.data();
+          }
+          all_to_all_pairwise(x, src, sb, sd, static_cast<char*>(recvbuf), rb, rd);
         }
       },
       t_blocking_call);
@@ -424,9 +454,9 @@ Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t c
 Work Communicator::ibarrier() {
   OpContext c = impl_->make_context("barrier", 0);
   c.algo = impl_->select("barrier", 0);
-  return impl_->run(std::move(c), [this](OpContext& x) {
+  return impl_->run(std::move(c), [impl = impl_.get()](OpContext& x) {
     if (std::strcmp(x.algo, "shm") == 0) {
-      shm_barrier(impl_->shm(x));
+      shm_barrier(impl->shm(x));
     } else {
       barrier_dissemination(x);
     }

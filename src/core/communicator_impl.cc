@@ -31,6 +31,11 @@ Communicator::Impl::~Impl() {
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   if (aborted_ && shm_) shm_->abandon();
+  // Receives still posted on this communicator must not outlive it (their
+  // buffers may be freed next), nor may its late messages be kept forever.
+  if (job && job->transport)
+    job->transport->abort_comm(comm_id, ErrorKind::Aborted,
+                               "rank " + std::to_string(rank) + ": the communicator was destroyed");
 }
 
 OpContext Communicator::Impl::make_context(const char* op_name, std::size_t bytes) {
@@ -60,6 +65,7 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message) {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) return;
     aborted_ = true;
+    aborted_flag.store(true);
     abort_kind_ = kind;
     abort_reason_ = message;
     dropped.swap(queue_);
@@ -116,6 +122,7 @@ detail::ShmGroup& Communicator::Impl::shm(const OpContext& ctx) {
     }
   }
   shm_->set_deadline(ctx.deadline);
+  shm_->set_abort_flag(&aborted_flag);
   shm_->set_context([](const void* c) { return static_cast<const OpContext*>(c)->where(); }, &ctx);
   return *shm_;
 }
@@ -135,7 +142,7 @@ void Communicator::Impl::run_task(Task& t) {
       return;
     }
   }
-  t.ctx.deadline = Clock::now() + timeout;
+  t.ctx.deadline = detail::deadline_after(timeout);
   try {
     t.body(t.ctx);
     t.done->complete();

@@ -14,6 +14,7 @@
 // transport fails every pending request of it with the same root cause, and
 // every later call fails at once with Error(Aborted) naming that cause.
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -90,7 +91,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   template <class F>
   Work run(detail::OpContext ctx, F&& body, bool blocking) {
     if (blocking && begin_inline()) {
-      ctx.deadline = detail::Clock::now() + timeout;
+      ctx.deadline = detail::deadline_after(timeout);
       try {
         body(ctx);
       } catch (...) {
@@ -108,6 +109,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
 
   // Fail-stop.
   void abort(ErrorKind kind, const std::string& message);
+  // Set once abort() ran; shared-memory waits poll it.
+  std::atomic<bool> aborted_flag{false};
   void throw_if_aborted();
 
  private:

@@ -60,12 +60,18 @@ std::string host_identity() {
   std::string id = name;
   if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
     char boot[64] = {0};
-    if (std::fgets(boot, sizeof boot, f)) id += std::string("/") + boot;
+    if (std::fgets(boot, sizeof boot, f)) {
+      id += '/';
+      id.append(boot);
+    }
     std::fclose(f);
   }
   char ns[128] = {0};
   ssize_t len = readlink("/proc/self/ns/ipc", ns, sizeof ns - 1);
-  if (len > 0) id += std::string("/") + std::string(ns, static_cast<std::size_t>(len));
+  if (len > 0) {
+    id += '/';
+    id.append(ns, static_cast<std::size_t>(len));
+  }
   while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
   for (char& c : id)
     if (c == '\n') c = ' ';
@@ -119,13 +125,20 @@ Communicator init(const InitOptions& options) {
     job->store = make_tcp_store_client(host, port, timeout);
   }
 
+  // Every job gets a random id (a job of one too: it names shared memory).
+  job->job_id = random_u64();
   if (size > 1) {
     job->store->set_timeout(timeout);
     if (rank == 0) {
-      job->job_id = random_u64();
       job->store->set("tutti/job_id", std::to_string(job->job_id));
     } else {
       job->job_id = std::stoull(job->store->get_string("tutti/job_id"));
+    }
+    // With a store of the caller's, the route to MASTER_ADDR (when set)
+    // tells which local address peers can reach.
+    if (host.empty() && env("MASTER_ADDR")) {
+      host = env("MASTER_ADDR");
+      if (const char* p = env("MASTER_PORT")) port = parse_int("MASTER_PORT", p);
     }
   }
   const std::string my_host = host_identity();

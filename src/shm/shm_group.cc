@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -46,13 +47,13 @@ std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a;
 }  // namespace
 
 int ShmGroup::spin_limit(int local_ranks) {
-  // Spin time in microseconds before sleeping. With more ranks than cores a
-  // spinning waiter steals the core of the rank it waits for: spin very
-  // briefly. Otherwise long enough to cover a peer's small-message step, not
-  // so long that a descheduled peer costs a whole time slice of spinning.
+  // Microseconds of pure spinning before yielding: enough for a peer that is
+  // running on another core to finish a small step. Beyond that the peer may
+  // share our core (the scheduler often starts processes forked together on
+  // one CPU), and only yielding lets it run.
   unsigned cores = std::thread::hardware_concurrency();
   if (cores == 0) cores = 1;
-  return static_cast<unsigned>(local_ranks) > cores ? 2 : 20;
+  return static_cast<unsigned>(local_ranks) > cores ? 1 : 5;
 }
 
 ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot_bytes, TimePoint deadline)
@@ -60,6 +61,7 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
   area_bytes_ = kCtrlBytes + 4 * slot_bytes_;
   map_bytes_ = kHeaderBytes + static_cast<std::size_t>(size) * area_bytes_;
   spins_ = spin_limit(size);
+  yield_us_ = 200;
   int fd = -1;
   if (rank == 0) {
     fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
@@ -78,9 +80,14 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
       fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
       if (fd >= 0) {
         struct stat st {};
-        if (::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) == map_bytes_) break;
+        const bool sized = ::fstat(fd, &st) == 0 && st.st_size != 0;
+        if (sized && static_cast<std::size_t>(st.st_size) == map_bytes_) break;
         ::close(fd);
         fd = -1;
+        if (sized)
+          throw Error(ErrorKind::Mismatch, "shared memory segment " + name + " has " + std::to_string(st.st_size) +
+                                               " bytes, this rank expects " + std::to_string(map_bytes_) +
+                                               " (ranks disagree on the group or TUTTI_SHM_SLOT_BYTES)");
       }
       if (Clock::now() >= deadline)
         throw Error(ErrorKind::Timeout, "shared memory segment " + name +
@@ -96,6 +103,17 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
   }
   base_ = static_cast<char*>(p);
   auto* h = reinterpret_cast<Header*>(base_);
+  // The destructor does not run for a constructor that throws: unmap here.
+  struct UnmapOnThrow {
+    ShmGroup* g;
+    bool armed = true;
+    ~UnmapOnThrow() {
+      if (armed) {
+        ::munmap(g->base_, g->map_bytes_);
+        g->base_ = nullptr;
+      }
+    }
+  } guard{this};
   if (rank == 0) {
     h->magic = kMagic;
     h->size = static_cast<std::uint32_t>(size);
@@ -110,6 +128,7 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
     if (h->magic != kMagic || h->size != static_cast<std::uint32_t>(size) || h->slot_bytes != slot_bytes_)
       throw Error(ErrorKind::Mismatch, "shared memory segment " + name + " has another layout (ranks disagree on the group or TUTTI_SHM_SLOT_BYTES)");
   }
+  guard.armed = false;
   ctrl(rank)->pid = static_cast<std::int32_t>(::getpid());
   // The last member to map the segment removes its name: from here on the
   // memory lives exactly as long as the mappings.
@@ -156,6 +175,15 @@ void ShmGroup::wait_for(int peer, std::uint64_t value) {
     cpu_relax();
     if ((i & 63) == 0 && Clock::now() >= spin_until) break;
   }
+  // Then yield for a while: with more ranks than cores the rank we wait for
+  // is usually runnable, and handing it the core directly is much cheaper
+  // than a futex sleep and wake-up. An idle core makes yield return at once,
+  // so this phase is bounded in time too.
+  const auto yield_until = Clock::now() + std::chrono::microseconds(yield_us_);
+  while (Clock::now() < yield_until) {
+    if (reached(counter.load(std::memory_order_acquire))) return;
+    sched_yield();
+  }
   while (true) {
     c->sleepers.fetch_add(1, std::memory_order_seq_cst);
     std::uint32_t cur = counter.load(std::memory_order_seq_cst);
@@ -167,7 +195,7 @@ void ShmGroup::wait_for(int peer, std::uint64_t value) {
     auto now = Clock::now();
     if (now >= deadline_) {
       c->sleepers.fetch_sub(1, std::memory_order_relaxed);
-      fail_wait(peer, value, false);
+      fail_wait(peer, value, WaitFailure::Timeout);
     }
     auto left = std::min<Clock::duration>(deadline_ - now, std::chrono::milliseconds(100));
     timespec ts{};
@@ -176,14 +204,18 @@ void ShmGroup::wait_for(int peer, std::uint64_t value) {
     futex(&counter, FUTEX_WAIT, cur, &ts);
     c->sleepers.fetch_sub(1, std::memory_order_relaxed);
     if (reached(counter.load(std::memory_order_acquire))) return;
+    if (abort_flag_ && abort_flag_->load()) fail_wait(peer, value, WaitFailure::Aborted);
     std::int32_t pid = c->pid;
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fail_wait(peer, value, true);
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fail_wait(peer, value, WaitFailure::Dead);
   }
 }
 
-void ShmGroup::fail_wait(int peer, std::uint64_t value, bool dead) {
+void ShmGroup::fail_wait(int peer, std::uint64_t value, WaitFailure why) {
   std::string prefix = describe_ ? describe_(describe_arg_) : "rank " + std::to_string(rank_) + ": ";
-  if (dead)
+  if (why == WaitFailure::Aborted)
+    throw Error(ErrorKind::Aborted, prefix + "the communicator was aborted while waiting for rank " +
+                                        std::to_string(peer));
+  if (why == WaitFailure::Dead)
     throw Error(ErrorKind::PeerLost, prefix + "rank " + std::to_string(peer) + " (pid " +
                                          std::to_string(ctrl(peer)->pid) + ") exited during a shared-memory step");
   throw Error(ErrorKind::Timeout, prefix + "timed out waiting for rank " + std::to_string(peer) +

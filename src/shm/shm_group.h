@@ -14,8 +14,8 @@
 // reading round k-2, the last user of that parity. Rounds are numbered per
 // communicator across operations, so every rank agrees on them.
 //
-// Waiting spins briefly, then sleeps on a futex (the counter itself), so
-// oversubscribed ranks yield their core. A waiter also checks that the peer
+// Waiting spins briefly, yields the core for a while, then sleeps on a
+// futex (the counter itself), so oversubscribed ranks give their core away. A waiter also checks that the peer
 // process still exists, and fails with PeerLost when it does not.
 //
 // Lifetime. Comm rank 0 creates the segment, every member maps it, and the
@@ -64,6 +64,9 @@ class ShmGroup {
 
   // Each wait is bounded by this deadline (the running op's).
   void set_deadline(TimePoint d) { deadline_ = d; }
+  // A sleeping waiter checks this flag at least every 100 ms and fails with
+  // Aborted once it is set (Communicator::abort from another thread).
+  void set_abort_flag(const std::atomic<bool>* flag) { abort_flag_ = flag; }
   // Prefix for error messages ("rank 2: all_reduce #5 (...): "), built only
   // when an error is raised.
   using Describe = std::string (*)(const void* arg);
@@ -102,7 +105,8 @@ class ShmGroup {
   Ctrl* ctrl(int r) const { return reinterpret_cast<Ctrl*>(area(r)); }
   void publish(std::uint64_t value);
   void wait_for(int peer, std::uint64_t value);
-  [[noreturn]] void fail_wait(int peer, std::uint64_t value, bool dead);
+  enum class WaitFailure { Timeout, Dead, Aborted };
+  [[noreturn]] void fail_wait(int peer, std::uint64_t value, WaitFailure why);
 
   static constexpr std::size_t kHeaderBytes = 256;
   int rank_, size_;
@@ -110,9 +114,11 @@ class ShmGroup {
   char* base_ = nullptr;
   std::uint64_t next_round_ = 0;
   TimePoint deadline_ = TimePoint::max();
+  const std::atomic<bool>* abort_flag_ = nullptr;
   Describe describe_ = nullptr;
   const void* describe_arg_ = nullptr;
   int spins_;
+  int yield_us_;
   std::string name_;
   bool abandoned_ = false;
 };

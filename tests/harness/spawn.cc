@@ -29,6 +29,8 @@ void spawn(int world, const std::function<void(Communicator&)>& fn, const SpawnO
     if (pid == 0) {
       int code = 0;
       try {
+        // Test traffic stays on loopback.
+        ::setenv("TUTTI_ADVERTISE_ADDR", "127.0.0.1", 1);
         for (auto& [k, v] : options.env) ::setenv(k.c_str(), v.c_str(), 1);
         InitOptions o;
         o.rank = r;

@@ -18,6 +18,7 @@ std::string what_of(const Error& e) { return std::string(error_kind_name(e.kind(
 
 // Ranks as threads of one process, meeting through an in-memory store.
 TEST(Init, ThreadsMeetThroughAMemoryStore) {
+  ::setenv("TUTTI_ADVERTISE_ADDR", "127.0.0.1", 1);  // test traffic stays on loopback
   auto store = make_memory_store();
   const int n = 3;
   std::vector<std::int64_t> result(n, 0);
@@ -40,6 +41,7 @@ TEST(Init, ThreadsMeetThroughAMemoryStore) {
 }
 
 TEST(Init, MissingRanksAreNamedAtTheDeadline) {
+  ::setenv("TUTTI_ADVERTISE_ADDR", "127.0.0.1", 1);
   auto store = make_memory_store();
   std::vector<std::string> errors(2);
   std::vector<std::thread> ts;

@@ -1,6 +1,7 @@
 // Point-to-point, groups and error paths in real processes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -299,6 +300,114 @@ TEST(LocalRanks, DerivedFromHostIdentity) {
     auto odd = world.split(world.rank() % 2, 0);
     EXPECT_EQ(odd->local_size(), 2);
     EXPECT_EQ(odd->local_rank(), world.rank() / 2);
+  });
+}
+
+}  // namespace
+}  // namespace tutti::testing
+
+namespace tutti::testing {
+namespace {
+
+// Same pointer as send and receive buffer, over shared memory and over TCP.
+class InPlaceEdges : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(InPlaceEdges, ScatterAndAllToAllWithOneBuffer) {
+  SpawnOptions o;
+  o.env = {{"TUTTI_TRANSPORT", std::get<1>(GetParam())}, {"TUTTI_CHUNK_BYTES", "256"}};
+  spawn(std::get<0>(GetParam()), [](Communicator& comm) {
+    const int n = comm.size(), r = comm.rank();
+    for (std::size_t count : {1, 300, 5000}) {
+      for (int root = 0; root < n; ++root) {
+        // scatter(buf, buf): the root's buffer is both the source and the
+        // receive buffer (block 0 of it).
+        std::vector<std::int32_t> buf(count * n);
+        for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<std::int32_t>(i * 7 + root * 1000003 + 1);
+        std::vector<std::int32_t> want(buf.begin() + r * count, buf.begin() + (r + 1) * count);
+        if (r != root) std::fill(buf.begin(), buf.end(), -1);
+        comm.scatter(buf.data(), buf.data(), count, DataType::Int32, root);
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), buf.begin())) << "scatter root " << root << " count " << count;
+      }
+      // all_to_all(buf, buf).
+      std::vector<std::int64_t> a(count * n);
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::int64_t>(r) * 1000000007 + i + 1;
+      comm.all_to_all(a.data(), a.data(), count, DataType::Int64);
+      for (int p = 0; p < n; ++p)
+        for (std::size_t i = 0; i < count; ++i)
+          ASSERT_EQ(a[p * count + i], static_cast<std::int64_t>(p) * 1000000007 + r * count + i + 1)
+              << "all_to_all in place, from rank " << p;
+    }
+  }, o);
+}
+
+// Every rank ends with the same bits, even where the kernels are not
+// commutative bit for bit: max(+0, -0) and NaN payloads.
+TEST_P(InPlaceEdges, AllReduceResultsAreBitIdenticalOnEveryRank) {
+  SpawnOptions o;
+  o.env = {{"TUTTI_TRANSPORT", std::get<1>(GetParam())}};
+  spawn(std::get<0>(GetParam()), [](Communicator& comm) {
+    const int n = comm.size(), r = comm.rank();
+    std::vector<float> v = {r % 2 ? -0.0f : 0.0f, r % 2 ? 0.0f : -0.0f, 1.0f};
+    for (ReduceOpKind op : {ReduceOpKind::Max, ReduceOpKind::Min}) {
+      std::vector<float> x = v;
+      comm.all_reduce(x.data(), x.data(), x.size(), DataType::Float32, op);
+      std::vector<float> all(x.size() * n);
+      comm.all_gather(x.data(), all.data(), x.size(), DataType::Float32);
+      EXPECT_EQ(0, std::memcmp(all.data(), all.data() + x.size() * (n - 1), x.size() * sizeof(float)));
+      for (int p = 0; p < n; ++p)
+        EXPECT_EQ(0, std::memcmp(all.data() + p * x.size(), x.data(), x.size() * sizeof(float))) << "rank " << p;
+    }
+  }, o);
+}
+
+INSTANTIATE_TEST_SUITE_P(World, InPlaceEdges,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 5), ::testing::Values("auto", "tcp")),
+                         [](const ::testing::TestParamInfo<std::tuple<int, std::string>>& p) {
+                           return "n" + std::to_string(std::get<0>(p.param)) +
+                                  (std::get<1>(p.param) == "tcp" ? "_tcp" : "_shm");
+                         });
+
+TEST(FailStop, AbortWakesASharedMemoryWait) {
+  spawn(2, [](Communicator& world) {
+    auto g = world.new_group(std::vector<int>{0, 1});
+    if (world.rank() == 0) {
+      std::thread t([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        g->abort("watchdog");
+      });
+      auto t0 = std::chrono::steady_clock::now();
+      float v = 1;
+      try {
+        g->all_reduce(&v, &v, 1, DataType::Float32, ReduceOp::SUM);  // rank 1 never joins
+        ADD_FAILURE() << "all_reduce returned without its peer";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Aborted) << e.what();
+      }
+      t.join();
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+    }
+    world.barrier();
+  });
+}
+
+TEST(FailStop, PointToPointErrorAbortsTheCommunicator) {
+  spawn(2, [](Communicator& world) {
+    auto g = world.new_group(std::vector<int>{0, 1});
+    if (world.rank() == 0) {
+      float v[3] = {1, 2, 3};
+      g->send(v, 3, DataType::Float32, 1);
+    } else {
+      float v[2];
+      EXPECT_THROW(g->recv(v, 2, DataType::Float32, 0), Error);
+      try {
+        g->barrier();
+        ADD_FAILURE() << "the communicator was still usable after a failed receive";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Aborted) << e.what();
+        EXPECT_NE(e.message().find("12 bytes"), std::string::npos) << e.what();
+      }
+    }
+    world.barrier();
   });
 }
 

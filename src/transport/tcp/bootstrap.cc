@@ -1,5 +1,6 @@
 // Building the full mesh of peer connections through the store.
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -32,7 +33,19 @@ std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job
   Fd listener = listen_tcp(config.listen_addr, 0);
   const int port = local_address(listener.get()).port();
   std::string host = config.advertise_addr;
-  if (host.empty()) host = store_host.empty() ? "127.0.0.1" : route_source_address(store_host, store_port);
+  if (host.empty() && !store_host.empty()) host = route_source_address(store_host, store_port);
+  if (host.empty()) {
+    // No store address to route to: the address this host's name resolves to.
+    char name[256] = {0};
+    ::gethostname(name, sizeof name - 1);
+    try {
+      host = resolve(name, 0).to_string();
+      host = host.substr(0, host.rfind(':'));
+      if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    } catch (const Error&) {
+      host = "127.0.0.1";
+    }
+  }
   store.set(addr_key(rank), host + " " + std::to_string(port));
   TUTTI_LOG(Debug, "listening for peers on " << host << ":" << port);
 
