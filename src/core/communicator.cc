@@ -66,8 +66,8 @@ int Communicator::local_size() const {
   return n;
 }
 
-std::chrono::milliseconds Communicator::timeout() const { return impl_->timeout; }
-void Communicator::set_timeout(std::chrono::milliseconds t) { impl_->timeout = t; }
+std::chrono::milliseconds Communicator::timeout() const { return impl_->timeout.load(); }
+void Communicator::set_timeout(std::chrono::milliseconds t) { impl_->timeout.store(t); }
 
 void Communicator::abort(const std::string& reason) {
   impl_->abort(ErrorKind::Aborted, "rank " + std::to_string(impl_->rank) + ": " + reason);
@@ -87,7 +87,7 @@ Work Communicator::isend(const void* buf, std::size_t count, DataType dtype, int
   req->context = "rank " + std::to_string(impl_->rank) + ": send #" + std::to_string(++impl_->sends_posted) + " (" +
                  std::to_string(bytes) + " B to rank " +
                  std::to_string(dst) + ", tag " + std::to_string(tag) + "): ";
-  req->deadline = deadline_after(impl_->timeout);
+  req->deadline = deadline_after(impl_->timeout.load());
   std::weak_ptr<Impl> weak = impl_;
   std::string what = req->context;
   req->on_deadline = [weak, what] {
@@ -119,7 +119,7 @@ Work Communicator::irecv(void* buf, std::size_t count, DataType dtype, int src, 
                  std::to_string(bytes) + " B from " +
                  (src == kAnySource ? std::string("any rank") : "rank " + std::to_string(src)) + ", tag " +
                  std::to_string(tag) + "): ";
-  req->deadline = deadline_after(impl_->timeout);
+  req->deadline = deadline_after(impl_->timeout.load());
   std::weak_ptr<Impl> weak = impl_;
   std::string what = req->context;
   req->on_deadline = [weak, what] {

@@ -142,7 +142,7 @@ void Communicator::Impl::run_task(Task& t) {
       return;
     }
   }
-  t.ctx.deadline = detail::deadline_after(timeout);
+  t.ctx.deadline = detail::deadline_after(timeout.load());
   try {
     t.body(t.ctx);
     t.done->complete();

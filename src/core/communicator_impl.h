@@ -65,7 +65,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   int size = 1;
   std::vector<int> world;  // comm rank -> world rank
   std::shared_ptr<const std::vector<int>> world_to_comm;  // world rank -> comm rank or -1
-  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // Read by the worker thread, set by the user's: atomic.
+  std::atomic<std::chrono::milliseconds> timeout{std::chrono::minutes(5)};
 
   std::uint64_t next_seq = 1;
   // Point-to-point ops are numbered apart (send #k, recv #k) for messages;
@@ -91,7 +92,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   template <class F>
   Work run(detail::OpContext ctx, F&& body, bool blocking) {
     if (blocking && begin_inline()) {
-      ctx.deadline = detail::deadline_after(timeout);
+      ctx.deadline = detail::deadline_after(timeout.load());
       try {
         body(ctx);
       } catch (...) {

@@ -22,7 +22,7 @@ std::shared_ptr<Communicator::Impl> make_child(Communicator::Impl& parent, std::
   child->job = parent.job;
   child->comm_id = id;
   child->size = static_cast<int>(members_parent_ranks.size());
-  child->timeout = parent.timeout;
+  child->timeout.store(parent.timeout.load());
   auto map = std::make_shared<std::vector<int>>(parent.job->transport->size(), -1);
   for (int i = 0; i < child->size; ++i) {
     int w = parent.world[members_parent_ranks[i]];

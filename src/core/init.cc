@@ -100,7 +100,7 @@ Communicator init(const InitOptions& options) {
                 "rank " + std::to_string(rank) + " is not within world size " + std::to_string(size));
   set_log_rank(rank);
   auto timeout = options.timeout.count() > 0 ? options.timeout : job->config.timeout;
-  const TimePoint deadline = Clock::now() + timeout;
+  const TimePoint deadline = deadline_after(timeout);
   TUTTI_LOG(Debug, "init: rank " << rank << " of " << size << "; config: " << job->config.describe());
 
   std::string host;
@@ -162,7 +162,7 @@ Communicator init(const InitOptions& options) {
   impl->comm_id = mix64(job->job_id);
   impl->rank = rank;
   impl->size = size;
-  impl->timeout = timeout;
+  impl->timeout.store(timeout);
   auto map = std::make_shared<std::vector<int>>();
   for (int r = 0; r < size; ++r) {
     impl->world.push_back(r);

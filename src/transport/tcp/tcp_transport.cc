@@ -452,7 +452,13 @@ void TcpTransport::progress_loop() {
   while (true) {
     int n = ::epoll_wait(epoll_.get(), events, 64, -1);
     if (n < 0 && errno != EINTR) {
-      TUTTI_LOG(Warn, "epoll_wait failed: " << errno_text(errno));
+      // Without a progress engine nothing completes: fail every peer so that
+      // waiters get an error instead of their deadline.
+      std::string why = "the progress engine failed: epoll_wait: " + errno_text(errno);
+      TUTTI_LOG(Warn, why);
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Conn& c : conns_)
+        if (c.peer != rank_) fail_conn(c, why);
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
