@@ -48,12 +48,13 @@ std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a;
 
 int ShmGroup::spin_limit(int local_ranks) {
   // Microseconds of pure spinning before yielding: enough for a peer that is
-  // running on another core to finish a small step. Beyond that the peer may
+  // running on another core to finish a small step; none at all when there
+  // are more ranks than cores (the peer most likely waits for our core). Beyond that the peer may
   // share our core (the scheduler often starts processes forked together on
   // one CPU), and only yielding lets it run.
   unsigned cores = std::thread::hardware_concurrency();
   if (cores == 0) cores = 1;
-  return static_cast<unsigned>(local_ranks) > cores ? 1 : 5;
+  return static_cast<unsigned>(local_ranks) > cores ? 0 : 5;
 }
 
 ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot_bytes, TimePoint deadline)
@@ -170,7 +171,7 @@ void ShmGroup::wait_for(int peer, std::uint64_t value) {
   // costs from ~10 to ~150 cycles depending on the CPU).
   if (reached(counter.load(std::memory_order_acquire))) return;
   const auto spin_until = Clock::now() + std::chrono::microseconds(spins_);
-  for (unsigned i = 1;; ++i) {
+  for (unsigned i = 1; spins_ > 0; ++i) {
     if (reached(counter.load(std::memory_order_acquire))) return;
     cpu_relax();
     if ((i & 63) == 0 && Clock::now() >= spin_until) break;
