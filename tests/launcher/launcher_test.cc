@@ -387,6 +387,23 @@ TEST(Tuttirun, RankKilledBySignalIsNamed) {
   EXPECT_TRUE(wait_marked_gone(run.marker(), 1s).empty());
 }
 
+// Segments left by ranks killed before every member mapped them are removed
+// when the job ends: tuttirun names them (TUTTI_SHM_PREFIX) and cleans up.
+TEST(Tuttirun, LeftoverSharedMemoryOfTheJobIsRemoved) {
+  RUN_TUTTIRUN(run, 10s, {"-n", "2", "sh", "-c",
+                          R"(echo "prefix=$TUTTI_SHM_PREFIX"; : > /dev/shm/$TUTTI_SHM_PREFIX-rank$RANK; )"
+                          R"(if [ "$RANK" = 1 ]; then sleep 0.2; kill -9 $$; fi; exec sleep 60)"});
+  EXPECT_TRUE(run.exited_with(128 + 9));
+  std::smatch m;
+  const std::string out = run.out();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(prefix=(tutti-run[0-9]+))"))) << out;
+  for (int r = 0; r < 2; ++r) {
+    const std::string path = "/dev/shm/" + m[1].str() + "-rank" + std::to_string(r);
+    EXPECT_NE(::access(path.c_str(), F_OK), 0) << path << " was left behind";
+    ::unlink(path.c_str());
+  }
+}
+
 TEST(Tuttirun, SingleRankExitCodeIsPassedOn) {
   RUN_TUTTIRUN(run, 10s, {"-n", "1", "sh", "-c", "exit 7"});
   EXPECT_TRUE(run.exited_with(7));

@@ -26,7 +26,10 @@
 // from a signalfd, which is polled together with the output pipes; poll's
 // timeout is the nearest deadline (timeout, kill grace, output drain) or
 // infinite.
+#include <cstdlib>
+
 #include "launcher.h"
+#include "shm_cleanup.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -232,6 +235,9 @@ std::vector<std::string> Job::make_env(const Rank& r) const {
   env.push_back("MASTER_ADDR=" + cfg_.master_addr);
   env.push_back("MASTER_PORT=" + std::to_string(cfg_.master_port));
   env.push_back("TUTTI_LAUNCHER=tuttirun");
+  // On one node every rank is ours, so their segments can be named after us
+  // and cleaned up at the end (see shm_cleanup.h); a user's prefix wins.
+  if (cfg_.nnodes == 1 && !std::getenv("TUTTI_SHM_PREFIX")) env.push_back("TUTTI_SHM_PREFIX=" + job_shm_prefix());
   return env;
 }
 
@@ -545,6 +551,7 @@ void Job::final_cleanup() {
   if (pgid_ > 0) ::waitpid(pgid_, nullptr, WNOHANG);
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
+  if (cfg_.nnodes == 1 && !std::getenv("TUTTI_SHM_PREFIX")) remove_job_segments(job_shm_prefix());
 }
 
 int Job::exit_code() const {
