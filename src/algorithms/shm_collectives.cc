@@ -67,8 +67,8 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   const bool one_shot = count * es <= one_shot_bytes;
   for (std::size_t off = 0; off < count; off += per_round) {
     const std::size_t c = std::min(per_round, count - off);
-    const std::uint64_t k = g.begin_round();
     const bool inline_data = one_shot && c * es <= ShmGroup::kInlineBytes;
+    const std::uint64_t k = g.begin_round(!inline_data);
     copy_in(inline_data ? g.inline_slot(r, k) : g.in_slot(r, k), send + off * es, c, dtype, op);
     g.publish_input(k);
     if (one_shot) {
@@ -112,8 +112,8 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
   const std::size_t S = g.slot_bytes();
   for (std::size_t off = 0; off < bytes; off += S) {
     const std::size_t c = std::min(S, bytes - off);
-    const std::uint64_t k = g.begin_round();
     const bool inline_data = c <= ShmGroup::kInlineBytes;
+    const std::uint64_t k = g.begin_round(!inline_data);
     if (r == root) std::memcpy(inline_data ? g.inline_slot(r, k) : g.in_slot(r, k), p + off, c);
     g.publish_input(k);
     if (r != root) {
@@ -149,8 +149,8 @@ void shm_all_gather(ShmGroup& g, const void* send, const std::vector<char*>& out
   const std::size_t S = g.slot_bytes();
   for (std::size_t off = 0; off < bytes; off += S) {
     const std::size_t c = std::min(S, bytes - off);
-    const std::uint64_t k = g.begin_round();
     const bool inline_data = c <= ShmGroup::kInlineBytes;
+    const std::uint64_t k = g.begin_round(!inline_data);
     std::memcpy(inline_data ? g.inline_slot(r, k) : g.in_slot(r, k), s + off, c);
     g.publish_input(k);
     for (int i = 1; i < n; ++i) {
@@ -209,14 +209,14 @@ void shm_all_to_all(ShmGroup& g, const char* send, const std::vector<std::size_t
   // Round 0 publishes every rank's largest outgoing block, so that all agree
   // on the number of rounds.
   std::size_t my_max = *std::max_element(send_bytes.begin(), send_bytes.end());
-  std::uint64_t k = g.begin_round();
-  std::memcpy(g.in_slot(r, k), &my_max, sizeof my_max);
+  std::uint64_t k = g.begin_round(false);
+  std::memcpy(g.inline_slot(r, k), &my_max, sizeof my_max);
   g.publish_input(k);
   std::size_t global_max = 0;
   for (int p = 0; p < n; ++p) {
     g.wait_input(p, k);
     std::size_t v;
-    std::memcpy(&v, g.in_slot(p, k), sizeof v);
+    std::memcpy(&v, g.inline_slot(p, k), sizeof v);
     global_max = std::max(global_max, v);
   }
   for (std::size_t off = 0; off < global_max; off += P) {
@@ -241,7 +241,7 @@ void shm_all_to_all(ShmGroup& g, const char* send, const std::vector<std::size_t
 }
 
 void shm_barrier(ShmGroup& g) {
-  const std::uint64_t k = g.begin_round();
+  const std::uint64_t k = g.begin_round(false);
   g.publish_input(k);
   for (int p = 0; p < g.size(); ++p)
     if (p != g.rank()) g.wait_input(p, k);

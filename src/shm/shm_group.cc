@@ -146,11 +146,16 @@ ShmGroup::~ShmGroup() {
   ::munmap(base_, map_bytes_);
 }
 
-std::uint64_t ShmGroup::begin_round() {
+std::uint64_t ShmGroup::begin_round(bool uses_slots) {
+  static_assert(sizeof(Ctrl) <= kCtrlBytes, "control block fits its reserved bytes");
   const std::uint64_t k = next_round_++;
-  if (k >= 1) {
+  // Peers must have finished round `done` (published 2(done+1)+1, i.e. begun
+  // round done+1), the last user of what this round overwrites.
+  const std::uint64_t lag = uses_slots ? 2 : static_cast<std::uint64_t>(kLines);
+  if (k >= lag) {
+    const std::uint64_t begun = k - lag + 1;
     for (int p = 0; p < size_; ++p)
-      if (p != rank_) wait_for(p, 2 * (k - 1) + 1);
+      if (p != rank_) wait_for(p, 2 * begun + 1);
   }
   return k;
 }

@@ -2,21 +2,26 @@
 // ShmGroup: one shared-memory segment per communicator whose members all
 // share a host, and the synchronization every shared-memory collective uses.
 //
-// Layout: a header, then one area per rank with a progress counter and two
-// parities of an input slot and an output slot (slot_bytes each). Rank r
-// writes only its own area; everyone reads everyone's.
+// Layout: a header, then one area per rank: kLines control lines (a
+// progress counter and a small inline payload each), a sleeper count, the
+// pid, and two parities of an input slot and an output slot (slot_bytes
+// each). Rank r writes only its own area; everyone reads everyone's.
 //
-// Protocol. Work is cut into rounds; round k uses parity k % 2. A rank
-// publishes 2k+1 on its counter of parity k % 2 when its input for round k is
-// in place and 2k+2 when its output (if the algorithm has one) is in place. Before
-// writing into parity k % 2 at round k, a rank waits until every peer has
-// published at least 2(k-1)+1: a peer that started round k-1 has finished
-// reading round k-2, the last user of that parity. Rounds are numbered per
-// communicator across operations, so every rank agrees on them.
+// Protocol. Work is cut into rounds, numbered per communicator across
+// operations, so every rank agrees on them. Round k uses slot parity k % 2
+// and control line k % kLines. A rank publishes 2k+1 on the counter of line
+// k % kLines when its input for round k is in place, 2k+2 when its output
+// (if the algorithm has one) is in place. Before writing slot parity k % 2 a
+// rank waits until every peer has published at least 2(k-1)+1: a peer that
+// began round k-1 has finished reading round k-2, the last user of that
+// parity. A round whose payload fits the inline line only waits for peers to
+// have finished round k - kLines, the last user of that line, so a root may
+// run several small rounds ahead.
 //
-// Waiting spins briefly, yields the core for a while, then sleeps on a
-// futex (the counter itself), so oversubscribed ranks give their core away. A waiter also checks that the peer
-// process still exists, and fails with PeerLost when it does not.
+// Waiting spins briefly, yields the core for a while, then sleeps on a futex
+// (the counter itself), so oversubscribed ranks give their core away. A
+// waiter also checks that the peer process still exists, and fails with
+// PeerLost when it does not.
 //
 // Lifetime. Comm rank 0 creates the segment, every member maps it, and the
 // last one to map it unlinks the name, so nothing stays in /dev/shm even if
@@ -50,11 +55,15 @@ class ShmGroup {
   // Small payloads travel in the cache line that carries the round's
   // counter: a reader gets flag and data in one transfer.
   static constexpr std::size_t kInlineBytes = 56;
-  char* inline_slot(int r, std::uint64_t round) const { return ctrl(r)->line[round & 1].data; }
+  char* inline_slot(int r, std::uint64_t round) const { return ctrl(r)->line[round % kLines].data; }
   char* out_slot(int r, std::uint64_t round) const { return in_slot(r, round) + slot_bytes_; }
 
-  // Starts round `round` (waits until the parity is free) and returns it.
-  std::uint64_t begin_round();
+  // Starts the next round and returns its number. A round that uses the
+  // data slots waits until their parity is free (every peer began the
+  // previous round); a round whose data fits its inline line only waits
+  // until that line is free (every peer finished the round kLines earlier),
+  // so a rank may run up to kLines - 1 small rounds ahead (a broadcast root).
+  std::uint64_t begin_round(bool uses_slots = true);
   // This rank's input / output of the current round is in place.
   void publish_input(std::uint64_t round) { publish(2 * round + 1); }
   void publish_output(std::uint64_t round) { publish(2 * round + 2); }
@@ -85,21 +94,22 @@ class ShmGroup {
   static int spin_limit(int local_ranks);
 
  private:
-  static constexpr std::size_t kCtrlBytes = 256;
-  // One line per parity: the progress counter of the rounds of that parity
-  // (the futex word) and their inline data.
+  static constexpr std::size_t kCtrlBytes = 1024;
+  static constexpr int kLines = 8;
+  // Rounds k use line k % kLines: its counter carries the progress of those
+  // rounds (the futex word), its data their inline payload.
   struct Line {
     std::atomic<std::uint32_t> counter;
     std::uint32_t pad;
     char data[kInlineBytes];
   };
   struct Ctrl {
-    alignas(64) Line line[2];
+    alignas(64) Line line[kLines];
     alignas(64) std::atomic<std::uint32_t> sleepers;  // waiters sleeping on a counter
     std::int32_t pid;
   };
   static std::atomic<std::uint32_t>& counter_for(Ctrl* c, std::uint64_t value) {
-    return c->line[((value - 1) / 2) & 1].counter;
+    return c->line[((value - 1) / 2) % kLines].counter;
   }
   char* area(int r) const { return base_ + kHeaderBytes + r * area_bytes_; }
   Ctrl* ctrl(int r) const { return reinterpret_cast<Ctrl*>(area(r)); }
