@@ -199,43 +199,53 @@ void shm_reduce_scatter(ShmGroup& g, const std::vector<const char*>& in, void* r
 
 void shm_all_to_all(ShmGroup& g, const char* send, const std::vector<std::size_t>& send_bytes,
                     const std::vector<std::size_t>& send_displs, char* recv, const std::vector<std::size_t>& recv_bytes,
-                    const std::vector<std::size_t>& recv_displs) {
+                    const std::vector<std::size_t>& recv_displs, std::size_t uniform_block_bytes) {
   const int n = g.size(), r = g.rank();
   const std::size_t P = piece_bytes(g);
   if (send_bytes[r] != recv_bytes[r])
     throw Error(ErrorKind::InvalidArgument, "rank " + std::to_string(r) + ": all_to_all sends " +
                                                 std::to_string(send_bytes[r]) + " bytes to itself but expects " +
                                                 std::to_string(recv_bytes[r]));
-  // Round 0 publishes every rank's largest outgoing block, so that all agree
-  // on the number of rounds.
-  std::size_t my_max = *std::max_element(send_bytes.begin(), send_bytes.end());
-  std::uint64_t k = g.begin_round(false);
-  std::memcpy(g.inline_slot(r, k), &my_max, sizeof my_max);
-  g.publish_input(k);
-  std::size_t global_max = 0;
-  for (int p = 0; p < n; ++p) {
-    g.wait_input(p, k);
-    std::size_t v;
-    std::memcpy(&v, g.inline_slot(p, k), sizeof v);
-    global_max = std::max(global_max, v);
+  std::uint64_t k;
+  std::size_t global_max = uniform_block_bytes;
+  if (global_max == ~std::size_t(0)) {
+    // A first round publishes every rank's largest outgoing block, so that
+    // all agree on the number of rounds.
+    std::size_t my_max = *std::max_element(send_bytes.begin(), send_bytes.end());
+    k = g.begin_round(false);
+    std::memcpy(g.inline_slot(r, k), &my_max, sizeof my_max);
+    g.publish_input(k);
+    global_max = 0;
+    for (int p = 0; p < n; ++p) {
+      g.wait_input(p, k);
+      std::size_t v;
+      std::memcpy(&v, g.inline_slot(p, k), sizeof v);
+      global_max = std::max(global_max, v);
+    }
   }
-  for (std::size_t off = 0; off < global_max; off += P) {
-    k = g.begin_round();
+  // Small exchanges fit one control line: one inline round, pieces packed
+  // at a stride of global_max bytes.
+  const bool inline_data = global_max > 0 && global_max * n <= ShmGroup::kInlineBytes;
+  const std::size_t stride = inline_data ? global_max : P;
+  for (std::size_t off = 0; off < global_max; off += stride) {
+    k = g.begin_round(!inline_data);
+    char* mine = inline_data ? g.inline_slot(r, k) : g.in_slot(r, k);
     for (int p = 0; p < n; ++p) {
       if (p == r || off >= send_bytes[p]) continue;
-      std::memcpy(g.in_slot(r, k) + p * P, send + send_displs[p] + off, std::min(P, send_bytes[p] - off));
+      std::memcpy(mine + p * stride, send + send_displs[p] + off, std::min(stride, send_bytes[p] - off));
     }
     g.publish_input(k);
     for (int i = 0; i < n; ++i) {
       int p = (r + i) % n;
       if (off >= recv_bytes[p]) continue;
-      const std::size_t c = std::min(P, recv_bytes[p] - off);
+      const std::size_t c = std::min(stride, recv_bytes[p] - off);
       if (p == r) {
         std::memmove(recv + recv_displs[r] + off, send + send_displs[r] + off, c);
         continue;
       }
       g.wait_input(p, k);
-      std::memcpy(recv + recv_displs[p] + off, g.in_slot(p, k) + r * P, c);
+      const char* theirs = inline_data ? g.inline_slot(p, k) : g.in_slot(p, k);
+      std::memcpy(recv + recv_displs[p] + off, theirs + r * stride, c);
     }
   }
 }
