@@ -16,6 +16,14 @@ class MultiRank : public ::testing::TestWithParam<int> {};
 
 std::string what_of(const Error& e) { return std::string(error_kind_name(e.kind())) + ": " + e.message(); }
 
+// A communicator over every rank of `world`, so that a test can abort it and
+// still use the world afterwards.
+std::optional<Communicator> copy_of(Communicator& world) {
+  std::vector<int> all(world.size());
+  for (int i = 0; i < world.size(); ++i) all[i] = i;
+  return world.new_group(all);
+}
+
 TEST_P(MultiRank, PointToPoint) {
   spawn(GetParam(), [](Communicator& comm) {
     const int n = comm.size(), r = comm.rank();
@@ -202,9 +210,7 @@ TEST_P(MultiRank, GroupsRunConcurrently) {
 TEST_P(MultiRank, MismatchedMessageSizeIsAnError) {
   if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
   spawn(GetParam(), [](Communicator& world) {
-    std::vector<int> all(world.size());
-    for (int i = 0; i < world.size(); ++i) all[i] = i;
-    auto g = world.new_group(all);
+    auto g = copy_of(world);
     if (world.rank() == 0) {
       float v[3] = {1, 2, 3};
       g->send(v, 3, DataType::Float32, 1, 5);
@@ -227,9 +233,7 @@ TEST_P(MultiRank, MismatchedMessageSizeIsAnError) {
 TEST_P(MultiRank, AbortWakesWaitersAndFailsLaterCalls) {
   if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
   spawn(GetParam(), [](Communicator& world) {
-    std::vector<int> all(world.size());
-    for (int i = 0; i < world.size(); ++i) all[i] = i;
-    auto g = world.new_group(all);
+    auto g = copy_of(world);
     if (world.rank() == 0) {
       // Nobody sends this; abort from another thread must wake the waiter.
       float v = 0;
@@ -263,9 +267,7 @@ TEST_P(MultiRank, AbortWakesWaitersAndFailsLaterCalls) {
 TEST_P(MultiRank, TimeoutNamesThePeer) {
   if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
   spawn(GetParam(), [](Communicator& world) {
-    std::vector<int> all(world.size());
-    for (int i = 0; i < world.size(); ++i) all[i] = i;
-    auto g = world.new_group(all);
+    auto g = copy_of(world);
     g->set_timeout(std::chrono::milliseconds(300));
     if (world.rank() == 1) {
       // Rank 0 never joins this broadcast.
