@@ -107,7 +107,7 @@ void shm_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, Da
 }
 
 void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
-  const int n = g.size(), r = g.rank();
+  const int r = g.rank();
   char* p = static_cast<char*>(buf);
   const std::size_t S = g.slot_bytes();
   for (std::size_t off = 0; off < bytes; off += S) {
@@ -121,7 +121,6 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
       std::memcpy(p + off, inline_data ? g.inline_slot(root, k) : g.in_slot(root, k), c);
     }
   }
-  (void)n;
 }
 
 void shm_gather(ShmGroup& g, const void* send, const std::vector<char*>& out, std::size_t bytes, int root) {

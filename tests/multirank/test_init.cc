@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "common/errors.h"
 #include "harness/spawn.h"
 #include "multirank/collective_checks.h"
 #include "net/socket.h"
@@ -14,7 +15,6 @@
 namespace tutti::testing {
 namespace {
 
-std::string what_of(const Error& e) { return std::string(error_kind_name(e.kind())) + ": " + e.message(); }
 
 // Ranks as threads of one process, meeting through an in-memory store.
 TEST(Init, ThreadsMeetThroughAMemoryStore) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/errors.h"
 #include "harness/spawn.h"
 #include "multirank/collective_checks.h"
 
@@ -14,7 +15,6 @@ namespace {
 
 class MultiRank : public ::testing::TestWithParam<int> {};
 
-std::string what_of(const Error& e) { return std::string(error_kind_name(e.kind())) + ": " + e.message(); }
 
 // A communicator over every rank of `world`, so that a test can abort it and
 // still use the world afterwards.

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/errors.h"
+
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -30,16 +32,7 @@ using tutti::Error;
 using tutti::ErrorKind;
 namespace d = tutti::detail;
 
-template <typename F>
-Error expect_error(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no tutti::Error was thrown";
-  return Error(ErrorKind::Internal, "(none)");
-}
+using tutti::testing::expect_error;
 
 #define EXPECT_CONTAINS(haystack, needle)                                                        \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos)                               \

@@ -2,6 +2,8 @@
 // store's wire protocol, including a server facing misbehaving clients.
 
 #include <gtest/gtest.h>
+
+#include "common/errors.h"
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -59,16 +61,7 @@ Bytes random_bytes(std::size_t n) {
   return b;
 }
 
-template <typename F>
-Error expect_error(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no tutti::Error was thrown";
-  return Error(ErrorKind::Internal, "(none)");
-}
+using tutti::testing::expect_error;
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
