@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 
 #include "reduce/reduce.h"
 #include "tutti/error.h"
@@ -56,6 +57,109 @@ Slice slice_of(std::size_t count, int n, int r) {
   return {lo, base + (static_cast<std::size_t>(r) < extra ? 1 : 0)};
 }
 
+// Single copy (process_vm_readv). A collective that reads its peers' buffers
+// starts with a round that publishes where its own buffers are, and ends with
+// a round that every rank enters only after its last read, so that no rank
+// returns (and lets its caller reuse a buffer) while a peer may still read it.
+bool single_copy(const ShmGroup& g, std::size_t block_bytes) { return block_bytes >= g.cma_min_bytes(); }
+
+std::uint64_t expose(ShmGroup& g, std::initializer_list<const void*> addrs) {
+  const std::uint64_t k = g.begin_round(false);
+  char* line = g.inline_slot(g.rank(), k);
+  for (const void* a : addrs) {
+    const auto v = reinterpret_cast<std::uint64_t>(a);
+    std::memcpy(line, &v, sizeof v);
+    line += sizeof v;
+  }
+  g.publish_input(k);
+  return k;
+}
+
+// Address number i that peer p exposed in round k (after wait_input).
+std::uint64_t exposed(const ShmGroup& g, int p, std::uint64_t k, int i = 0) {
+  std::uint64_t v;
+  std::memcpy(&v, g.inline_slot(p, k) + i * sizeof v, sizeof v);
+  return v;
+}
+
+void finish_reads(ShmGroup& g) {
+  const std::uint64_t k = g.begin_round(false);
+  g.publish_input(k);
+  for (int p = 0; p < g.size(); ++p)
+    if (p != g.rank()) g.wait_input(p, k);
+}
+
+// dst = in_0 op in_1 op ... op in_{n-1} (rank order, like reduce_all_inputs)
+// over `count` elements, where in_p is `own` for this rank and lies at
+// address remote(p) in peer p's memory otherwise, read in chunks through a
+// small staging buffer that stays in cache. dst may alias own.
+template <typename Remote>
+void reduce_from_peers(ShmGroup& g, Remote remote, const char* own, char* dst, std::size_t count, DataType dtype,
+                       ReduceOpKind op) {
+  const int n = g.size(), r = g.rank();
+  const std::size_t es = dtype_size(dtype);
+  constexpr std::size_t kStageBytes = 64 << 10;
+  const std::size_t chunk = std::max<std::size_t>(1, kStageBytes / es);
+  thread_local std::vector<char> stage;
+  stage.resize(3 * chunk * es);
+  char* st[2] = {stage.data(), stage.data() + chunk * es};
+  char* own_copy = stage.data() + 2 * chunk * es;
+  for (std::size_t off = 0; off < count; off += chunk) {
+    const std::size_t c = std::min(chunk, count - off), b = c * es;
+    const char* mine = own + off * es;
+    // dst aliases own and ranks before this one overwrite it first: keep a copy.
+    if (dst == own && r >= 2) {
+      std::memcpy(own_copy, mine, b);
+      mine = own_copy;
+    }
+    auto input = [&](int p, char* buf) -> const char* {
+      if (p == r) return mine;
+      g.read_peer(p, buf, remote(p) + off * es, b);
+      return buf;
+    };
+    const char* a = input(0, st[0]);
+    const char* b1 = input(1, st[1]);
+    reduce_pair(dst + off * es, a, b1, c, dtype, op);
+    for (int p = 2; p < n; ++p) reduce_inplace(dst + off * es, input(p, st[0]), c, dtype, op);
+  }
+}
+
+// Two-shot with single copies: every rank exposes its input; rank r reduces
+// slice r reading the others' inputs directly, exposes the result, and the
+// ranks that need the whole result read every slice from its owner.
+void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t count, DataType dtype,
+                        const ReduceOp& op, int root) {
+  const int n = g.size(), r = g.rank();
+  const std::size_t es = dtype_size(dtype);
+  const bool wants_all = root < 0 || root == r;
+  const Slice mine = slice_of(count, n, r);
+  thread_local std::vector<char> scratch;  // a non-root's slice of a reduce
+  char* dst;
+  if (wants_all) {
+    dst = out + mine.lo * es;
+  } else {
+    scratch.resize(mine.count * es);
+    dst = scratch.data();
+  }
+  const std::uint64_t k = expose(g, {send, dst});
+  for (int p = 0; p < n; ++p)
+    if (p != r) g.wait_input(p, k);
+  reduce_from_peers(
+      g, [&](int p) { return exposed(g, p, k, 0) + mine.lo * es; }, send + mine.lo * es, dst, mine.count, dtype,
+      base_kind(op));
+  if (op.kind == ReduceOpKind::Avg) divide_by(dst, mine.count, dtype, n);
+  g.publish_output(k);
+  if (wants_all) {
+    for (int i = 1; i < n; ++i) {
+      const int p = (r + i) % n;
+      const Slice s = slice_of(count, n, p);
+      g.wait_output(p, k);
+      if (s.count) g.read_peer(p, out + s.lo * es, exposed(g, p, k, 1), s.count * es);
+    }
+  }
+  finish_reads(g);
+}
+
 // The reduction over all ranks of [off, off+count) of every input, left in
 // `out` on every rank (all_reduce) or on `root` only (root >= 0).
 void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, DataType dtype, const ReduceOp& op,
@@ -65,6 +169,10 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   const std::size_t per_round = std::max<std::size_t>(1, g.slot_bytes() / es);
   const ReduceOpKind kind = base_kind(op);
   const bool one_shot = count * es <= one_shot_bytes;
+  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && single_copy(g, count / n * es)) {
+    reduce_single_copy(g, send, out, count, dtype, op, root);
+    return;
+  }
   for (std::size_t off = 0; off < count; off += per_round) {
     const std::size_t c = std::min(per_round, count - off);
     const bool inline_data = one_shot && c * es <= ShmGroup::kInlineBytes;
@@ -109,6 +217,15 @@ void shm_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, Da
 void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
   const int r = g.rank();
   char* p = static_cast<char*>(buf);
+  if (single_copy(g, bytes)) {
+    const std::uint64_t k = expose(g, {buf});
+    if (r != root) {
+      g.wait_input(root, k);
+      g.read_peer(root, p, exposed(g, root, k), bytes);
+    }
+    finish_reads(g);
+    return;
+  }
   const std::size_t S = g.slot_bytes();
   for (std::size_t off = 0; off < bytes; off += S) {
     const std::size_t c = std::min(S, bytes - off);
@@ -126,6 +243,18 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
 void shm_gather(ShmGroup& g, const void* send, const std::vector<char*>& out, std::size_t bytes, int root) {
   const int n = g.size(), r = g.rank();
   const char* s = static_cast<const char*>(send);
+  if (single_copy(g, bytes)) {
+    const std::uint64_t k = expose(g, {send});
+    if (r == root) {
+      for (int i = 1; i < n; ++i) {
+        int p = (r + i) % n;
+        g.wait_input(p, k);
+        g.read_peer(p, out[p], exposed(g, p, k), bytes);
+      }
+    }
+    finish_reads(g);
+    return;
+  }
   const std::size_t S = g.slot_bytes();
   for (std::size_t off = 0; off < bytes; off += S) {
     const std::size_t c = std::min(S, bytes - off);
@@ -145,6 +274,16 @@ void shm_gather(ShmGroup& g, const void* send, const std::vector<char*>& out, st
 void shm_all_gather(ShmGroup& g, const void* send, const std::vector<char*>& out, std::size_t bytes) {
   const int n = g.size(), r = g.rank();
   const char* s = static_cast<const char*>(send);
+  if (single_copy(g, bytes)) {
+    const std::uint64_t k = expose(g, {send});
+    for (int i = 1; i < n; ++i) {
+      int p = (r + i) % n;
+      g.wait_input(p, k);
+      g.read_peer(p, out[p], exposed(g, p, k), bytes);
+    }
+    finish_reads(g);
+    return;
+  }
   const std::size_t S = g.slot_bytes();
   for (std::size_t off = 0; off < bytes; off += S) {
     const std::size_t c = std::min(S, bytes - off);
@@ -163,6 +302,24 @@ void shm_all_gather(ShmGroup& g, const void* send, const std::vector<char*>& out
 void shm_scatter(ShmGroup& g, const std::vector<const char*>& in, void* recv, std::size_t bytes, int root) {
   const int n = g.size(), r = g.rank();
   char* out = static_cast<char*>(recv);
+  if (single_copy(g, bytes)) {
+    // The root lists where each rank's block is, in its input slot.
+    const std::uint64_t k = g.begin_round();
+    if (r == root)
+      for (int p = 0; p < n; ++p) {
+        const auto a = reinterpret_cast<std::uint64_t>(in[p]);
+        std::memcpy(g.in_slot(r, k) + p * sizeof a, &a, sizeof a);
+      }
+    g.publish_input(k);
+    if (r != root) {
+      g.wait_input(root, k);
+      std::uint64_t a;
+      std::memcpy(&a, g.in_slot(root, k) + r * sizeof a, sizeof a);
+      g.read_peer(root, out, a, bytes);
+    }
+    finish_reads(g);
+    return;
+  }
   const std::size_t P = piece_bytes(g);
   for (std::size_t off = 0; off < bytes; off += P) {
     const std::size_t c = std::min(P, bytes - off);
@@ -186,6 +343,26 @@ void shm_reduce_scatter(ShmGroup& g, const std::vector<const char*>& in, void* r
   const std::size_t P = per * es;
   const ReduceOpKind kind = base_kind(op);
   char* out = static_cast<char*>(recv);
+  if (n > 1 && op.kind != ReduceOpKind::PremulSum && single_copy(g, count * es)) {
+    // Every rank lists where its block for each rank lies; rank r reduces
+    // block r of every input, read straight from its owner.
+    const std::uint64_t k = g.begin_round();
+    for (int p = 0; p < n; ++p) {
+      const auto a = reinterpret_cast<std::uint64_t>(in[p]);
+      std::memcpy(g.in_slot(r, k) + p * sizeof a, &a, sizeof a);
+    }
+    g.publish_input(k);
+    std::vector<std::uint64_t> from(n);
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      g.wait_input(p, k);
+      std::memcpy(&from[p], g.in_slot(p, k) + r * sizeof from[p], sizeof from[p]);
+    }
+    reduce_from_peers(g, [&](int p) { return from[p]; }, in[r], out, count, dtype, kind);
+    if (op.kind == ReduceOpKind::Avg) divide_by(out, count, dtype, n);
+    finish_reads(g);
+    return;
+  }
   for (std::size_t off = 0; off < count; off += per) {
     const std::size_t c = std::min(per, count - off);
     const std::uint64_t k = g.begin_round();
@@ -221,6 +398,51 @@ void shm_all_to_all(ShmGroup& g, const char* send, const std::vector<std::size_t
       std::memcpy(&v, g.inline_slot(p, k), sizeof v);
       global_max = std::max(global_max, v);
     }
+  }
+  if (single_copy(g, global_max)) {
+    // Every rank lists (address, bytes) of its block for each destination in
+    // its input slot; each reads its blocks straight from the senders.
+    k = g.begin_round();
+    char* table = g.in_slot(r, k);
+    for (int p = 0; p < n; ++p) {
+      const std::uint64_t entry[2] = {reinterpret_cast<std::uint64_t>(send + send_displs[p]), send_bytes[p]};
+      std::memcpy(table + p * sizeof entry, entry, sizeof entry);
+    }
+    g.publish_input(k);
+    // In place, a peer may still read the block this rank is about to
+    // receive over: receive into a copy, and move it after the last read.
+    std::size_t send_end = 0, recv_end = 0;
+    for (int p = 0; p < n; ++p) {
+      send_end = std::max(send_end, send_displs[p] + send_bytes[p]);
+      recv_end = std::max(recv_end, recv_displs[p] + recv_bytes[p]);
+    }
+    const bool overlap = send < recv + recv_end && recv < send + send_end;
+    std::vector<char> staging;
+    char* dst = recv;
+    if (overlap) {
+      staging.resize(recv_end);
+      dst = staging.data();
+    }
+    for (int i = 0; i < n; ++i) {
+      const int p = (r + i) % n;
+      if (p == r) {
+        if (recv_bytes[r]) std::memcpy(dst + recv_displs[r], send + send_displs[r], recv_bytes[r]);
+        continue;
+      }
+      g.wait_input(p, k);
+      std::uint64_t entry[2];
+      std::memcpy(entry, g.in_slot(p, k) + r * sizeof entry, sizeof entry);
+      if (entry[1] != recv_bytes[p])
+        throw Error(ErrorKind::Mismatch, "rank " + std::to_string(r) + ": all_to_all expects " +
+                                             std::to_string(recv_bytes[p]) + " bytes from rank " + std::to_string(p) +
+                                             ", which sends " + std::to_string(entry[1]));
+      if (entry[1]) g.read_peer(p, dst + recv_displs[p], entry[0], entry[1]);
+    }
+    finish_reads(g);
+    if (overlap)
+      for (int p = 0; p < n; ++p)
+        if (recv_bytes[p]) std::memcpy(recv + recv_displs[p], dst + recv_displs[p], recv_bytes[p]);
+    return;
   }
   // Small exchanges fit one control line: one inline round, pieces packed
   // at a stride of global_max bytes.

@@ -91,6 +91,7 @@ Config Config::from_env() {
       throw Error(ErrorKind::InvalidArgument, "TUTTI_SHM_PREFIX: at most 64 characters, no '/'");
   }
   if (const char* v = env("TUTTI_SHM_ONESHOT_BYTES")) c.shm_one_shot_bytes = parse_bytes(v, "TUTTI_SHM_ONESHOT_BYTES");
+  if (const char* v = env("TUTTI_SHM_CMA_BYTES")) c.shm_cma_bytes = parse_bytes(v, "TUTTI_SHM_CMA_BYTES");
   return c;
 }
 
@@ -99,7 +100,8 @@ std::string Config::describe() const {
   os << "timeout=" << timeout.count() << "ms chunk_bytes=" << chunk_bytes << " small_bytes=" << small_bytes
      << " socket_buffer_bytes=" << socket_buffer_bytes << " listen_addr=" << listen_addr
      << " advertise_addr=" << (advertise_addr.empty() ? "(auto)" : advertise_addr) << " transport=" << transport
-     << " shm_slot_bytes=" << shm_slot_bytes << " shm_one_shot_bytes=" << shm_one_shot_bytes << " algo=";
+     << " shm_slot_bytes=" << shm_slot_bytes << " shm_one_shot_bytes=" << shm_one_shot_bytes << " shm_cma_bytes=" << shm_cma_bytes
+     << " algo=";
   bool first = true;
   for (auto& [k, v] : algo) {
     os << (first ? "" : ",") << k << ":" << v;

@@ -38,6 +38,10 @@ struct Config {
   // TUTTI_SHM_ONESHOT_BYTES: shared-memory reductions up to this size are
   // one-shot (every rank reduces everything); above, two-shot.
   std::size_t shm_one_shot_bytes = 16 << 10;
+  // TUTTI_SHM_CMA_BYTES: shared-memory collectives move blocks of at least
+  // this size with one copy straight from the peer's memory
+  // (process_vm_readv) when every member's kernel allows it; 0 turns it off.
+  std::size_t shm_cma_bytes = 128 << 10;
 
   // TUTTI_SHM_PREFIX: first part of shared-memory segment names
   // (/dev/shm/<prefix>-<job id>-<communicator id>).

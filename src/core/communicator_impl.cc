@@ -110,7 +110,8 @@ void Communicator::Impl::fail_inline(const OpContext& ctx) {
 }
 
 detail::ShmGroup& Communicator::Impl::shm(const OpContext& ctx) {
-  if (!shm_) {
+  const bool fresh = !shm_;
+  if (fresh) {
     char ids[40];
     std::snprintf(ids, sizeof ids, "-%016llx-%016llx", static_cast<unsigned long long>(job->job_id),
                   static_cast<unsigned long long>(comm_id));
@@ -124,6 +125,7 @@ detail::ShmGroup& Communicator::Impl::shm(const OpContext& ctx) {
   shm_->set_deadline(ctx.deadline);
   shm_->set_abort_flag(&aborted_flag);
   shm_->set_context([](const void* c) { return static_cast<const OpContext*>(c)->where(); }, &ctx);
+  if (fresh) shm_->negotiate_cma(job->config.shm_cma_bytes);
   return *shm_;
 }
 

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -213,6 +214,64 @@ void ShmGroup::wait_for(int peer, std::uint64_t value) {
     if (abort_flag_ && abort_flag_->load()) fail_wait(peer, value, WaitFailure::Aborted);
     std::int32_t pid = c->pid;
     if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fail_wait(peer, value, WaitFailure::Dead);
+  }
+}
+
+namespace {
+// What negotiate_cma reads from each peer: a constant at a known address.
+const std::uint64_t kCmaProbe = 0x4d43414954545554ull;  // "TUTTIACM"
+}  // namespace
+
+void ShmGroup::negotiate_cma(std::size_t min_bytes) {
+  if (size_ == 1) return;
+  // Round 1: publish where the probe lies; read every peer's.
+  std::uint64_t k = begin_round(false);
+  const auto addr = reinterpret_cast<std::uint64_t>(&kCmaProbe);
+  std::memcpy(inline_slot(rank_, k), &addr, sizeof addr);
+  publish_input(k);
+  bool ok = min_bytes > 0;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    wait_input(p, k);
+    std::uint64_t remote, value = 0;
+    std::memcpy(&remote, inline_slot(p, k), sizeof remote);
+    if (!ok) continue;
+    iovec local_iov{&value, sizeof value}, remote_iov{reinterpret_cast<void*>(remote), sizeof value};
+    ok = ::process_vm_readv(ctrl(p)->pid, &local_iov, 1, &remote_iov, 1, 0) == sizeof value && value == kCmaProbe;
+    if (!ok)
+      TUTTI_LOG(Debug, "single-copy reads from rank " << p << " not possible (" << std::strerror(errno)
+                                                      << "); shared-memory collectives copy through the segment");
+  }
+  // Round 2: everyone's verdict; all must agree.
+  k = begin_round(false);
+  inline_slot(rank_, k)[0] = ok ? 1 : 0;
+  publish_input(k);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    wait_input(p, k);
+    ok = ok && inline_slot(p, k)[0] == 1;
+  }
+  cma_min_bytes_ = ok ? min_bytes : SIZE_MAX;
+}
+
+void ShmGroup::read_peer(int peer, void* dst, std::uint64_t remote, std::size_t bytes) {
+  char* d = static_cast<char*>(dst);
+  while (bytes > 0) {
+    iovec local_iov{d, bytes}, remote_iov{reinterpret_cast<void*>(remote), bytes};
+    ssize_t got = ::process_vm_readv(ctrl(peer)->pid, &local_iov, 1, &remote_iov, 1, 0);
+    if (got <= 0) {
+      const int err = got < 0 ? errno : EIO;
+      if (err == EINTR) continue;
+      std::string prefix = describe_ ? describe_(describe_arg_) : "rank " + std::to_string(rank_) + ": ";
+      if (err == ESRCH)
+        throw Error(ErrorKind::PeerLost, prefix + "rank " + std::to_string(peer) + " (pid " +
+                                             std::to_string(ctrl(peer)->pid) + ") exited during a shared-memory step");
+      throw Error(ErrorKind::Internal, prefix + "reading " + std::to_string(bytes) + " bytes from rank " +
+                                           std::to_string(peer) + " failed: " + std::strerror(err));
+    }
+    d += got;
+    remote += static_cast<std::uint64_t>(got);
+    bytes -= static_cast<std::size_t>(got);
   }
 }
 

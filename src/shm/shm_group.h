@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <climits>
 #include <string>
 
 #include "common/completion.h"
@@ -93,6 +94,18 @@ class ShmGroup {
   // How long (microseconds) a waiter spins before sleeping.
   static int spin_limit(int local_ranks);
 
+  // Single copy between processes. Collective (every member calls it at the
+  // same point, once, before the first collective): every member checks that
+  // it may read every peer's memory with process_vm_readv (same user, no
+  // ptrace restriction, same PID namespace), and all agree. Afterwards
+  // cma_min_bytes() is `min_bytes` if every member allows it and wants it
+  // (min_bytes > 0), else SIZE_MAX.
+  void negotiate_cma(std::size_t min_bytes);
+  std::size_t cma_min_bytes() const { return cma_min_bytes_; }
+  // Copies `bytes` from address `remote` of `peer`'s process into `dst`.
+  // Fails with PeerLost if the peer has exited.
+  void read_peer(int peer, void* dst, std::uint64_t remote, std::size_t bytes);
+
  private:
   static constexpr std::size_t kCtrlBytes = 1024;
   static constexpr int kLines = 8;
@@ -131,6 +144,7 @@ class ShmGroup {
   int yield_us_;
   std::string name_;
   bool abandoned_ = false;
+  std::size_t cma_min_bytes_ = SIZE_MAX;
 };
 
 }  // namespace tutti::detail

@@ -11,19 +11,26 @@ namespace {
 
 constexpr std::size_t kChunkBytes = 256;  // small, so tiny counts still cross chunk boundaries
 
-// (world size, TUTTI_TRANSPORT): "auto" runs the shared-memory collectives
-// (every rank is on this host), "tcp" the network algorithms.
+// (world size, mode): "shm" runs the shared-memory collectives copying
+// through the segment (every rank is on this host), "cma" the same with
+// every non-empty block read straight from the peers (process_vm_readv),
+// "tcp" the network algorithms.
 class Collectives : public ::testing::TestWithParam<std::tuple<int, std::string>> {
  protected:
   int world() const { return std::get<0>(GetParam()); }
+  std::vector<std::pair<std::string, std::string>> transport_env() const {
+    const std::string& mode = std::get<1>(GetParam());
+    return {{"TUTTI_TRANSPORT", mode == "tcp" ? "tcp" : "auto"}, {"TUTTI_SHM_CMA_BYTES", mode == "cma" ? "1" : "0"}};
+  }
   std::vector<std::pair<std::string, std::string>> env() const {
     // Small slots, chunks and thresholds, so that small counts already cross
     // round and chunk boundaries and take both one-shot and two-shot paths.
-    return {{"TUTTI_TRANSPORT", std::get<1>(GetParam())},
-            {"TUTTI_CHUNK_BYTES", std::to_string(kChunkBytes)},
+    auto e = transport_env();
+    e.insert(e.end(), {{"TUTTI_CHUNK_BYTES", std::to_string(kChunkBytes)},
             {"TUTTI_SMALL_BYTES", "64"},
             {"TUTTI_SHM_SLOT_BYTES", "256"},
-            {"TUTTI_SHM_ONESHOT_BYTES", "64"}};
+            {"TUTTI_SHM_ONESHOT_BYTES", "64"}});
+    return e;
   }
 };
 
@@ -46,7 +53,8 @@ class LargeCollectives : public Collectives {};
 
 TEST_P(LargeCollectives, LargeMessages) {
   SpawnOptions o;
-  o.env = {{"TUTTI_TRANSPORT", std::get<1>(GetParam())}, {"TUTTI_CHUNK_BYTES", "256K"}, {"TUTTI_SHM_SLOT_BYTES", "64K"}};
+  o.env = transport_env();
+  o.env.insert(o.env.end(), {{"TUTTI_CHUNK_BYTES", "256K"}, {"TUTTI_SHM_SLOT_BYTES", "64K"}});
   spawn(world(), [](Communicator& comm) {
     const int n = comm.size();
     std::uint64_t id = 900000;
@@ -84,19 +92,17 @@ TEST_P(LargeCollectives, LargeMessages) {
   }, o);
 }
 
+std::string param_name(const ::testing::TestParamInfo<std::tuple<int, std::string>>& p) {
+  return "n" + std::to_string(std::get<0>(p.param)) + "_" + std::get<1>(p.param);
+}
+
 INSTANTIATE_TEST_SUITE_P(World, LargeCollectives,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 5, 8), ::testing::Values("auto", "tcp")),
-                         [](const ::testing::TestParamInfo<std::tuple<int, std::string>>& p) {
-                           return "n" + std::to_string(std::get<0>(p.param)) +
-                                  (std::get<1>(p.param) == "tcp" ? "_tcp" : "_shm");
-                         });
+                         ::testing::Combine(::testing::Values(1, 2, 3, 5, 8), ::testing::Values("shm", "cma", "tcp")),
+                         param_name);
 
 INSTANTIATE_TEST_SUITE_P(World, Collectives,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 8), ::testing::Values("auto", "tcp")),
-                         [](const ::testing::TestParamInfo<std::tuple<int, std::string>>& p) {
-                           return "n" + std::to_string(std::get<0>(p.param)) +
-                                  (std::get<1>(p.param) == "tcp" ? "_tcp" : "_shm");
-                         });
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 8), ::testing::Values("shm", "cma", "tcp")),
+                         param_name);
 
 }  // namespace
 }  // namespace tutti::testing
