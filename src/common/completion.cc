@@ -35,6 +35,7 @@ bool Completion::wait_until(TimePoint deadline) const {
   // microseconds, and sleeping costs a context switch each way.
   for (int i = 0; i < 200; ++i) {
     if (done()) return true;
+    if (progress) progress();
     if (i >= 50) std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -53,7 +54,10 @@ void Completion::rethrow_if_failed() const {
 
 namespace tutti {
 
-bool Work::test() const { return !c_ || c_->done(); }
+bool Work::test() const {
+  if (c_ && !c_->done() && c_->progress) c_->progress();
+  return !c_ || c_->done();
+}
 
 void Work::wait() const {
   if (!c_) return;

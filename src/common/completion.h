@@ -60,6 +60,9 @@ class Completion {
   std::shared_ptr<const std::vector<int>> source_map;
   // Prefixed to the error message when thrown at the API.
   std::string context;
+  // Set by transports whose requests progress faster when the waiting
+  // thread drives them (shared memory): called while a waiter spins.
+  std::function<void()> progress;
 
   // Throws tutti::Error if the completion failed.
   void rethrow_if_failed() const;

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "core/communicator_impl.h"
 #include "core/tags.h"
+#include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace tutti {
@@ -156,6 +157,15 @@ Communicator init(const InitOptions& options) {
   if (const char* v = env("LOCAL_RANK")) job->env_local_rank = parse_int("LOCAL_RANK", v);
   if (const char* v = env("LOCAL_WORLD_SIZE")) job->env_local_size = parse_int("LOCAL_WORLD_SIZE", v);
   job->transport = std::make_shared<TcpTransport>(rank, size, std::move(peers), job->config.socket_buffer_bytes);
+  const bool single_host =
+      std::all_of(job->host_of.begin(), job->host_of.end(), [&](int h) { return h == job->host_of[0]; });
+  // One host: point-to-point through shared memory (the network transport
+  // stays for liveness).
+  if (size > 1 && single_host && job->config.transport != "tcp") {
+    char ids[24];
+    std::snprintf(ids, sizeof ids, "-%016llx-p2p", static_cast<unsigned long long>(job->job_id));
+    job->transport = ShmTransport::create(job->transport, *job->store, "/" + job->config.shm_prefix + ids, deadline);
+  }
 
   auto impl = std::make_shared<Communicator::Impl>();
   impl->job = job;
@@ -169,7 +179,7 @@ Communicator init(const InitOptions& options) {
     map->push_back(r);
   }
   impl->world_to_comm = map;
-  impl->single_host = std::all_of(job->host_of.begin(), job->host_of.end(), [&](int h) { return h == job->host_of[0]; });
+  impl->single_host = single_host;
   TUTTI_LOG(Info, "joined: rank " << rank << " of " << size << " on " << hosts.size() << " host(s)");
   return Communicator(impl);
 }

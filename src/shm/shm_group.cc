@@ -1,13 +1,8 @@
 #include "shm/shm_group.h"
 
-#include <fcntl.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,31 +12,11 @@
 #include <thread>
 
 #include "common/log.h"
+#include "shm/futex.h"
 #include "tutti/error.h"
 
 namespace tutti::detail {
 namespace {
-
-constexpr std::uint64_t kMagic = 0x314d485349545554ull;  // "TUTISHM1"
-
-struct Header {
-  std::uint64_t magic;
-  std::uint32_t size;
-  std::uint32_t pad;
-  std::uint64_t slot_bytes;
-  std::atomic<std::uint32_t> ready;
-  std::atomic<std::uint32_t> mapped;
-};
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-long futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val, const timespec* ts) {
-  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), op, val, ts, nullptr, 0);
-}
 
 std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
@@ -59,93 +34,19 @@ int ShmGroup::spin_limit(int local_ranks) {
 }
 
 ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot_bytes, TimePoint deadline)
-    : rank_(rank), size_(size), slot_bytes_(round_up(std::max<std::size_t>(slot_bytes, 16 * size), 64)), name_(name) {
-  area_bytes_ = kCtrlBytes + 4 * slot_bytes_;
-  map_bytes_ = kHeaderBytes + static_cast<std::size_t>(size) * area_bytes_;
+    : rank_(rank),
+      size_(size),
+      slot_bytes_(round_up(std::max<std::size_t>(slot_bytes, 16 * size), 64)),
+      area_bytes_(kCtrlBytes + 4 * slot_bytes_),
+      map_bytes_(SharedSegment::kHeaderBytes + static_cast<std::size_t>(size) * area_bytes_),
+      segment_(name, rank, size, map_bytes_, slot_bytes_, deadline),
+      base_(segment_.base()) {
   spins_ = spin_limit(size);
   yield_us_ = 200;
-  int fd = -1;
-  if (rank == 0) {
-    fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0)
-      throw Error(ErrorKind::Internal, "shm_open(" + name + ") failed: " + std::strerror(errno));
-    if (::ftruncate(fd, static_cast<off_t>(map_bytes_)) != 0) {
-      int err = errno;
-      ::close(fd);
-      ::shm_unlink(name.c_str());
-      throw Error(ErrorKind::Internal, "cannot size shared memory segment " + name + " to " +
-                                           std::to_string(map_bytes_) + " bytes: " + std::strerror(err));
-    }
-  } else {
-    // Rank 0 creates it; wait for the name and its final size.
-    while (true) {
-      fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
-      if (fd >= 0) {
-        struct stat st {};
-        const bool sized = ::fstat(fd, &st) == 0 && st.st_size != 0;
-        if (sized && static_cast<std::size_t>(st.st_size) == map_bytes_) break;
-        ::close(fd);
-        fd = -1;
-        if (sized)
-          throw Error(ErrorKind::Mismatch, "shared memory segment " + name + " has " + std::to_string(st.st_size) +
-                                               " bytes, this rank expects " + std::to_string(map_bytes_) +
-                                               " (ranks disagree on the group or TUTTI_SHM_SLOT_BYTES)");
-      }
-      if (Clock::now() >= deadline)
-        throw Error(ErrorKind::Timeout, "shared memory segment " + name +
-                                            " was not created in time: rank 0 did not take part in this operation");
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-  }
-  void* p = ::mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED) {
-    if (rank == 0) ::shm_unlink(name.c_str());
-    throw Error(ErrorKind::Internal, "mmap of " + std::to_string(map_bytes_) + " bytes failed: " + std::strerror(errno));
-  }
-  base_ = static_cast<char*>(p);
-  auto* h = reinterpret_cast<Header*>(base_);
-  // The destructor does not run for a constructor that throws: unmap here.
-  struct UnmapOnThrow {
-    ShmGroup* g;
-    bool armed = true;
-    ~UnmapOnThrow() {
-      if (armed) {
-        ::munmap(g->base_, g->map_bytes_);
-        g->base_ = nullptr;
-      }
-    }
-  } guard{this};
-  if (rank == 0) {
-    h->magic = kMagic;
-    h->size = static_cast<std::uint32_t>(size);
-    h->slot_bytes = slot_bytes_;
-    h->ready.store(1, std::memory_order_release);
-  } else {
-    while (h->ready.load(std::memory_order_acquire) != 1) {
-      if (Clock::now() >= deadline)
-        throw Error(ErrorKind::Timeout, "shared memory segment " + name + " was never initialized by rank 0");
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-    if (h->magic != kMagic || h->size != static_cast<std::uint32_t>(size) || h->slot_bytes != slot_bytes_)
-      throw Error(ErrorKind::Mismatch, "shared memory segment " + name + " has another layout (ranks disagree on the group or TUTTI_SHM_SLOT_BYTES)");
-  }
-  guard.armed = false;
   ctrl(rank)->pid = static_cast<std::int32_t>(::getpid());
-  // The last member to map the segment removes its name: from here on the
-  // memory lives exactly as long as the mappings.
-  if (h->mapped.fetch_add(1) + 1 == static_cast<std::uint32_t>(size)) ::shm_unlink(name.c_str());
-  TUTTI_LOG(Debug, "mapped shared memory segment " << name << ": " << map_bytes_ << " bytes for " << size
-                                                    << " ranks");
 }
 
-ShmGroup::~ShmGroup() {
-  if (!base_) return;
-  auto* h = reinterpret_cast<Header*>(base_);
-  // The communicator failed before every member mapped it: remove the name.
-  if (abandoned_ && h->mapped.load() < static_cast<std::uint32_t>(size_)) ::shm_unlink(name_.c_str());
-  ::munmap(base_, map_bytes_);
-}
+ShmGroup::~ShmGroup() = default;
 
 std::uint64_t ShmGroup::begin_round(bool uses_slots) {
   static_assert(sizeof(Ctrl) <= kCtrlBytes, "control block fits its reserved bytes");
@@ -165,7 +66,7 @@ void ShmGroup::publish(std::uint64_t value) {
   Ctrl* c = ctrl(rank_);
   std::atomic<std::uint32_t>& counter = counter_for(c, value);
   counter.store(static_cast<std::uint32_t>(value), std::memory_order_seq_cst);
-  if (c->sleepers.load(std::memory_order_seq_cst) != 0) futex(&counter, FUTEX_WAKE, INT_MAX, nullptr);
+  if (c->sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&counter);
 }
 
 void ShmGroup::wait_for(int peer, std::uint64_t value) {
@@ -204,11 +105,7 @@ void ShmGroup::wait_for(int peer, std::uint64_t value) {
       c->sleepers.fetch_sub(1, std::memory_order_relaxed);
       fail_wait(peer, value, WaitFailure::Timeout);
     }
-    auto left = std::min<Clock::duration>(deadline_ - now, std::chrono::milliseconds(100));
-    timespec ts{};
-    ts.tv_sec = static_cast<time_t>(std::chrono::duration_cast<std::chrono::seconds>(left).count());
-    ts.tv_nsec = static_cast<long>((left - std::chrono::seconds(ts.tv_sec)).count());
-    futex(&counter, FUTEX_WAIT, cur, &ts);
+    futex_wait(&counter, cur, std::min<Clock::duration>(deadline_ - now, std::chrono::milliseconds(100)));
     c->sleepers.fetch_sub(1, std::memory_order_relaxed);
     if (reached(counter.load(std::memory_order_acquire))) return;
     if (abort_flag_ && abort_flag_->load()) fail_wait(peer, value, WaitFailure::Aborted);

@@ -35,6 +35,7 @@
 #include <string>
 
 #include "common/completion.h"
+#include "shm/segment.h"
 
 namespace tutti::detail {
 
@@ -89,7 +90,7 @@ class ShmGroup {
   // never mapped the segment (it may never come). A healthy communicator
   // keeps the name until the last member maps it, even after this rank has
   // moved on: a slow member may still need the data published here.
-  void abandon() { abandoned_ = true; }
+  void abandon() { segment_.abandon(); }
 
   // How long (microseconds) a waiter spins before sleeping.
   static int spin_limit(int local_ranks);
@@ -124,17 +125,17 @@ class ShmGroup {
   static std::atomic<std::uint32_t>& counter_for(Ctrl* c, std::uint64_t value) {
     return c->line[((value - 1) / 2) % kLines].counter;
   }
-  char* area(int r) const { return base_ + kHeaderBytes + r * area_bytes_; }
+  char* area(int r) const { return base_ + SharedSegment::kHeaderBytes + r * area_bytes_; }
   Ctrl* ctrl(int r) const { return reinterpret_cast<Ctrl*>(area(r)); }
   void publish(std::uint64_t value);
   void wait_for(int peer, std::uint64_t value);
   enum class WaitFailure { Timeout, Dead, Aborted };
   [[noreturn]] void fail_wait(int peer, std::uint64_t value, WaitFailure why);
 
-  static constexpr std::size_t kHeaderBytes = 256;
   int rank_, size_;
   std::size_t slot_bytes_, area_bytes_, map_bytes_;
-  char* base_ = nullptr;
+  SharedSegment segment_;
+  char* base_;
   std::uint64_t next_round_ = 0;
   TimePoint deadline_ = TimePoint::max();
   const std::atomic<bool>* abort_flag_ = nullptr;
@@ -142,8 +143,6 @@ class ShmGroup {
   const void* describe_arg_ = nullptr;
   int spins_;
   int yield_us_;
-  std::string name_;
-  bool abandoned_ = false;
   std::size_t cma_min_bytes_ = SIZE_MAX;
 };
 

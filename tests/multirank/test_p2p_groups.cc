@@ -13,7 +13,21 @@
 namespace tutti::testing {
 namespace {
 
-class MultiRank : public ::testing::TestWithParam<int> {};
+// (world size, TUTTI_TRANSPORT): "auto" sends point-to-point through shared
+// memory (every rank is on this host), "tcp" through loopback TCP.
+class MultiRank : public ::testing::TestWithParam<std::tuple<int, std::string>> {
+ protected:
+  int world() const { return std::get<0>(GetParam()); }
+  SpawnOptions opts() const {
+    SpawnOptions o;
+    o.env = {{"TUTTI_TRANSPORT", std::get<1>(GetParam())}};
+    return o;
+  }
+};
+
+std::string world_and_transport(const ::testing::TestParamInfo<std::tuple<int, std::string>>& p) {
+  return "n" + std::to_string(std::get<0>(p.param)) + (std::get<1>(p.param) == "tcp" ? "_tcp" : "_shm");
+}
 
 
 // A communicator over every rank of `world`, so that a test can abort it and
@@ -25,7 +39,7 @@ std::optional<Communicator> copy_of(Communicator& world) {
 }
 
 TEST_P(MultiRank, PointToPoint) {
-  spawn(GetParam(), [](Communicator& comm) {
+  spawn(world(), [](Communicator& comm) {
     const int n = comm.size(), r = comm.rank();
     CaseInfo c;
     c.dtype = DataType::Float64;
@@ -96,11 +110,106 @@ TEST_P(MultiRank, PointToPoint) {
       }
     }
     comm.barrier();
-  });
+  }, opts());
+}
+
+// Sizes on both sides of every path (inline, single-copy), more messages in
+// flight to one peer than a shared-memory ring holds, receives posted in
+// another order than the sends, large messages from any source.
+TEST_P(MultiRank, PointToPointManyInFlightAndMixedSizes) {
+  if (world() < 2) GTEST_SKIP() << "needs two ranks";
+  spawn(world(), [](Communicator& comm) {
+    const int n = comm.size(), r = comm.rank();
+    const std::size_t sizes[] = {0, 1, 20, 21, 1000, 70000};
+    constexpr int kMessages = 150;
+    auto case_of = [&](int i, int tag_group) {
+      CaseInfo c;
+      c.dtype = DataType::Float32;
+      c.count = sizes[i % 6];
+      c.id = 50000 + static_cast<std::uint64_t>(i) + 1000u * static_cast<std::uint64_t>(tag_group);
+      return c;
+    };
+    if (r == 0) {
+      // Same tag: FIFO across sizes; all posted before the receiver starts.
+      std::vector<Buf> out;
+      std::vector<Work> works;
+      for (int i = 0; i < kMessages; ++i) out.push_back(input_of(case_of(i, 0), 0));
+      for (int i = 0; i < kMessages; ++i)
+        works.push_back(comm.isend(out[i].data(), out[i].size() / 4, DataType::Float32, 1, 7));
+      comm.barrier();
+      for (Work& w : works) w.wait();
+      // Two tags, received in the other order.
+      Buf a = input_of(case_of(5, 1), 0), b = input_of(case_of(5, 2), 0);
+      Work wa = comm.isend(a.data(), a.size() / 4, DataType::Float32, 1, 100);
+      Work wb = comm.isend(b.data(), b.size() / 4, DataType::Float32, 1, 200);
+      wa.wait();
+      wb.wait();
+    } else if (r == 1) {
+      comm.barrier();  // every send of rank 0 is posted (and most cannot be in the ring yet)
+      for (int i = 0; i < kMessages; ++i) {
+        CaseInfo c = case_of(i, 0);
+        Buf got = input_of(c, 1, 99);
+        int from = comm.recv(got.data(), c.count, c.dtype, 0, 7);
+        EXPECT_EQ(from, 0);
+        ASSERT_TRUE(got == input_of(c, 0)) << "message " << i << " of " << c.count << " floats";
+      }
+      CaseInfo ca = case_of(5, 1), cb = case_of(5, 2);
+      Buf b(ca.count * 4), a(ca.count * 4);
+      comm.recv(b.data(), cb.count, cb.dtype, 0, 200);
+      comm.recv(a.data(), ca.count, ca.dtype, 0, 100);
+      EXPECT_TRUE(a == input_of(ca, 0));
+      EXPECT_TRUE(b == input_of(cb, 0));
+    } else {
+      comm.barrier();
+    }
+    // Large messages from any source.
+    CaseInfo c;
+    c.dtype = DataType::Int32;
+    c.count = 50000;
+    if (r == n - 1) {
+      std::vector<bool> seen(n, false);
+      for (int i = 0; i < n - 1; ++i) {
+        Buf got(c.count * 4);
+        int from = comm.recv(got.data(), c.count, c.dtype, kAnySource, 3);
+        ASSERT_TRUE(from >= 0 && from < n - 1 && !seen[from]) << from;
+        seen[from] = true;
+        c.id = 60000 + static_cast<std::uint64_t>(from);
+        EXPECT_TRUE(got == input_of(c, from)) << "from " << from;
+      }
+    } else {
+      c.id = 60000 + static_cast<std::uint64_t>(r);
+      Buf mine = input_of(c, r);
+      comm.send(mine.data(), c.count, c.dtype, n - 1, 3);
+    }
+    comm.barrier();
+  }, opts());
+}
+
+// A large message into a smaller receive: Mismatch naming both sizes on the
+// receiver; the sender's request still completes.
+TEST_P(MultiRank, MismatchedLargeMessageIsAnError) {
+  if (world() < 2) GTEST_SKIP() << "needs two ranks";
+  spawn(world(), [](Communicator& world) {
+    auto g = copy_of(world);
+    std::vector<float> v(30000, 1.f);
+    if (world.rank() == 0) {
+      g->send(v.data(), v.size(), DataType::Float32, 1, 5);
+    } else if (world.rank() == 1) {
+      try {
+        g->recv(v.data(), 20000, DataType::Float32, 0, 5);
+        ADD_FAILURE() << "a 120000-byte message was accepted into an 80000-byte receive";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Mismatch) << what_of(e);
+        EXPECT_NE(e.message().find("80000 bytes"), std::string::npos) << what_of(e);
+        EXPECT_NE(e.message().find("120000 bytes"), std::string::npos) << what_of(e);
+      }
+    }
+    world.barrier();
+  }, opts());
 }
 
 TEST_P(MultiRank, InvalidArgumentsAreRefusedBeforeSending) {
-  spawn(GetParam(), [](Communicator& comm) {
+  spawn(world(), [](Communicator& comm) {
     const int n = comm.size();
     float x[4] = {1, 2, 3, 4};
     auto expect_invalid = [&](const std::function<void()>& f, const std::string& needle) {
@@ -126,13 +235,13 @@ TEST_P(MultiRank, InvalidArgumentsAreRefusedBeforeSending) {
     std::int64_t v = 1;
     comm.all_reduce(&v, &v, 1, DataType::Int64, ReduceOp::SUM);
     EXPECT_EQ(v, n);
-  });
+  }, opts());
 }
 
 // Two disjoint groups, an overlapping split and the world, with operations in
 // flight on all of them at once, from one thread and from several.
 TEST_P(MultiRank, GroupsRunConcurrently) {
-  spawn(GetParam(), [](Communicator& world) {
+  spawn(world(), [](Communicator& world) {
     const int n = world.size(), r = world.rank();
     std::vector<int> evens, odds;
     for (int i = 0; i < n; ++i) (i % 2 ? odds : evens).push_back(i);
@@ -204,12 +313,12 @@ TEST_P(MultiRank, GroupsRunConcurrently) {
       check_gather(*ge, c);
     }
     world.barrier();
-  });
+  }, opts());
 }
 
 TEST_P(MultiRank, MismatchedMessageSizeIsAnError) {
-  if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
-  spawn(GetParam(), [](Communicator& world) {
+  if (world() < 2) GTEST_SKIP() << "needs two ranks";
+  spawn(world(), [](Communicator& world) {
     auto g = copy_of(world);
     if (world.rank() == 0) {
       float v[3] = {1, 2, 3};
@@ -227,12 +336,12 @@ TEST_P(MultiRank, MismatchedMessageSizeIsAnError) {
     }
     // The world is unaffected.
     world.barrier();
-  });
+  }, opts());
 }
 
 TEST_P(MultiRank, AbortWakesWaitersAndFailsLaterCalls) {
-  if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
-  spawn(GetParam(), [](Communicator& world) {
+  if (world() < 2) GTEST_SKIP() << "needs two ranks";
+  spawn(world(), [](Communicator& world) {
     auto g = copy_of(world);
     if (world.rank() == 0) {
       // Nobody sends this; abort from another thread must wake the waiter.
@@ -261,12 +370,12 @@ TEST_P(MultiRank, AbortWakesWaitersAndFailsLaterCalls) {
       }
     }
     world.barrier();
-  });
+  }, opts());
 }
 
 TEST_P(MultiRank, TimeoutNamesThePeer) {
-  if (GetParam() < 2) GTEST_SKIP() << "needs two ranks";
-  spawn(GetParam(), [](Communicator& world) {
+  if (world() < 2) GTEST_SKIP() << "needs two ranks";
+  spawn(world(), [](Communicator& world) {
     auto g = copy_of(world);
     g->set_timeout(std::chrono::milliseconds(300));
     if (world.rank() == 1) {
@@ -282,11 +391,12 @@ TEST_P(MultiRank, TimeoutNamesThePeer) {
       }
     }
     world.barrier();
-  });
+  }, opts());
 }
 
-INSTANTIATE_TEST_SUITE_P(World, MultiRank, ::testing::Values(1, 2, 3, 4, 5, 7, 8),
-                         [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
+INSTANTIATE_TEST_SUITE_P(World, MultiRank,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 8), ::testing::Values("auto", "tcp")),
+                         world_and_transport);
 
 }  // namespace
 }  // namespace tutti::testing
@@ -364,10 +474,7 @@ TEST_P(InPlaceEdges, AllReduceResultsAreBitIdenticalOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(World, InPlaceEdges,
                          ::testing::Combine(::testing::Values(2, 3, 4, 5), ::testing::Values("auto", "tcp")),
-                         [](const ::testing::TestParamInfo<std::tuple<int, std::string>>& p) {
-                           return "n" + std::to_string(std::get<0>(p.param)) +
-                                  (std::get<1>(p.param) == "tcp" ? "_tcp" : "_shm");
-                         });
+                         world_and_transport);
 
 TEST(FailStop, AbortWakesASharedMemoryWait) {
   spawn(2, [](Communicator& world) {

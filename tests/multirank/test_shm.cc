@@ -66,5 +66,43 @@ TEST(Shm, KilledRankIsReportedAndNoSegmentIsLeft) {
   EXPECT_TRUE(segments(prefix).empty());
 }
 
+// Point-to-point through shared memory: a receiver waiting for a large
+// message (read straight from the sender's memory) from a rank that dies
+// gets PeerLost naming it, fast, and the job-wide segment is gone.
+TEST(Shm, PointToPointFromAKilledRank) {
+  const std::string prefix = prefix_for("p2pkilled");
+  SpawnOptions o;
+  o.env = {{"TUTTI_SHM_PREFIX", prefix}};
+  o.may_die = {1};
+  o.op_timeout = std::chrono::seconds(60);
+  spawn(3, [](Communicator& world) {
+    std::vector<float> buf(1 << 18, 2.f);
+    // Works first: a large message each way between ranks 0 and 1.
+    if (world.rank() < 2) {
+      const int peer = 1 - world.rank();
+      std::vector<float> in(buf.size());
+      Work w = world.irecv(in.data(), in.size(), DataType::Float32, peer, 1);
+      world.send(buf.data(), buf.size(), DataType::Float32, peer, 1);
+      w.wait();
+      EXPECT_EQ(in, buf);
+    }
+    world.barrier();
+    if (world.rank() == 1) ::raise(SIGKILL);
+    if (world.rank() == 0) {
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        world.recv(buf.data(), buf.size(), DataType::Float32, 1, 2);
+        ADD_FAILURE() << "recv from a dead rank returned";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::PeerLost) << e.what();
+        EXPECT_NE(e.message().find("rank 1"), std::string::npos) << e.what();
+        EXPECT_NE(e.message().find("recv #"), std::string::npos) << e.what();
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+    }
+  }, o);
+  EXPECT_TRUE(segments(prefix).empty());
+}
+
 }  // namespace
 }  // namespace tutti::testing

@@ -1,0 +1,117 @@
+#include "shm/segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "common/log.h"
+#include "tutti/error.h"
+
+namespace tutti::detail {
+namespace {
+
+constexpr std::uint64_t kMagic = 0x314d485349545554ull;  // "TUTISHM1"
+
+struct Header {
+  std::uint64_t magic;
+  std::uint32_t size;
+  std::uint32_t pad;
+  std::uint64_t layout;
+  std::atomic<std::uint32_t> ready;
+  std::atomic<std::uint32_t> mapped;
+};
+static_assert(sizeof(Header) <= SharedSegment::kHeaderBytes);
+
+}  // namespace
+
+SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::size_t bytes, std::uint64_t layout,
+                             TimePoint deadline)
+    : name_(name), size_(size), bytes_(bytes) {
+  int fd = -1;
+  if (rank == 0) {
+    fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+      throw Error(ErrorKind::Internal, "shm_open(" + name + ") failed: " + std::strerror(errno));
+    if (::ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
+      int err = errno;
+      ::close(fd);
+      ::shm_unlink(name.c_str());
+      throw Error(ErrorKind::Internal, "cannot size shared memory segment " + name + " to " +
+                                           std::to_string(bytes_) + " bytes: " + std::strerror(err));
+    }
+  } else {
+    // Member 0 creates it; wait for the name and its final size.
+    while (true) {
+      fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        struct stat st {};
+        const bool sized = ::fstat(fd, &st) == 0 && st.st_size != 0;
+        if (sized && static_cast<std::size_t>(st.st_size) == bytes_) break;
+        ::close(fd);
+        fd = -1;
+        if (sized)
+          throw Error(ErrorKind::Mismatch, "shared memory segment " + name + " has " + std::to_string(st.st_size) +
+                                               " bytes, this rank expects " + std::to_string(bytes_) +
+                                               " (ranks disagree on the group or the TUTTI_SHM_* settings)");
+      }
+      if (Clock::now() >= deadline)
+        throw Error(ErrorKind::Timeout, "shared memory segment " + name +
+                                            " was not created in time: rank 0 did not take part in this operation");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    if (rank == 0) ::shm_unlink(name.c_str());
+    throw Error(ErrorKind::Internal, "mmap of " + std::to_string(bytes_) + " bytes failed: " + std::strerror(errno));
+  }
+  base_ = static_cast<char*>(p);
+  auto* h = reinterpret_cast<Header*>(base_);
+  // The destructor does not run for a constructor that throws: unmap here.
+  struct UnmapOnThrow {
+    SharedSegment* s;
+    bool armed = true;
+    ~UnmapOnThrow() {
+      if (armed) {
+        ::munmap(s->base_, s->bytes_);
+        s->base_ = nullptr;
+      }
+    }
+  } guard{this};
+  if (rank == 0) {
+    h->magic = kMagic;
+    h->size = static_cast<std::uint32_t>(size);
+    h->layout = layout;
+    h->ready.store(1, std::memory_order_release);
+  } else {
+    while (h->ready.load(std::memory_order_acquire) != 1) {
+      if (Clock::now() >= deadline)
+        throw Error(ErrorKind::Timeout, "shared memory segment " + name + " was never initialized by rank 0");
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (h->magic != kMagic || h->size != static_cast<std::uint32_t>(size) || h->layout != layout)
+      throw Error(ErrorKind::Mismatch, "shared memory segment " + name +
+                                           " has another layout (ranks disagree on the group or the TUTTI_SHM_* settings)");
+  }
+  guard.armed = false;
+  // The last member to map the segment removes its name: from here on the
+  // memory lives exactly as long as the mappings.
+  if (h->mapped.fetch_add(1) + 1 == static_cast<std::uint32_t>(size)) ::shm_unlink(name.c_str());
+  TUTTI_LOG(Debug, "mapped shared memory segment " << name << ": " << bytes_ << " bytes for " << size << " ranks");
+}
+
+SharedSegment::~SharedSegment() {
+  if (!base_) return;
+  auto* h = reinterpret_cast<Header*>(base_);
+  if (abandoned_ && h->mapped.load() < static_cast<std::uint32_t>(size_)) ::shm_unlink(name_.c_str());
+  ::munmap(base_, bytes_);
+}
+
+}  // namespace tutti::detail

@@ -1,0 +1,42 @@
+#pragma once
+// A shared-memory segment that a fixed set of processes on one host map
+// together: member 0 creates it, the others wait for it, and the last member
+// to map it removes its name, so nothing stays in /dev/shm once every member
+// has it, even if members are killed afterwards.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/completion.h"
+
+namespace tutti::detail {
+
+class SharedSegment {
+ public:
+  // Collective over `size` members. The first kHeaderBytes bytes belong to
+  // the segment itself; `layout` (a hash of whatever determines the layout)
+  // must be the same on every member, else Mismatch. Timeout at `deadline`
+  // when member 0 never creates it.
+  static constexpr std::size_t kHeaderBytes = 256;
+  SharedSegment(const std::string& name, int rank, int size, std::size_t bytes, std::uint64_t layout,
+                TimePoint deadline);
+  ~SharedSegment();
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+
+  char* base() const { return base_; }
+  std::size_t bytes() const { return bytes_; }
+  // The group failed: on destruction, remove the name if some member never
+  // mapped it (it may never come).
+  void abandon() { abandoned_ = true; }
+
+ private:
+  std::string name_;
+  int size_;
+  std::size_t bytes_;
+  char* base_ = nullptr;
+  bool abandoned_ = false;
+};
+
+}  // namespace tutti::detail

@@ -1,0 +1,419 @@
+#include "transport/shm/shm_transport.h"
+
+#include <signal.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "common/log.h"
+#include "shm/futex.h"
+
+namespace tutti::detail {
+
+struct ShmTransport::Desc {
+  std::uint64_t comm, tag, bytes, addr, seq;
+  std::uint32_t inline_data;
+  std::uint32_t pad;
+  char data[kInlineBytes];
+};
+
+struct ShmTransport::Ring {
+  alignas(64) std::atomic<std::uint64_t> head;  // written by the sender
+  alignas(64) std::atomic<std::uint64_t> tail;  // written by the receiver
+  alignas(64) std::atomic<std::uint32_t> want_space;  // set by a sender with queued messages
+  // acks[seq % kSlots] = seq + 1 once the receiver has copied the large
+  // message `seq` (written by the receiver).
+  alignas(64) std::atomic<std::uint64_t> acks[kSlots];
+  alignas(64) Desc desc[kSlots];
+};
+
+struct ShmTransport::RankCtrl {
+  alignas(64) std::atomic<std::uint32_t> doorbell;  // bumped by whoever has news for this rank
+  alignas(64) std::atomic<std::uint32_t> sleepers;  // threads of this rank asleep on the doorbell
+};
+
+namespace {
+constexpr std::size_t kCtrlBytes = 256;
+static_assert(sizeof(std::atomic<std::uint64_t>) == 8);
+}  // namespace
+
+ShmTransport::RankCtrl* ShmTransport::ctrl(int r) const {
+  return reinterpret_cast<RankCtrl*>(segment_.base() + SharedSegment::kHeaderBytes + r * area_bytes_);
+}
+
+ShmTransport::Ring* ShmTransport::ring(int receiver, int sender) const {
+  return reinterpret_cast<Ring*>(segment_.base() + SharedSegment::kHeaderBytes + receiver * area_bytes_ + kCtrlBytes +
+                                 sender * sizeof(Ring));
+}
+
+std::shared_ptr<Transport> ShmTransport::create(std::shared_ptr<Transport> net, Store& store, const std::string& name,
+                                                TimePoint deadline) {
+  const int rank = net->rank(), size = net->size();
+  // Every rank publishes its pid and the address of a known value; every
+  // rank tries to read every other's; all publish their verdict.
+  static const std::uint64_t probe = 0x5032504954545554ull;  // "TUTTIP2P"
+  const std::string prefix = "tutti/p2p/";
+  store.set(prefix + "probe/" + std::to_string(rank),
+            std::to_string(::getpid()) + " " + std::to_string(reinterpret_cast<std::uintptr_t>(&probe)));
+  std::vector<int> pids(size);
+  bool ok = true;
+  for (int p = 0; p < size; ++p) {
+    std::istringstream in(store.get_string(prefix + "probe/" + std::to_string(p)));
+    std::uintptr_t addr = 0;
+    in >> pids[p] >> addr;
+    if (p == rank || !ok) continue;
+    std::uint64_t value = 0;
+    iovec local{&value, sizeof value}, remote{reinterpret_cast<void*>(addr), sizeof value};
+    ok = ::process_vm_readv(pids[p], &local, 1, &remote, 1, 0) == sizeof value && value == probe;
+    if (!ok)
+      TUTTI_LOG(Info, "cannot read the memory of rank " << p << " (" << std::strerror(errno)
+                                                        << "); point-to-point stays on the network transport");
+  }
+  store.set(prefix + "ok/" + std::to_string(rank), ok ? "1" : "0");
+  for (int p = 0; p < size; ++p) ok = store.get_string(prefix + "ok/" + std::to_string(p)) == "1" && ok;
+  if (!ok) return net;
+  auto t = std::make_shared<ShmTransport>(std::move(net), name, std::move(pids), deadline);
+  t->thread_ = std::thread([raw = t.get()] { raw->progress_thread(); });
+  return t;
+}
+
+ShmTransport::ShmTransport(std::shared_ptr<Transport> net, const std::string& name, std::vector<int> pids,
+                           TimePoint deadline)
+    : net_(std::move(net)),
+      rank_(net_->rank()),
+      size_(net_->size()),
+      pids_(std::move(pids)),
+      area_bytes_(kCtrlBytes + static_cast<std::size_t>(size_) * sizeof(Ring)),
+      segment_(name, rank_, size_, SharedSegment::kHeaderBytes + static_cast<std::size_t>(size_) * area_bytes_,
+               0x70327000u + kSlots, deadline),
+      head_(size_, 0),
+      tail_(size_, 0),
+      seq_(size_, 0),
+      pending_(size_),
+      outstanding_(size_),
+      lost_(size_) {
+  static_assert(sizeof(RankCtrl) <= kCtrlBytes);
+  static_assert(sizeof(Desc) == 128);
+}
+
+ShmTransport::~ShmTransport() {
+  stop_.store(true);
+  ring_doorbell(rank_);
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string why = "rank " + std::to_string(rank_) + ": the transport was shut down";
+  for (PostedRecv& r : posted_) r.req->fail(ErrorKind::Aborted, why);
+  for (auto& q : pending_)
+    for (SendOp& op : q) op.req->fail(ErrorKind::Aborted, why);
+  for (auto& m : outstanding_)
+    for (auto& [seq, op] : m) op.req->fail(ErrorKind::Aborted, why);
+}
+
+std::string ShmTransport::peer_failure(int peer) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!lost_[peer].empty()) return lost_[peer];
+  }
+  return net_->peer_failure(peer);
+}
+
+void ShmTransport::ring_doorbell(int r) {
+  RankCtrl* c = ctrl(r);
+  c->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  if (c->sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&c->doorbell);
+}
+
+RequestPtr ShmTransport::make_request() {
+  auto req = std::make_shared<Completion>();
+  req->progress = [w = weak_from_this()] {
+    if (auto t = w.lock()) t->poll();
+  };
+  return req;
+}
+
+void ShmTransport::poll() {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (lock.owns_lock()) progress_locked();
+}
+
+bool ShmTransport::aborted_locked(std::uint64_t comm, const RequestPtr& req) const {
+  auto it = aborted_.find(comm);
+  if (it == aborted_.end()) return false;
+  req->fail(it->second.first, it->second.second);
+  return true;
+}
+
+RequestPtr ShmTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf,
+                                   std::size_t len) {
+  RequestPtr req = make_request();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_locked(comm_id, req)) return req;
+  if (!lost_[peer].empty()) {
+    req->fail(ErrorKind::PeerLost, lost_[peer]);
+    return req;
+  }
+  const char* data = static_cast<const char*>(buf);
+  if (peer == rank_) {
+    Message m{rank_, comm_id, tag, len, 0, 0, true, std::vector<char>(data, data + len)};
+    handle_locked(std::move(m));
+    req->complete(rank_, len);
+    return req;
+  }
+  SendOp op{peer, comm_id, tag, seq_[peer]++, data, len, req};
+  if (!pending_[peer].empty() || !try_post_locked(op)) pending_[peer].push_back(std::move(op));
+  return req;
+}
+
+bool ShmTransport::try_post_locked(SendOp& op) {
+  Ring* out = ring(op.peer, rank_);
+  const std::uint64_t h = head_[op.peer];
+  const bool small = op.len <= kInlineBytes;
+  auto has_room = [&] {
+    return h - out->tail.load(std::memory_order_seq_cst) < kSlots &&
+           (small || !outstanding_[op.peer].count(op.seq - kSlots));
+  };
+  if (!has_room()) {
+    // Ask the receiver to ring when it frees a slot, then look again: either
+    // we see its new tail or it sees the request.
+    out->want_space.store(1, std::memory_order_seq_cst);
+    if (!has_room()) return false;
+  }
+  Desc& d = out->desc[h % kSlots];
+  d.comm = op.comm;
+  d.tag = op.tag;
+  d.bytes = op.len;
+  d.seq = op.seq;
+  d.inline_data = small ? 1 : 0;
+  if (small) {
+    if (op.len) std::memcpy(d.data, op.buf, op.len);
+    d.addr = 0;
+  } else {
+    d.addr = reinterpret_cast<std::uint64_t>(op.buf);
+  }
+  head_[op.peer] = h + 1;
+  out->head.store(h + 1, std::memory_order_release);
+  ring_doorbell(op.peer);
+  if (small) {
+    op.req->complete(rank_, op.len);
+  } else {
+    outstanding_[op.peer].emplace(op.seq, op);
+  }
+  return true;
+}
+
+RequestPtr ShmTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len) {
+  RequestPtr req = make_request();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_locked(comm_id, req)) return req;
+  PostedRecv r{peer, comm_id, tag, static_cast<char*>(buf), len, req};
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if ((peer == kAnyPeer || it->from == peer) && it->comm == comm_id && it->tag == tag) {
+      Message m = std::move(*it);
+      unexpected_.erase(it);
+      deliver_locked(m, r);
+      return req;
+    }
+  }
+  if (peer != kAnyPeer && !lost_[peer].empty()) {
+    req->fail(ErrorKind::PeerLost, lost_[peer]);
+    return req;
+  }
+  posted_.push_back(std::move(r));
+  // Messages already in the rings are newer than every unexpected one.
+  progress_locked();
+  return req;
+}
+
+void ShmTransport::progress_locked() {
+  for (int s = 0; s < size_; ++s) {
+    if (s == rank_) continue;
+    // Incoming messages from s.
+    Ring* in = ring(rank_, s);
+    const std::uint64_t h = in->head.load(std::memory_order_acquire);
+    if (tail_[s] != h) {
+      while (tail_[s] != h) {
+        const Desc& d = in->desc[tail_[s] % kSlots];
+        Message m{s, d.comm, d.tag, d.bytes, d.addr, d.seq, d.inline_data != 0, {}};
+        if (m.inline_data) m.data.assign(d.data, d.data + std::min<std::uint64_t>(d.bytes, kInlineBytes));
+        ++tail_[s];
+        in->tail.store(tail_[s], std::memory_order_seq_cst);
+        handle_locked(std::move(m));
+      }
+      if (in->want_space.load(std::memory_order_seq_cst)) {
+        in->want_space.store(0, std::memory_order_relaxed);
+        ring_doorbell(s);
+      }
+    }
+    // Acknowledgements of our large messages to s.
+    auto& outs = outstanding_[s];
+    if (!outs.empty()) {
+      Ring* out = ring(s, rank_);
+      for (auto it = outs.begin(); it != outs.end();) {
+        if (out->acks[it->first % kSlots].load(std::memory_order_acquire) == it->first + 1) {
+          it->second.req->complete(rank_, it->second.len);
+          it = outs.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    // Messages queued for lack of room.
+    while (!pending_[s].empty() && try_post_locked(pending_[s].front())) pending_[s].pop_front();
+  }
+}
+
+void ShmTransport::handle_locked(Message m) {
+  if (aborted_.count(m.comm)) {
+    ack_locked(m);
+    return;
+  }
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if ((it->peer == kAnyPeer || it->peer == m.from) && it->comm == m.comm && it->tag == m.tag) {
+      PostedRecv r = std::move(*it);
+      posted_.erase(it);
+      deliver_locked(m, r);
+      return;
+    }
+  }
+  unexpected_.push_back(std::move(m));
+}
+
+void ShmTransport::deliver_locked(Message& m, PostedRecv& r) {
+  if (m.bytes != r.len) {
+    ack_locked(m);
+    r.req->fail(ErrorKind::Mismatch, "expected a message of " + std::to_string(r.len) + " bytes from rank " +
+                                         std::to_string(m.from) + ", but it sent " + std::to_string(m.bytes) +
+                                         " bytes");
+    return;
+  }
+  if (m.inline_data) {
+    if (m.data.size() != m.bytes) {
+      r.req->fail(ErrorKind::Internal, "a message descriptor from rank " + std::to_string(m.from) +
+                                           " is corrupt (" + std::to_string(m.bytes) + " inline bytes)");
+      return;
+    }
+    if (m.bytes) std::memcpy(r.buf, m.data.data(), m.bytes);
+    r.req->complete(m.from, m.bytes);
+    return;
+  }
+  char* dst = r.buf;
+  std::uint64_t src = m.addr;
+  std::size_t left = m.bytes;
+  while (left > 0) {
+    iovec local{dst, left}, remote{reinterpret_cast<void*>(src), left};
+    ssize_t got = ::process_vm_readv(pids_[m.from], &local, 1, &remote, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const int err = got < 0 ? errno : EIO;
+      ack_locked(m);
+      if (err == ESRCH) {
+        r.req->fail(ErrorKind::PeerLost, "rank " + std::to_string(m.from) + " (pid " +
+                                             std::to_string(pids_[m.from]) + ") exited before its message was read");
+      } else {
+        r.req->fail(ErrorKind::Internal, "reading a message of " + std::to_string(m.bytes) + " bytes from rank " +
+                                             std::to_string(m.from) + " failed: " + std::strerror(err));
+      }
+      return;
+    }
+    dst += got;
+    src += static_cast<std::uint64_t>(got);
+    left -= static_cast<std::size_t>(got);
+  }
+  ack_locked(m);
+  r.req->complete(m.from, m.bytes);
+}
+
+void ShmTransport::ack_locked(const Message& m) {
+  if (m.inline_data || m.from == rank_) return;
+  ring(rank_, m.from)->acks[m.seq % kSlots].store(m.seq + 1, std::memory_order_release);
+  ring_doorbell(m.from);
+}
+
+void ShmTransport::abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) {
+  net_->abort_comm(comm_id, kind, message);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.count(comm_id)) return;
+  aborted_.emplace(comm_id, std::make_pair(kind, message));
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    if (it->comm == comm_id) {
+      it->req->fail(kind, message);
+      it = posted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+    if (it->comm == comm_id) {
+      ack_locked(*it);
+      it = unexpected_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Sends already in a ring stay there (the receiver drops them, or reads
+  // them if it has not aborted yet); their requests fail now.
+  for (int p = 0; p < size_; ++p) {
+    for (auto it = pending_[p].begin(); it != pending_[p].end();) {
+      if (it->comm == comm_id) {
+        it->req->fail(kind, message);
+        it = pending_[p].erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& [seq, op] : outstanding_[p])
+      if (op.comm == comm_id) op.req->fail(kind, message);
+  }
+}
+
+void ShmTransport::fail_peer_locked(int peer, const std::string& why) {
+  lost_[peer] = why;
+  TUTTI_LOG(Info, "peer rank " << peer << ": " << why);
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    if (it->peer == peer) {
+      it->req->fail(ErrorKind::PeerLost, why);
+      it = posted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (SendOp& op : pending_[peer]) op.req->fail(ErrorKind::PeerLost, why);
+  pending_[peer].clear();
+  for (auto& [seq, op] : outstanding_[peer]) op.req->fail(ErrorKind::PeerLost, why);
+  outstanding_[peer].clear();
+}
+
+void ShmTransport::check_peers_locked() {
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || !lost_[p].empty()) continue;
+    std::string why = net_->peer_failure(p);
+    if (why.empty() && ::kill(pids_[p], 0) != 0 && errno == ESRCH)
+      why = "rank " + std::to_string(p) + " (pid " + std::to_string(pids_[p]) + ") exited";
+    if (!why.empty()) fail_peer_locked(p, why);
+  }
+}
+
+void ShmTransport::progress_thread() {
+  RankCtrl* me = ctrl(rank_);
+  auto next_check = Clock::now();
+  while (!stop_.load()) {
+    const std::uint32_t seen = me->doorbell.load(std::memory_order_seq_cst);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      progress_locked();
+      if (Clock::now() >= next_check) {
+        check_peers_locked();
+        next_check = Clock::now() + std::chrono::milliseconds(100);
+      }
+    }
+    me->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (!stop_.load() && me->doorbell.load(std::memory_order_seq_cst) == seen)
+      futex_wait(&me->doorbell, seen, std::chrono::milliseconds(100));
+    me->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+}  // namespace tutti::detail

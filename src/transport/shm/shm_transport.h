@@ -1,0 +1,129 @@
+#pragma once
+// Shared-memory point-to-point transport for a job whose ranks all share one
+// host.
+//
+// Every ordered pair of ranks (s -> d) has a ring of message descriptors in
+// one job-wide segment, in d's area: s writes descriptors and advances the
+// ring's head, d consumes them and advances its tail. A message of up to
+// kInlineBytes travels inside its descriptor (the send completes at once);
+// a larger one travels as the address of the sender's buffer, and the
+// receiver copies it straight into the posted receive buffer with
+// process_vm_readv (one copy), then acknowledges it, which completes the
+// send. This needs every rank to be allowed to read every other's memory;
+// create() checks that and otherwise keeps point-to-point on the network
+// transport.
+//
+// Matching is the network transport's: FIFO per (source, communicator,
+// tag), receives from any source, messages that arrive before their receive
+// wait in an unexpected list (a large one stays in the sender's buffer).
+//
+// Thread model. One mutex guards the rings' consuming side, the matching
+// state and the sending side. Whoever holds it makes progress: a thread
+// waiting on a request (it polls before sleeping, so a waiting receiver
+// sees a message within a microsecond or so), a caller posting, or the
+// transport's progress thread, which sleeps on this rank's doorbell (a
+// futex word that senders and acknowledgers bump) and also checks every
+// 100 ms that the peers it waits for are still alive.
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "shm/segment.h"
+#include "transport/transport.h"
+#include "tutti/store.h"
+
+namespace tutti::detail {
+
+class ShmTransport final : public Transport, public std::enable_shared_from_this<ShmTransport> {
+ public:
+  // Collective over every rank of the job (all on this host). Returns the
+  // shared-memory transport, or `net` when some rank may not read another's
+  // memory (every rank decides the same). `net` stays in use for peer
+  // liveness and receives every abort too.
+  static std::shared_ptr<Transport> create(std::shared_ptr<Transport> net, Store& store, const std::string& name,
+                                           TimePoint deadline);
+  ~ShmTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  RequestPtr post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf, std::size_t len) override;
+  RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len) override;
+  void abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) override;
+  std::string peer_failure(int peer) const override;
+
+  static constexpr std::size_t kInlineBytes = 80;
+  static constexpr std::uint64_t kSlots = 64;
+
+  // Public for make_shared; use create().
+  ShmTransport(std::shared_ptr<Transport> net, const std::string& name, std::vector<int> pids, TimePoint deadline);
+
+ private:
+  struct Desc;
+  struct Ring;
+  struct RankCtrl;
+  struct Message {  // a consumed descriptor
+    int from;
+    std::uint64_t comm, tag, bytes, addr, seq;
+    bool inline_data;
+    std::vector<char> data;  // inline payload (or a self-send's copy)
+  };
+  struct PostedRecv {
+    int peer;
+    std::uint64_t comm, tag;
+    char* buf;
+    std::size_t len;
+    RequestPtr req;
+  };
+  struct SendOp {
+    int peer;
+    std::uint64_t comm, tag, seq;
+    const char* buf;
+    std::size_t len;
+    RequestPtr req;
+  };
+
+  RankCtrl* ctrl(int r) const;
+  Ring* ring(int receiver, int sender) const;
+  void ring_doorbell(int r);
+  void poll();
+  void progress_locked();
+  bool try_post_locked(SendOp& op);
+  void handle_locked(Message m);
+  void deliver_locked(Message& m, PostedRecv& r);
+  void ack_locked(const Message& m);
+  void check_peers_locked();
+  void fail_peer_locked(int peer, const std::string& why);
+  bool aborted_locked(std::uint64_t comm, const RequestPtr& req) const;
+  RequestPtr make_request();
+  void progress_thread();
+
+  std::shared_ptr<Transport> net_;
+  int rank_, size_;
+  std::vector<int> pids_;
+  std::size_t area_bytes_;
+  SharedSegment segment_;
+
+  mutable std::mutex mu_;
+  std::vector<std::uint64_t> head_;  // per receiver: descriptors this rank wrote
+  std::vector<std::uint64_t> tail_;  // per sender: descriptors this rank consumed
+  std::vector<std::uint64_t> seq_;   // per receiver: messages this rank sent
+  std::vector<std::deque<SendOp>> pending_;  // per receiver: waiting for ring space
+  std::vector<std::unordered_map<std::uint64_t, SendOp>> outstanding_;  // per receiver: by seq, awaiting ack
+  std::list<PostedRecv> posted_;
+  std::list<Message> unexpected_;  // arrival order
+  std::unordered_map<std::uint64_t, std::pair<ErrorKind, std::string>> aborted_;
+  std::vector<std::string> lost_;  // per peer: why it is gone, or ""
+
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace tutti::detail
