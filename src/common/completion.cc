@@ -33,9 +33,9 @@ void Completion::finish() {
 bool Completion::wait_until(TimePoint deadline) const {
   // Spin briefly: on an idle machine the answer often arrives within
   // microseconds, and sleeping costs a context switch each way.
+  if (drive && !done()) drive(deadline);
   for (int i = 0; i < 200; ++i) {
     if (done()) return true;
-    if (progress) progress();
     if (i >= 50) std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -55,7 +55,7 @@ void Completion::rethrow_if_failed() const {
 namespace tutti {
 
 bool Work::test() const {
-  if (c_ && !c_->done() && c_->progress) c_->progress();
+  if (c_ && !c_->done() && c_->drive) c_->drive(detail::TimePoint::min());
   return !c_ || c_->done();
 }
 

@@ -60,9 +60,11 @@ class Completion {
   std::shared_ptr<const std::vector<int>> source_map;
   // Prefixed to the error message when thrown at the API.
   std::string context;
-  // Set by transports whose requests progress faster when the waiting
-  // thread drives them (shared memory): called while a waiter spins.
-  std::function<void()> progress;
+  // Set by transports whose requests complete sooner when the waiting
+  // thread drives them (shared memory). wait_until calls it first; it makes
+  // progress at least once and returns when the request is done, at
+  // `deadline`, or when its own spinning budget is spent.
+  std::function<void(TimePoint deadline)> drive;
 
   // Throws tutti::Error if the completion failed.
   void rethrow_if_failed() const;

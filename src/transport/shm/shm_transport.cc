@@ -1,5 +1,6 @@
 #include "transport/shm/shm_transport.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -10,12 +11,17 @@
 
 #include "common/log.h"
 #include "shm/futex.h"
+#include "shm/shm_group.h"
 
 namespace tutti::detail {
 
+// kind: where the payload is. addr: the sender's buffer (Remote) or the
+// payload's position in the data ring (Eager, a byte counter).
+enum Kind : std::uint32_t { kInline = 0, kEager = 1, kRemote = 2 };
+
 struct ShmTransport::Desc {
   std::uint64_t comm, tag, bytes, addr, seq;
-  std::uint32_t inline_data;
+  std::uint32_t kind;
   std::uint32_t pad;
   char data[kInlineBytes];
 };
@@ -24,15 +30,18 @@ struct ShmTransport::Ring {
   alignas(64) std::atomic<std::uint64_t> head;  // written by the sender
   alignas(64) std::atomic<std::uint64_t> tail;  // written by the receiver
   alignas(64) std::atomic<std::uint32_t> want_space;  // set by a sender with queued messages
+  alignas(64) std::atomic<std::uint64_t> data_tail;   // data-ring bytes consumed (written by the receiver)
   // acks[seq % kSlots] = seq + 1 once the receiver has copied the large
   // message `seq` (written by the receiver).
   alignas(64) std::atomic<std::uint64_t> acks[kSlots];
   alignas(64) Desc desc[kSlots];
+  alignas(64) char data[kRingBytes];
 };
 
 struct ShmTransport::RankCtrl {
   alignas(64) std::atomic<std::uint32_t> doorbell;  // bumped by whoever has news for this rank
   alignas(64) std::atomic<std::uint32_t> sleepers;  // threads of this rank asleep on the doorbell
+  alignas(64) std::atomic<std::uint32_t> pollers;   // threads of this rank polling the rings
 };
 
 namespace {
@@ -90,6 +99,7 @@ ShmTransport::ShmTransport(std::shared_ptr<Transport> net, const std::string& na
       segment_(name, rank_, size_, SharedSegment::kHeaderBytes + static_cast<std::size_t>(size_) * area_bytes_,
                0x70327000u + kSlots, deadline),
       head_(size_, 0),
+      data_head_(size_, 0),
       tail_(size_, 0),
       seq_(size_, 0),
       pending_(size_),
@@ -97,6 +107,7 @@ ShmTransport::ShmTransport(std::shared_ptr<Transport> net, const std::string& na
       lost_(size_) {
   static_assert(sizeof(RankCtrl) <= kCtrlBytes);
   static_assert(sizeof(Desc) == 128);
+  static_assert(sizeof(Ring) == 41728, "docs/design.md states the segment size");
 }
 
 ShmTransport::~ShmTransport() {
@@ -123,20 +134,43 @@ std::string ShmTransport::peer_failure(int peer) const {
 void ShmTransport::ring_doorbell(int r) {
   RankCtrl* c = ctrl(r);
   c->doorbell.fetch_add(1, std::memory_order_seq_cst);
-  if (c->sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&c->doorbell);
+  if (c->pollers.load(std::memory_order_seq_cst) == 0 && c->sleepers.load(std::memory_order_seq_cst) != 0)
+    futex_wake_all(&c->doorbell);
 }
 
 RequestPtr ShmTransport::make_request() {
   auto req = std::make_shared<Completion>();
-  req->progress = [w = weak_from_this()] {
-    if (auto t = w.lock()) t->poll();
+  req->drive = [w = weak_from_this(), c = req.get()](TimePoint deadline) {
+    if (auto t = w.lock()) t->drive(*c, deadline);
   };
   return req;
 }
 
-void ShmTransport::poll() {
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (lock.owns_lock()) progress_locked();
+void ShmTransport::drive(const Completion& req, TimePoint deadline) {
+  RankCtrl* me = ctrl(rank_);
+  me->pollers.fetch_add(1, std::memory_order_seq_cst);
+  // Spin while the peers have cores of their own; with more ranks than
+  // cores, give the core away between looks.
+  const bool spin = ShmGroup::spin_limit(size_) > 0;
+  const auto until = std::min(deadline, Clock::now() + std::chrono::microseconds(spin ? 50 : 200));
+  for (unsigned i = 0;; ++i) {
+    {
+      std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+      if (lock.owns_lock()) progress_locked();
+    }
+    if (req.done() || ((i & 15) == 0 && Clock::now() >= until)) break;
+    if (spin) {
+      for (int k = 0; k < 16; ++k) cpu_relax();
+    } else {
+      sched_yield();
+    }
+  }
+  me->pollers.fetch_sub(1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Peers that saw us polling did not wake the progress thread: look once
+  // more now that we stop.
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_locked();
 }
 
 bool ShmTransport::aborted_locked(std::uint64_t comm, const RequestPtr& req) const {
@@ -157,7 +191,7 @@ RequestPtr ShmTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_
   }
   const char* data = static_cast<const char*>(buf);
   if (peer == rank_) {
-    Message m{rank_, comm_id, tag, len, 0, 0, true, std::vector<char>(data, data + len)};
+    Message m{rank_, comm_id, tag, len, 0, 0, false, std::vector<char>(data, data + len)};
     handle_locked(std::move(m));
     req->complete(rank_, len);
     return req;
@@ -170,13 +204,18 @@ RequestPtr ShmTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_
 bool ShmTransport::try_post_locked(SendOp& op) {
   Ring* out = ring(op.peer, rank_);
   const std::uint64_t h = head_[op.peer];
-  const bool small = op.len <= kInlineBytes;
+  const Kind kind = op.len <= kInlineBytes ? kInline : op.len <= kEagerBytes ? kEager : kRemote;
+  // An eager payload takes the next op.len contiguous bytes of the data
+  // ring, skipping the ring's end when it does not fit there.
+  std::uint64_t at = data_head_[op.peer];
+  if (kind == kEager && at % kRingBytes + op.len > kRingBytes) at += kRingBytes - at % kRingBytes;
   auto has_room = [&] {
-    return h - out->tail.load(std::memory_order_seq_cst) < kSlots &&
-           (small || !outstanding_[op.peer].count(op.seq - kSlots));
+    if (h - out->tail.load(std::memory_order_seq_cst) >= kSlots) return false;
+    if (kind == kEager) return at + op.len - out->data_tail.load(std::memory_order_seq_cst) <= kRingBytes;
+    return kind == kInline || !outstanding_[op.peer].count(op.seq - kSlots);
   };
   if (!has_room()) {
-    // Ask the receiver to ring when it frees a slot, then look again: either
+    // Ask the receiver to ring when it frees room, then look again: either
     // we see its new tail or it sees the request.
     out->want_space.store(1, std::memory_order_seq_cst);
     if (!has_room()) return false;
@@ -186,20 +225,24 @@ bool ShmTransport::try_post_locked(SendOp& op) {
   d.tag = op.tag;
   d.bytes = op.len;
   d.seq = op.seq;
-  d.inline_data = small ? 1 : 0;
-  if (small) {
+  d.kind = kind;
+  if (kind == kInline) {
     if (op.len) std::memcpy(d.data, op.buf, op.len);
     d.addr = 0;
+  } else if (kind == kEager) {
+    std::memcpy(out->data + at % kRingBytes, op.buf, op.len);
+    d.addr = at;
+    data_head_[op.peer] = at + op.len;
   } else {
     d.addr = reinterpret_cast<std::uint64_t>(op.buf);
   }
   head_[op.peer] = h + 1;
   out->head.store(h + 1, std::memory_order_release);
   ring_doorbell(op.peer);
-  if (small) {
-    op.req->complete(rank_, op.len);
-  } else {
+  if (kind == kRemote) {
     outstanding_[op.peer].emplace(op.seq, op);
+  } else {
+    op.req->complete(rank_, op.len);
   }
   return true;
 }
@@ -236,11 +279,24 @@ void ShmTransport::progress_locked() {
     if (tail_[s] != h) {
       while (tail_[s] != h) {
         const Desc& d = in->desc[tail_[s] % kSlots];
-        Message m{s, d.comm, d.tag, d.bytes, d.addr, d.seq, d.inline_data != 0, {}};
-        if (m.inline_data) m.data.assign(d.data, d.data + std::min<std::uint64_t>(d.bytes, kInlineBytes));
-        ++tail_[s];
-        in->tail.store(tail_[s], std::memory_order_seq_cst);
+        Message m{s, d.comm, d.tag, d.bytes, d.addr, d.seq, d.kind == kRemote, {}};
+        // Inline and eager payloads are read in place (straight into a
+        // matching receive, or copied aside), before the slot is released.
+        if (d.kind == kInline) {
+          m.view = d.data;
+          m.corrupt = d.bytes > kInlineBytes;
+        } else if (d.kind == kEager) {
+          m.view = in->data + d.addr % kRingBytes;
+          m.corrupt = d.bytes > kEagerBytes || d.addr % kRingBytes + d.bytes > kRingBytes;
+        } else {
+          m.corrupt = d.kind != kRemote;
+        }
+        if (m.corrupt) m.view = nullptr;
+        const std::uint64_t data_end = d.kind == kEager ? d.addr + d.bytes : 0;
         handle_locked(std::move(m));
+        ++tail_[s];
+        if (data_end) in->data_tail.store(data_end, std::memory_order_seq_cst);
+        in->tail.store(tail_[s], std::memory_order_seq_cst);
       }
       if (in->want_space.load(std::memory_order_seq_cst)) {
         in->want_space.store(0, std::memory_order_relaxed);
@@ -278,6 +334,10 @@ void ShmTransport::handle_locked(Message m) {
       return;
     }
   }
+  if (m.view) {
+    m.data.assign(m.view, m.view + m.bytes);
+    m.view = nullptr;
+  }
   unexpected_.push_back(std::move(m));
 }
 
@@ -289,13 +349,12 @@ void ShmTransport::deliver_locked(Message& m, PostedRecv& r) {
                                          " bytes");
     return;
   }
-  if (m.inline_data) {
-    if (m.data.size() != m.bytes) {
-      r.req->fail(ErrorKind::Internal, "a message descriptor from rank " + std::to_string(m.from) +
-                                           " is corrupt (" + std::to_string(m.bytes) + " inline bytes)");
-      return;
-    }
-    if (m.bytes) std::memcpy(r.buf, m.data.data(), m.bytes);
+  if (m.corrupt) {
+    r.req->fail(ErrorKind::Internal, "a message descriptor from rank " + std::to_string(m.from) + " is corrupt");
+    return;
+  }
+  if (!m.remote) {
+    if (m.bytes) std::memcpy(r.buf, m.payload(), m.bytes);
     r.req->complete(m.from, m.bytes);
     return;
   }
@@ -327,7 +386,7 @@ void ShmTransport::deliver_locked(Message& m, PostedRecv& r) {
 }
 
 void ShmTransport::ack_locked(const Message& m) {
-  if (m.inline_data || m.from == rank_) return;
+  if (!m.remote || m.from == rank_) return;
   ring(rank_, m.from)->acks[m.seq % kSlots].store(m.seq + 1, std::memory_order_release);
   ring_doorbell(m.from);
 }

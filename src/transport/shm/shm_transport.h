@@ -5,8 +5,9 @@
 // Every ordered pair of ranks (s -> d) has a ring of message descriptors in
 // one job-wide segment, in d's area: s writes descriptors and advances the
 // ring's head, d consumes them and advances its tail. A message of up to
-// kInlineBytes travels inside its descriptor (the send completes at once);
-// a larger one travels as the address of the sender's buffer, and the
+// kInlineBytes travels inside its descriptor; one of up to kEagerBytes is
+// copied into the pair's data ring (kRingBytes); either way the send
+// completes at once. A larger one travels as the address of the sender's buffer, and the
 // receiver copies it straight into the posted receive buffer with
 // process_vm_readv (one copy), then acknowledges it, which completes the
 // send. This needs every rank to be allowed to read every other's memory;
@@ -23,7 +24,10 @@
 // sees a message within a microsecond or so), a caller posting, or the
 // transport's progress thread, which sleeps on this rank's doorbell (a
 // futex word that senders and acknowledgers bump) and also checks every
-// 100 ms that the peers it waits for are still alive.
+// 100 ms that the peers it waits for are still alive. While some thread of
+// a rank polls, peers bump its doorbell without waking the progress thread
+// (no system call, no context switch on the latency path); a poller that
+// stops polling makes one last pass, so nothing is missed.
 
 #include <atomic>
 #include <cstdint>
@@ -60,6 +64,8 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
   std::string peer_failure(int peer) const override;
 
   static constexpr std::size_t kInlineBytes = 80;
+  static constexpr std::size_t kEagerBytes = 8 << 10;
+  static constexpr std::size_t kRingBytes = 32 << 10;
   static constexpr std::uint64_t kSlots = 64;
 
   // Public for make_shared; use create().
@@ -72,8 +78,11 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
   struct Message {  // a consumed descriptor
     int from;
     std::uint64_t comm, tag, bytes, addr, seq;
-    bool inline_data;
-    std::vector<char> data;  // inline payload (or a self-send's copy)
+    bool remote;             // the payload is at addr in the sender's memory
+    std::vector<char> data;  // the payload of a message waiting for its receive (or of a self-send)
+    const char* view = nullptr;  // else: where it lies in the segment while being handled
+    bool corrupt = false;
+    const char* payload() const { return view ? view : data.data(); }
   };
   struct PostedRecv {
     int peer;
@@ -93,7 +102,7 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
   RankCtrl* ctrl(int r) const;
   Ring* ring(int receiver, int sender) const;
   void ring_doorbell(int r);
-  void poll();
+  void drive(const Completion& req, TimePoint deadline);
   void progress_locked();
   bool try_post_locked(SendOp& op);
   void handle_locked(Message m);
@@ -113,6 +122,7 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
 
   mutable std::mutex mu_;
   std::vector<std::uint64_t> head_;  // per receiver: descriptors this rank wrote
+  std::vector<std::uint64_t> data_head_;  // per receiver: data-ring bytes this rank used
   std::vector<std::uint64_t> tail_;  // per sender: descriptors this rank consumed
   std::vector<std::uint64_t> seq_;   // per receiver: messages this rank sent
   std::vector<std::deque<SendOp>> pending_;  // per receiver: waiting for ring space
