@@ -373,39 +373,38 @@ void shm_reduce_scatter(ShmGroup& g, const std::vector<const char*>& in, void* r
   if (op.kind == ReduceOpKind::Avg) divide_by(out, count, dtype, n);
 }
 
-void shm_all_to_all(ShmGroup& g, const char* send, const std::vector<std::size_t>& send_bytes,
-                    const std::vector<std::size_t>& send_displs, char* recv, const std::vector<std::size_t>& recv_bytes,
-                    const std::vector<std::size_t>& recv_displs, std::size_t uniform_block_bytes) {
+namespace {
+
+// Where each block of an all_to_all lies: equal blocks back to back, or the
+// v form's per-peer byte counts and displacements.
+struct EqualBlocks {
+  std::size_t block;
+  std::size_t send_bytes(int) const { return block; }
+  std::size_t recv_bytes(int) const { return block; }
+  std::size_t send_displ(int p) const { return p * block; }
+  std::size_t recv_displ(int p) const { return p * block; }
+};
+struct VarBlocks {
+  const std::vector<std::size_t>&sb, &sd, &rb, &rd;
+  std::size_t send_bytes(int p) const { return sb[p]; }
+  std::size_t recv_bytes(int p) const { return rb[p]; }
+  std::size_t send_displ(int p) const { return sd[p]; }
+  std::size_t recv_displ(int p) const { return rd[p]; }
+};
+
+// global_max: the largest block of any rank (every rank passes the same).
+template <typename Layout>
+void all_to_all_blocks(ShmGroup& g, const char* send, char* recv, const Layout& L, std::size_t global_max) {
   const int n = g.size(), r = g.rank();
   const std::size_t P = piece_bytes(g);
-  if (send_bytes[r] != recv_bytes[r])
-    throw Error(ErrorKind::InvalidArgument, "rank " + std::to_string(r) + ": all_to_all sends " +
-                                                std::to_string(send_bytes[r]) + " bytes to itself but expects " +
-                                                std::to_string(recv_bytes[r]));
   std::uint64_t k;
-  std::size_t global_max = uniform_block_bytes;
-  if (global_max == ~std::size_t(0)) {
-    // A first round publishes every rank's largest outgoing block, so that
-    // all agree on the number of rounds.
-    std::size_t my_max = *std::max_element(send_bytes.begin(), send_bytes.end());
-    k = g.begin_round(false);
-    std::memcpy(g.inline_slot(r, k), &my_max, sizeof my_max);
-    g.publish_input(k);
-    global_max = 0;
-    for (int p = 0; p < n; ++p) {
-      g.wait_input(p, k);
-      std::size_t v;
-      std::memcpy(&v, g.inline_slot(p, k), sizeof v);
-      global_max = std::max(global_max, v);
-    }
-  }
   if (single_copy(g, global_max)) {
     // Every rank lists (address, bytes) of its block for each destination in
     // its input slot; each reads its blocks straight from the senders.
     k = g.begin_round();
     char* table = g.in_slot(r, k);
     for (int p = 0; p < n; ++p) {
-      const std::uint64_t entry[2] = {reinterpret_cast<std::uint64_t>(send + send_displs[p]), send_bytes[p]};
+      const std::uint64_t entry[2] = {reinterpret_cast<std::uint64_t>(send + L.send_displ(p)), L.send_bytes(p)};
       std::memcpy(table + p * sizeof entry, entry, sizeof entry);
     }
     g.publish_input(k);
@@ -413,8 +412,8 @@ void shm_all_to_all(ShmGroup& g, const char* send, const std::vector<std::size_t
     // receive over: receive into a copy, and move it after the last read.
     std::size_t send_end = 0, recv_end = 0;
     for (int p = 0; p < n; ++p) {
-      send_end = std::max(send_end, send_displs[p] + send_bytes[p]);
-      recv_end = std::max(recv_end, recv_displs[p] + recv_bytes[p]);
+      send_end = std::max(send_end, L.send_displ(p) + L.send_bytes(p));
+      recv_end = std::max(recv_end, L.recv_displ(p) + L.recv_bytes(p));
     }
     const bool overlap = send < recv + recv_end && recv < send + send_end;
     std::vector<char> staging;
@@ -426,22 +425,22 @@ void shm_all_to_all(ShmGroup& g, const char* send, const std::vector<std::size_t
     for (int i = 0; i < n; ++i) {
       const int p = (r + i) % n;
       if (p == r) {
-        if (recv_bytes[r]) std::memcpy(dst + recv_displs[r], send + send_displs[r], recv_bytes[r]);
+        if (L.recv_bytes(r)) std::memcpy(dst + L.recv_displ(r), send + L.send_displ(r), L.recv_bytes(r));
         continue;
       }
       g.wait_input(p, k);
       std::uint64_t entry[2];
       std::memcpy(entry, g.in_slot(p, k) + r * sizeof entry, sizeof entry);
-      if (entry[1] != recv_bytes[p])
+      if (entry[1] != L.recv_bytes(p))
         throw Error(ErrorKind::Mismatch, "rank " + std::to_string(r) + ": all_to_all expects " +
-                                             std::to_string(recv_bytes[p]) + " bytes from rank " + std::to_string(p) +
-                                             ", which sends " + std::to_string(entry[1]));
-      if (entry[1]) g.read_peer(p, dst + recv_displs[p], entry[0], entry[1]);
+                                             std::to_string(L.recv_bytes(p)) + " bytes from rank " +
+                                             std::to_string(p) + ", which sends " + std::to_string(entry[1]));
+      if (entry[1]) g.read_peer(p, dst + L.recv_displ(p), entry[0], entry[1]);
     }
     finish_reads(g);
     if (overlap)
       for (int p = 0; p < n; ++p)
-        if (recv_bytes[p]) std::memcpy(recv + recv_displs[p], dst + recv_displs[p], recv_bytes[p]);
+        if (L.recv_bytes(p)) std::memcpy(recv + L.recv_displ(p), dst + L.recv_displ(p), L.recv_bytes(p));
     return;
   }
   // Small exchanges fit one control line: one inline round, pieces packed
@@ -452,23 +451,54 @@ void shm_all_to_all(ShmGroup& g, const char* send, const std::vector<std::size_t
     k = g.begin_round(!inline_data);
     char* mine = inline_data ? g.inline_slot(r, k) : g.in_slot(r, k);
     for (int p = 0; p < n; ++p) {
-      if (p == r || off >= send_bytes[p]) continue;
-      std::memcpy(mine + p * stride, send + send_displs[p] + off, std::min(stride, send_bytes[p] - off));
+      if (p == r || off >= L.send_bytes(p)) continue;
+      std::memcpy(mine + p * stride, send + L.send_displ(p) + off, std::min(stride, L.send_bytes(p) - off));
     }
     g.publish_input(k);
     for (int i = 0; i < n; ++i) {
       int p = (r + i) % n;
-      if (off >= recv_bytes[p]) continue;
-      const std::size_t c = std::min(stride, recv_bytes[p] - off);
+      if (off >= L.recv_bytes(p)) continue;
+      const std::size_t c = std::min(stride, L.recv_bytes(p) - off);
       if (p == r) {
-        std::memmove(recv + recv_displs[r] + off, send + send_displs[r] + off, c);
+        std::memmove(recv + L.recv_displ(r) + off, send + L.send_displ(r) + off, c);
         continue;
       }
       g.wait_input(p, k);
       const char* theirs = inline_data ? g.inline_slot(p, k) : g.in_slot(p, k);
-      std::memcpy(recv + recv_displs[p] + off, theirs + r * stride, c);
+      std::memcpy(recv + L.recv_displ(p) + off, theirs + r * stride, c);
     }
   }
+}
+
+}  // namespace
+
+void shm_all_to_all(ShmGroup& g, const void* send, void* recv, std::size_t block_bytes) {
+  all_to_all_blocks(g, static_cast<const char*>(send), static_cast<char*>(recv), EqualBlocks{block_bytes},
+                    block_bytes);
+}
+
+void shm_all_to_all_v(ShmGroup& g, const char* send, const std::vector<std::size_t>& send_bytes,
+                      const std::vector<std::size_t>& send_displs, char* recv,
+                      const std::vector<std::size_t>& recv_bytes, const std::vector<std::size_t>& recv_displs) {
+  const int n = g.size(), r = g.rank();
+  if (send_bytes[r] != recv_bytes[r])
+    throw Error(ErrorKind::InvalidArgument, "rank " + std::to_string(r) + ": all_to_all sends " +
+                                                std::to_string(send_bytes[r]) + " bytes to itself but expects " +
+                                                std::to_string(recv_bytes[r]));
+  // A first round publishes every rank's largest outgoing block, so that
+  // all agree on the number of rounds.
+  std::size_t my_max = *std::max_element(send_bytes.begin(), send_bytes.end());
+  const std::uint64_t k = g.begin_round(false);
+  std::memcpy(g.inline_slot(r, k), &my_max, sizeof my_max);
+  g.publish_input(k);
+  std::size_t global_max = 0;
+  for (int p = 0; p < n; ++p) {
+    g.wait_input(p, k);
+    std::size_t v;
+    std::memcpy(&v, g.inline_slot(p, k), sizeof v);
+    global_max = std::max(global_max, v);
+  }
+  all_to_all_blocks(g, send, recv, VarBlocks{send_bytes, send_displs, recv_bytes, recv_displs}, global_max);
 }
 
 void shm_barrier(ShmGroup& g) {

@@ -30,12 +30,14 @@ void shm_all_gather(ShmGroup& g, const void* send, const std::vector<char*>& out
 void shm_scatter(ShmGroup& g, const std::vector<const char*>& in, void* recv, std::size_t bytes, int root);
 void shm_reduce_scatter(ShmGroup& g, const std::vector<const char*>& in, void* recv, std::size_t count, DataType dtype,
                         const ReduceOp& op);
-// Byte counts and displacements per peer. uniform_block_bytes: every
-// rank's largest block when all ranks know it (equal splits), else
-// ~size_t(0), and a first round agrees on it.
-void shm_all_to_all(ShmGroup& g, const char* send, const std::vector<std::size_t>& send_bytes,
-                    const std::vector<std::size_t>& send_displs, char* recv, const std::vector<std::size_t>& recv_bytes,
-                    const std::vector<std::size_t>& recv_displs, std::size_t uniform_block_bytes);
+// Equal blocks of block_bytes, back to back in both buffers (may be the
+// same buffer).
+void shm_all_to_all(ShmGroup& g, const void* send, void* recv, std::size_t block_bytes);
+// Byte counts and displacements per peer; a first round agrees on the
+// number of rounds.
+void shm_all_to_all_v(ShmGroup& g, const char* send, const std::vector<std::size_t>& send_bytes,
+                      const std::vector<std::size_t>& send_displs, char* recv,
+                      const std::vector<std::size_t>& recv_bytes, const std::vector<std::size_t>& recv_displs);
 void shm_barrier(ShmGroup& g);
 
 }  // namespace tutti::detail

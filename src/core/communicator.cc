@@ -44,14 +44,6 @@ struct BlockingCall {
   ~BlockingCall() { t_blocking_call = false; }
 };
 
-// Set while the equal-split all_to_all runs its v form: every rank's blocks
-// then have this many bytes, which spares shared memory its agreement round.
-constexpr std::size_t kUnknownBlock = ~std::size_t(0);
-thread_local std::size_t t_uniform_block_bytes = kUnknownBlock;
-struct UniformBlocks {
-  explicit UniformBlocks(std::size_t bytes) { t_uniform_block_bytes = bytes; }
-  ~UniformBlocks() { t_uniform_block_bytes = kUnknownBlock; }
-};
 
 }  // namespace
 
@@ -434,13 +426,12 @@ Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_
   OpContext c = impl_->make_context("all_to_all", total_send * es);
   c.dtype_name = dtype_name(dtype);
   c.algo = impl_->select("all_to_all", total_send * es);
-  const std::size_t uniform_block = t_uniform_block_bytes;
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
         if (std::strcmp(x.algo, "shm") == 0) {
-          shm_all_to_all(impl->shm(x), static_cast<const char*>(sendbuf), sb, sd, static_cast<char*>(recvbuf), rb, rd,
-                         uniform_block);
+          shm_all_to_all_v(impl->shm(x), static_cast<const char*>(sendbuf), sb, sd, static_cast<char*>(recvbuf), rb,
+                           rd);
         } else {
           // Receives land while sends still read: in place, send from a copy.
           std::vector<char> copy;
@@ -457,9 +448,23 @@ Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_
 
 Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype) {
   const std::size_t n = impl_->size;
+  Validator v{impl_->rank, impl_->size, "all_to_all"};
+  const std::size_t block = v.bytes(count, dtype);
+  const char* algo = impl_->select("all_to_all", block * n);
+  if (std::strcmp(algo, "shm") == 0) {
+    // Equal blocks over shared memory: no per-peer tables.
+    v.buffer(sendbuf, count * n, "sendbuf");
+    v.buffer(recvbuf, count * n, "recvbuf");
+    OpContext c = impl_->make_context("all_to_all", block * n);
+    c.dtype_name = dtype_name(dtype);
+    c.algo = algo;
+    return impl_->run(
+        std::move(c),
+        [=, impl = impl_.get()](OpContext& x) { shm_all_to_all(impl->shm(x), sendbuf, recvbuf, block); },
+        t_blocking_call);
+  }
   std::vector<std::size_t> counts(n, count), displs(n);
   for (std::size_t i = 0; i < n; ++i) displs[i] = i * count;
-  UniformBlocks uniform(count * dtype_size(dtype));
   return iall_to_all_v(sendbuf, counts, displs, recvbuf, counts, displs, dtype);
 }
 
