@@ -54,9 +54,10 @@ class ShmGroup {
   std::size_t mapped_bytes() const { return map_bytes_; }
 
   char* in_slot(int r, std::uint64_t round) const { return area(r) + kCtrlBytes + (round & 1) * 2 * slot_bytes_; }
-  // Small payloads travel in the cache line that carries the round's
-  // counter: a reader gets flag and data in one transfer.
-  static constexpr std::size_t kInlineBytes = 56;
+  // Small payloads travel in the control line that carries the round's
+  // counter (four cache lines): a reader of up to 56 bytes gets flag and
+  // data in one transfer.
+  static constexpr std::size_t kInlineBytes = 248;
   char* inline_slot(int r, std::uint64_t round) const { return ctrl(r)->line[round % kLines].data; }
   char* out_slot(int r, std::uint64_t round) const { return in_slot(r, round) + slot_bytes_; }
 
@@ -108,11 +109,11 @@ class ShmGroup {
   void read_peer(int peer, void* dst, std::uint64_t remote, std::size_t bytes);
 
  private:
-  static constexpr std::size_t kCtrlBytes = 1024;
-  static constexpr int kLines = 8;
+  static constexpr int kLines = 16;
+  static constexpr std::size_t kCtrlBytes = kLines * 256 + 256;
   // Rounds k use line k % kLines: its counter carries the progress of those
   // rounds (the futex word), its data their inline payload.
-  struct Line {
+  struct alignas(64) Line {  // four cache lines
     std::atomic<std::uint32_t> counter;
     std::uint32_t pad;
     char data[kInlineBytes];
