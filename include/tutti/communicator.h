@@ -128,6 +128,16 @@ class Communicator {
   // Error(Aborted). Safe from any thread.
   void abort(const std::string& reason = "abort() called");
 
+  // The flight recorder (TUTTI_TRACE_BUFFER): this communicator's last
+  // operations as JSON (sequence number, kind, sizes, peers, state,
+  // timestamps), and a dump of every communicator of this process into
+  // $TUTTI_TRACE_DIR/tutti-trace-<job>-<rank>.json, whose path it returns
+  // ("" when tracing is off or the file cannot be written). tutti-trace
+  // reads the dumps of all ranks. A failed or timed-out operation and
+  // SIGUSR1 write the same dump.
+  std::string trace_json() const;
+  std::string dump_trace() const;
+
   // Typed conveniences.
   template <class T>
   void all_reduce(std::span<T> buf, ReduceOp op) {

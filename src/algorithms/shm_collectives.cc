@@ -125,10 +125,13 @@ void reduce_from_peers(ShmGroup& g, Remote remote, const char* own, char* dst, s
 }
 
 // Two-shot with single copies: every rank exposes its input; rank r reduces
-// slice r reading the others' inputs directly, exposes the result, and the
-// ranks that need the whole result read every slice from its owner.
+// slice r reading the others' inputs directly, and the ranks that need the
+// whole result read every slice from its owner. Slices go in pieces of
+// kPipeBytes with a round after each, so a piece is read while it is still
+// in its owner's cache and while the owner reduces the next one.
 void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t count, DataType dtype,
                         const ReduceOp& op, int root) {
+  constexpr std::size_t kPipeBytes = 256 << 10;
   const int n = g.size(), r = g.rank();
   const std::size_t es = dtype_size(dtype);
   const bool wants_all = root < 0 || root == r;
@@ -142,19 +145,40 @@ void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t co
     dst = scratch.data();
   }
   const std::uint64_t k = expose(g, {send, dst});
-  for (int p = 0; p < n; ++p)
-    if (p != r) g.wait_input(p, k);
-  reduce_from_peers(
-      g, [&](int p) { return exposed(g, p, k, 0) + mine.lo * es; }, send + mine.lo * es, dst, mine.count, dtype,
-      base_kind(op));
-  if (op.kind == ReduceOpKind::Avg) divide_by(dst, mine.count, dtype, n);
-  g.publish_output(k);
-  if (wants_all) {
+  // Copied now: the control line is reused by later rounds.
+  thread_local std::vector<std::uint64_t> in_at, out_at;
+  in_at.assign(n, 0);
+  out_at.assign(n, 0);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    g.wait_input(p, k);
+    in_at[p] = exposed(g, p, k, 0);
+    out_at[p] = exposed(g, p, k, 1);
+  }
+  const std::size_t piece = std::max<std::size_t>(1, kPipeBytes / es);
+  const std::size_t largest = count / n + (count % n ? 1 : 0);
+  const std::size_t pieces = (largest + piece - 1) / piece;
+  auto part = [&](const Slice& s, std::size_t j) -> Slice {
+    const std::size_t lo = std::min(s.count, j * piece);
+    return {lo, std::min(s.count, lo + piece) - lo};
+  };
+  for (std::size_t j = 0; j < pieces; ++j) {
+    const Slice my = part(mine, j);
+    if (my.count) {
+      reduce_from_peers(
+          g, [&](int p) { return in_at[p] + (mine.lo + my.lo) * es; }, send + (mine.lo + my.lo) * es,
+          dst + my.lo * es, my.count, dtype, base_kind(op));
+      if (op.kind == ReduceOpKind::Avg) divide_by(dst + my.lo * es, my.count, dtype, n);
+    }
+    const std::uint64_t kj = g.begin_round(false);
+    g.publish_input(kj);
+    if (!wants_all) continue;
     for (int i = 1; i < n; ++i) {
       const int p = (r + i) % n;
-      const Slice s = slice_of(count, n, p);
-      g.wait_output(p, k);
-      if (s.count) g.read_peer(p, out + s.lo * es, exposed(g, p, k, 1), s.count * es);
+      const Slice s = slice_of(count, n, p), theirs = part(s, j);
+      g.wait_input(p, kj);
+      if (theirs.count)
+        g.read_peer(p, out + (s.lo + theirs.lo) * es, out_at[p] + theirs.lo * es, theirs.count * es);
     }
   }
   finish_reads(g);

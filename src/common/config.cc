@@ -91,6 +91,11 @@ Config Config::from_env() {
       throw Error(ErrorKind::InvalidArgument, "TUTTI_SHM_PREFIX: at most 64 characters, no '/'");
   }
   if (const char* v = env("TUTTI_SHM_ONESHOT_BYTES")) c.shm_one_shot_bytes = parse_bytes(v, "TUTTI_SHM_ONESHOT_BYTES");
+  if (const char* v = env("TUTTI_TRACE_BUFFER")) {
+    c.trace_buffer = parse_bytes(v, "TUTTI_TRACE_BUFFER");
+    if (c.trace_buffer > (1u << 20)) throw Error(ErrorKind::InvalidArgument, "TUTTI_TRACE_BUFFER: at most 1048576");
+  }
+  if (const char* v = env("TUTTI_TRACE_DIR")) c.trace_dir = v;
   if (const char* v = env("TUTTI_SHM_CMA_BYTES")) c.shm_cma_bytes = parse_bytes(v, "TUTTI_SHM_CMA_BYTES");
   return c;
 }

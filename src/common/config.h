@@ -47,6 +47,11 @@ struct Config {
   // (/dev/shm/<prefix>-<job id>-<communicator id>).
   std::string shm_prefix = "tutti";
 
+  // TUTTI_TRACE_BUFFER: operations the flight recorder keeps per
+  // communicator (0: off). TUTTI_TRACE_DIR: where dumps go.
+  std::size_t trace_buffer = 256;
+  std::string trace_dir = "/tmp";
+
   static Config from_env();
   // "timeout=300000ms chunk_bytes=1048576 ..." for the debug log.
   std::string describe() const;

@@ -74,6 +74,9 @@ void Communicator::abort(const std::string& reason) {
   impl_->abort(ErrorKind::Aborted, "rank " + std::to_string(impl_->rank) + ": " + reason);
 }
 
+std::string Communicator::trace_json() const { return impl_->trace_json(); }
+std::string Communicator::dump_trace() const { return detail::dump_traces("dump_trace() called"); }
+
 // ---- point to point ---------------------------------------------------------
 
 Work Communicator::isend(const void* buf, std::size_t count, DataType dtype, int dst, int tag) {
@@ -85,6 +88,7 @@ Work Communicator::isend(const void* buf, std::size_t count, DataType dtype, int
   std::uint64_t t = p2p_tag(tag);
   impl_->throw_if_aborted();
   RequestPtr req = impl_->job->transport->post_send(impl_->world[dst], impl_->comm_id, t, buf, bytes);
+  impl_->recorder.posted("send", impl_->sends_posted + 1, dst, tag, bytes, dtype_name(dtype), req);
   req->context = "rank " + std::to_string(impl_->rank) + ": send #" + std::to_string(++impl_->sends_posted) + " (" +
                  std::to_string(bytes) + " B to rank " +
                  std::to_string(dst) + ", tag " + std::to_string(tag) + "): ";
@@ -116,6 +120,7 @@ Work Communicator::irecv(void* buf, std::size_t count, DataType dtype, int src, 
   RequestPtr req = impl_->job->transport->post_recv(src == kAnySource ? kAnyPeer : impl_->world[src], impl_->comm_id,
                                                     t, buf, bytes);
   req->source_map = impl_->world_to_comm;
+  impl_->recorder.posted("recv", impl_->recvs_posted + 1, src, tag, bytes, dtype_name(dtype), req);
   req->context = "rank " + std::to_string(impl_->rank) + ": recv #" + std::to_string(++impl_->recvs_posted) + " (" +
                  std::to_string(bytes) + " B from " +
                  (src == kAnySource ? std::string("any rank") : "rank " + std::to_string(src)) + ", tag " +

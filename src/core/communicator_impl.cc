@@ -72,10 +72,13 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message) {
   }
   TUTTI_LOG(Warn, "communicator aborted: " << message);
   job->transport->abort_comm(comm_id, kind, message);
+  for (Task& t : dropped) recorder.end(t.trace, false, "queued when the communicator was aborted: " + message);
   for (Task& t : dropped)
     t.done->fail(ErrorKind::Aborted, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
                                          " was queued when the communicator was aborted: " + message);
   cv_.notify_all();
+  // An operation failed (not an abort on purpose): leave the flight record.
+  if (kind != ErrorKind::Aborted) detail::dump_traces(message);
 }
 
 bool Communicator::Impl::begin_inline() {
@@ -96,14 +99,16 @@ void Communicator::Impl::end_inline() {
   cv_.notify_all();
 }
 
-void Communicator::Impl::fail_inline(const OpContext& ctx) {
+void Communicator::Impl::fail_inline(const OpContext& ctx, std::uint64_t trace) {
   try {
     throw;
   } catch (const Error& e) {
+    recorder.end(trace, false, e.message());
     if (e.kind() != ErrorKind::InvalidArgument && e.kind() != ErrorKind::Aborted) abort(e.kind(), e.message());
     throw;
   } catch (const std::exception& e) {
     std::string msg = ctx.where() + "internal error: " + e.what();
+    recorder.end(trace, false, msg);
     abort(ErrorKind::Internal, msg);
     throw Error(ErrorKind::Internal, msg);
   }
@@ -139,20 +144,25 @@ void Communicator::Impl::run_task(Task& t) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) {
+      recorder.end(t.trace, false, "the communicator was aborted earlier: " + abort_reason_);
       t.done->fail(ErrorKind::Aborted, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
                                            ": the communicator was aborted earlier: " + abort_reason_);
       return;
     }
   }
   t.ctx.deadline = detail::deadline_after(timeout.load());
+  recorder.running(t.trace);
   try {
     t.body(t.ctx);
+    recorder.end(t.trace, true);
     t.done->complete();
   } catch (const Error& e) {
+    recorder.end(t.trace, false, e.message());
     if (e.kind() != ErrorKind::InvalidArgument && e.kind() != ErrorKind::Aborted) abort(e.kind(), e.message());
     t.done->fail(e.kind(), e.message());
   } catch (const std::exception& e) {
     std::string msg = t.ctx.where() + "internal error: " + e.what();
+    recorder.end(t.trace, false, msg);
     abort(ErrorKind::Internal, msg);
     t.done->fail(ErrorKind::Internal, msg);
   }
@@ -161,6 +171,7 @@ void Communicator::Impl::run_task(Task& t) {
 Work Communicator::Impl::submit(OpContext ctx, std::function<void(OpContext&)> body, bool blocking) {
   throw_if_aborted();
   Task t{std::move(ctx), std::move(body), std::make_shared<Completion>()};
+  t.trace = recorder.begin(t.ctx, detail::FlightRecorder::State::Queued);
   bool inline_run = false;
   {
     std::lock_guard<std::mutex> lock(mu_);

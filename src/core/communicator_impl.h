@@ -25,6 +25,7 @@
 
 #include "algorithms/context.h"
 #include "common/config.h"
+#include "core/flight_recorder.h"
 #include "shm/shm_group.h"
 #include "transport/transport.h"
 #include "tutti/communicator.h"
@@ -52,13 +53,14 @@ struct Task {
   OpContext ctx;  // transport, ids and the description are filled at submit
   std::function<void(OpContext&)> body;
   std::shared_ptr<Completion> done;
+  std::uint64_t trace = 0;  // its flight-recorder entry
 };
 
 }  // namespace tutti::detail
 
 namespace tutti {
 
-struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
+struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, detail::TraceSource {
   std::shared_ptr<detail::JobState> job;
   std::uint64_t comm_id = 0;
   int rank = 0;
@@ -75,7 +77,11 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   std::uint64_t recvs_posted = 0;
   std::uint64_t groups_created = 0;
 
-  ~Impl();
+  ~Impl() override;
+
+  // The last operations (TUTTI_TRACE_BUFFER of them), for the flight recorder.
+  detail::FlightRecorder recorder{0};
+  std::string trace_json() const override { return recorder.json(comm_id, rank, size, world); }
 
   // Every member on one host: shared-memory collectives apply.
   bool single_host = false;
@@ -93,13 +99,15 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   Work run(detail::OpContext ctx, F&& body, bool blocking) {
     if (blocking && begin_inline()) {
       ctx.deadline = detail::deadline_after(timeout.load());
+      const std::uint64_t trace = recorder.begin(ctx, detail::FlightRecorder::State::Running);
       try {
         body(ctx);
       } catch (...) {
         end_inline();
-        fail_inline(ctx);
+        fail_inline(ctx, trace);
       }
       end_inline();
+      recorder.end(trace, true);
       return Work();
     }
     return submit(std::move(ctx), std::function<void(detail::OpContext&)>(std::forward<F>(body)), blocking);
@@ -119,7 +127,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   bool begin_inline();
   void end_inline();
   // Called from a catch block: aborts as fail-stop requires, then rethrows.
-  [[noreturn]] void fail_inline(const detail::OpContext& ctx);
+  [[noreturn]] void fail_inline(const detail::OpContext& ctx, std::uint64_t trace);
   std::unique_ptr<detail::ShmGroup> shm_;
   void worker_loop();
 

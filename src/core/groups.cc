@@ -31,9 +31,11 @@ std::shared_ptr<Communicator::Impl> make_child(Communicator::Impl& parent, std::
     if (members_parent_ranks[i] == parent.rank) child->rank = i;
   }
   child->world_to_comm = map;
+  child->recorder.set_capacity(parent.job->config.trace_buffer);
   const auto& hosts = parent.job->host_of;
   child->single_host = std::all_of(child->world.begin(), child->world.end(),
                                    [&](int w) { return hosts[w] == hosts[child->world[0]]; });
+  register_trace_source(child);
   return child;
 }
 

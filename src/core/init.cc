@@ -180,6 +180,9 @@ Communicator init(const InitOptions& options) {
   }
   impl->world_to_comm = map;
   impl->single_host = single_host;
+  impl->recorder.set_capacity(job->config.trace_buffer);
+  detail::configure_traces(job->job_id, rank, job->config.trace_dir, job->config.trace_buffer > 0);
+  detail::register_trace_source(impl);
   TUTTI_LOG(Info, "joined: rank " << rank << " of " << size << " on " << hosts.size() << " host(s)");
   return Communicator(impl);
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "tutti/store.h"
@@ -17,6 +18,17 @@ namespace tutti::testing {
 void spawn(int world, const std::function<void(Communicator&)>& fn, const SpawnOptions& options) {
   TcpStoreServer server("127.0.0.1", 0);
   const int port = server.port();
+  // Flight-recorder dumps of failure tests go to a directory of this launch,
+  // removed afterwards (a test may point TUTTI_TRACE_DIR elsewhere).
+  char trace_dir[] = "/tmp/tutti-spawn-XXXXXX";
+  if (!::mkdtemp(trace_dir)) FAIL() << "mkdtemp failed";
+  struct RemoveDir {
+    const char* path;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } remove_dir{trace_dir};
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids;
@@ -31,6 +43,7 @@ void spawn(int world, const std::function<void(Communicator&)>& fn, const SpawnO
       try {
         // Test traffic stays on loopback.
         ::setenv("TUTTI_ADVERTISE_ADDR", "127.0.0.1", 1);
+        ::setenv("TUTTI_TRACE_DIR", trace_dir, 1);
         for (auto& [k, v] : options.env) ::setenv(k.c_str(), v.c_str(), 1);
         InitOptions o;
         o.rank = r;

@@ -1,0 +1,86 @@
+#pragma once
+// The flight recorder: the last N operations of each communicator
+// (TUTTI_TRACE_BUFFER), with sequence number, kind, sizes, peers, state and
+// timestamps, written as JSON when an operation fails or times out, on
+// SIGUSR1, and through Communicator::dump_trace(). tools/tutti-trace reads
+// the dumps of every rank and tells which ranks are stuck in which op and
+// which never entered it.
+//
+// Cost on the latency path: two uncontended lock/unlock pairs and two clock
+// reads per operation, no allocation (an error message is the exception).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/completion.h"
+
+namespace tutti::detail {
+
+struct OpContext;
+
+class FlightRecorder {
+ public:
+  enum class State : std::uint8_t { Queued, Running, Done, Failed, Posted };
+
+  explicit FlightRecorder(std::size_t capacity) : entries_(capacity) {}
+  // Before first use only.
+  void set_capacity(std::size_t capacity) { entries_.assign(capacity, Entry{}); }
+  bool enabled() const { return !entries_.empty(); }
+
+  // A collective: recorded when submitted (Queued, or Running when it runs
+  // at once). Returns a handle for the later calls.
+  std::uint64_t begin(const OpContext& ctx, State state);
+  void running(std::uint64_t handle);
+  void end(std::uint64_t handle, bool ok, const std::string& error = {});
+  // A point-to-point request: its state is read from the request when dumped.
+  void posted(const char* op, std::uint64_t number, int peer, int tag, std::size_t bytes, const char* dtype,
+              const std::shared_ptr<Completion>& req);
+
+  // {"id": ..., "rank": ..., "size": ..., "world_ranks": [...], "ops": [...]}, oldest op first.
+  std::string json(std::uint64_t comm_id, int rank, int size, const std::vector<int>& world) const;
+
+ private:
+  struct Entry {
+    std::uint64_t handle = 0;  // 0: unused
+    std::uint64_t seq = 0;     // collective sequence number, or the send/recv number
+    const char* op = "";
+    const char* algo = "";
+    const char* dtype = nullptr;
+    const char* redop = nullptr;
+    std::size_t bytes = 0;
+    int root = -1, peer = -1, tag = -1;
+    State state = State::Queued;
+    std::int64_t enqueued_us = 0, started_us = 0, ended_us = 0;
+    std::string error;
+    std::weak_ptr<Completion> request;
+  };
+  Entry* find(std::uint64_t handle);
+  mutable std::mutex mu_;
+  std::vector<Entry> entries_;
+  std::uint64_t next_ = 1;
+};
+
+// Microseconds on the steady clock (what the recorder stamps).
+std::int64_t steady_us();
+
+// Something whose recorder belongs in the process's dump (a communicator).
+class TraceSource {
+ public:
+  virtual ~TraceSource() = default;
+  virtual std::string trace_json() const = 0;
+};
+
+// Process-wide: every live communicator's recorder, dumped together into
+// <dir>/tutti-trace-<job>-<world rank>.json. configure_traces is called at
+// init (the first call wins); it also makes SIGUSR1 dump, when the signal
+// still has its default action. Returns the path written, or "" when
+// writing failed or tracing is off.
+void configure_traces(std::uint64_t job_id, int world_rank, const std::string& dir, bool enabled);
+void register_trace_source(std::weak_ptr<const TraceSource> source);
+std::string dump_traces(const std::string& reason);
+
+}  // namespace tutti::detail
