@@ -10,6 +10,10 @@
 #include <sstream>
 #include <thread>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
 #include "algorithms/context.h"
 #include "common/log.h"
 
@@ -18,6 +22,39 @@ namespace tutti::detail {
 std::int64_t steady_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+namespace {
+// The counter and the steady clock read together once, as the origin of
+// the conversion.
+struct TickOrigin {
+  std::int64_t tick = static_cast<std::int64_t>(__rdtsc());
+  std::int64_t us = steady_us();
+};
+const TickOrigin& tick_origin() {
+  static const TickOrigin o;
+  return o;
+}
+}  // namespace
+
+std::int64_t ticks() { return static_cast<std::int64_t>(__rdtsc()); }
+
+std::int64_t ticks_to_steady_us(std::int64_t t) {
+  const TickOrigin& o = tick_origin();
+  // Rate measured between the origin and now (at least 1 ms apart).
+  std::int64_t now_us = steady_us(), now_tick = ticks();
+  while (now_us - o.us < 1000) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    now_us = steady_us();
+    now_tick = ticks();
+  }
+  const double per_us = static_cast<double>(now_tick - o.tick) / static_cast<double>(now_us - o.us);
+  return o.us + static_cast<std::int64_t>(static_cast<double>(t - o.tick) / per_us);
+}
+#else
+std::int64_t ticks() { return steady_us(); }
+std::int64_t ticks_to_steady_us(std::int64_t t) { return t; }
+#endif
 
 namespace {
 
@@ -54,73 +91,81 @@ const char* state_name(FlightRecorder::State s) {
 FlightRecorder::Entry* FlightRecorder::find(std::uint64_t handle) {
   if (handle == 0) return nullptr;
   Entry& e = entries_[handle % entries_.size()];
-  return e.handle == handle ? &e : nullptr;
+  return e.handle.load(std::memory_order_relaxed) == handle ? &e : nullptr;
+}
+
+FlightRecorder::Entry& FlightRecorder::claim() {
+  const std::uint64_t h = next_.load(std::memory_order_relaxed);
+  next_.store(h + 1, std::memory_order_relaxed);
+  Entry& e = entries_[h % entries_.size()];
+  e.handle.store(0, std::memory_order_relaxed);  // a concurrent dump skips it while it changes
+  return e;
 }
 
 std::uint64_t FlightRecorder::begin(const OpContext& ctx, State state) {
   if (entries_.empty()) return 0;
-  const std::int64_t now = steady_us();
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::uint64_t h = next_++;
-  Entry& e = entries_[h % entries_.size()];
-  e.handle = h;
-  e.seq = ctx.seq;
-  e.op = ctx.op_name;
-  e.algo = ctx.algo;
-  e.dtype = ctx.dtype_name;
-  e.redop = ctx.redop_name;
-  e.bytes = ctx.bytes;
-  e.root = ctx.root;
-  e.peer = -1;
-  e.tag = -1;
-  e.state = state;
-  e.enqueued_us = now;
-  e.started_us = state == State::Running ? now : 0;
-  e.ended_us = 0;
-  e.error.clear();
-  e.request.reset();
+  const std::int64_t now = ticks();
+  const std::uint64_t h = next_.load(std::memory_order_relaxed);
+  Entry& e = claim();
+  e.seq.store(ctx.seq, std::memory_order_relaxed);
+  e.op.store(ctx.op_name, std::memory_order_relaxed);
+  e.algo.store(ctx.algo, std::memory_order_relaxed);
+  e.dtype.store(ctx.dtype_name, std::memory_order_relaxed);
+  e.redop.store(ctx.redop_name, std::memory_order_relaxed);
+  e.bytes.store(ctx.bytes, std::memory_order_relaxed);
+  e.root.store(ctx.root, std::memory_order_relaxed);
+  e.peer.store(-1, std::memory_order_relaxed);
+  e.tag.store(-1, std::memory_order_relaxed);
+  e.state.store(state, std::memory_order_relaxed);
+  e.enqueued.store(now, std::memory_order_relaxed);
+  e.started.store(state == State::Running ? now : 0, std::memory_order_relaxed);
+  e.ended.store(0, std::memory_order_relaxed);
+  e.handle.store(h, std::memory_order_release);
   return h;
 }
 
 void FlightRecorder::running(std::uint64_t handle) {
-  if (handle == 0) return;
-  const std::int64_t now = steady_us();
-  std::lock_guard<std::mutex> lock(mu_);
   if (Entry* e = find(handle)) {
-    e->state = State::Running;
-    e->started_us = now;
+    e->started.store(ticks(), std::memory_order_relaxed);
+    e->state.store(State::Running, std::memory_order_release);
   }
 }
 
 void FlightRecorder::end(std::uint64_t handle, bool ok, const std::string& error) {
-  if (handle == 0) return;
-  const std::int64_t now = steady_us();
-  std::lock_guard<std::mutex> lock(mu_);
   if (Entry* e = find(handle)) {
-    e->state = ok ? State::Done : State::Failed;
-    e->ended_us = now;
-    if (!ok) e->error = error;
+    e->ended.store(ticks(), std::memory_order_relaxed);
+    if (!ok) {
+      std::lock_guard<std::mutex> lock(mu_);
+      e->error = error;
+    }
+    e->state.store(ok ? State::Done : State::Failed, std::memory_order_release);
   }
 }
 
 void FlightRecorder::posted(const char* op, std::uint64_t number, int peer, int tag, std::size_t bytes,
                             const char* dtype, const std::shared_ptr<Completion>& req) {
   if (entries_.empty()) return;
-  const std::int64_t now = steady_us();
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::uint64_t h = next_++;
-  Entry& e = entries_[h % entries_.size()];
-  e = Entry{};
-  e.handle = h;
-  e.seq = number;
-  e.op = op;
-  e.dtype = dtype;
-  e.bytes = bytes;
-  e.peer = peer;
-  e.tag = tag;
-  e.state = State::Posted;
-  e.enqueued_us = e.started_us = now;
-  e.request = req;
+  const std::int64_t now = ticks();
+  const std::uint64_t h = next_.load(std::memory_order_relaxed);
+  Entry& e = claim();
+  e.seq.store(number, std::memory_order_relaxed);
+  e.op.store(op, std::memory_order_relaxed);
+  e.algo.store("", std::memory_order_relaxed);
+  e.dtype.store(dtype, std::memory_order_relaxed);
+  e.redop.store(nullptr, std::memory_order_relaxed);
+  e.bytes.store(bytes, std::memory_order_relaxed);
+  e.root.store(-1, std::memory_order_relaxed);
+  e.peer.store(peer, std::memory_order_relaxed);
+  e.tag.store(tag, std::memory_order_relaxed);
+  e.state.store(State::Posted, std::memory_order_relaxed);
+  e.enqueued.store(now, std::memory_order_relaxed);
+  e.started.store(now, std::memory_order_relaxed);
+  e.ended.store(0, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e.request = req;
+  }
+  e.handle.store(h, std::memory_order_release);
 }
 
 std::string FlightRecorder::json(std::uint64_t comm_id, int rank, int size, const std::vector<int>& world) const {
@@ -132,11 +177,11 @@ std::string FlightRecorder::json(std::uint64_t comm_id, int rank, int size, cons
   os << "],\"ops\":[";
   std::lock_guard<std::mutex> lock(mu_);
   bool first = true;
-  const std::uint64_t n = entries_.size();
-  for (std::uint64_t h = next_ > n ? next_ - n : 1; h < next_; ++h) {
+  const std::uint64_t n = entries_.size(), next = next_.load(std::memory_order_acquire);
+  for (std::uint64_t h = next > n ? next - n : 1; h < next; ++h) {
     const Entry& e = entries_[h % n];
-    if (e.handle != h) continue;
-    State state = e.state;
+    if (e.handle.load(std::memory_order_acquire) != h) continue;
+    State state = e.state.load(std::memory_order_acquire);
     std::string error = e.error;
     if (state == State::Posted) {
       if (auto req = e.request.lock()) {
@@ -148,27 +193,34 @@ std::string FlightRecorder::json(std::uint64_t comm_id, int rank, int size, cons
         state = State::Done;  // nobody holds it any more: waited for, or dropped
       }
     }
-    os << (first ? "" : ",") << "{\"seq\":" << e.seq << ",\"op\":";
+    const char* algo = e.algo.load(std::memory_order_relaxed);
+    const char* dtype = e.dtype.load(std::memory_order_relaxed);
+    const char* redop = e.redop.load(std::memory_order_relaxed);
+    const int root = e.root.load(std::memory_order_relaxed), tag = e.tag.load(std::memory_order_relaxed);
+    const std::int64_t started = e.started.load(std::memory_order_relaxed);
+    const std::int64_t ended = e.ended.load(std::memory_order_relaxed);
+    os << (first ? "" : ",") << "{\"seq\":" << e.seq.load(std::memory_order_relaxed) << ",\"op\":";
     first = false;
-    json_string(os, e.op);
-    if (*e.algo) {
+    json_string(os, e.op.load(std::memory_order_relaxed));
+    if (*algo) {
       os << ",\"algo\":";
-      json_string(os, e.algo);
+      json_string(os, algo);
     }
-    os << ",\"bytes\":" << e.bytes;
-    if (e.dtype) {
+    os << ",\"bytes\":" << e.bytes.load(std::memory_order_relaxed);
+    if (dtype) {
       os << ",\"dtype\":";
-      json_string(os, e.dtype);
+      json_string(os, dtype);
     }
-    if (e.redop) {
+    if (redop) {
       os << ",\"redop\":";
-      json_string(os, e.redop);
+      json_string(os, redop);
     }
-    if (e.root >= 0) os << ",\"root\":" << e.root;
-    if (e.peer >= -1 && e.tag >= 0) os << ",\"peer\":" << e.peer << ",\"tag\":" << e.tag;
-    os << ",\"state\":\"" << state_name(state) << "\",\"enqueued_us\":" << e.enqueued_us;
-    if (e.started_us) os << ",\"started_us\":" << e.started_us;
-    if (e.ended_us) os << ",\"ended_us\":" << e.ended_us;
+    if (root >= 0) os << ",\"root\":" << root;
+    if (tag >= 0) os << ",\"peer\":" << e.peer.load(std::memory_order_relaxed) << ",\"tag\":" << tag;
+    os << ",\"state\":\"" << state_name(state)
+       << "\",\"enqueued_us\":" << ticks_to_steady_us(e.enqueued.load(std::memory_order_relaxed));
+    if (started) os << ",\"started_us\":" << ticks_to_steady_us(started);
+    if (ended) os << ",\"ended_us\":" << ticks_to_steady_us(ended);
     if (!error.empty()) {
       os << ",\"error\":";
       json_string(os, error.c_str());
@@ -214,6 +266,7 @@ void configure_traces(std::uint64_t job_id, int world_rank, const std::string& d
   std::lock_guard<std::mutex> lock(r.mu);
   if (r.configured) return;
   r.configured = true;
+  ticks_to_steady_us(ticks());  // fixes the origin of the tick conversion now
   r.enabled = enabled;
   r.job_id = job_id;
   r.world_rank = world_rank;

@@ -6,9 +6,11 @@
 // the dumps of every rank and tells which ranks are stuck in which op and
 // which never entered it.
 //
-// Cost on the latency path: two uncontended lock/unlock pairs and two clock
-// reads per operation, no allocation (an error message is the exception).
+// Cost on the latency path: a few relaxed stores and two time-stamp counter
+// reads per operation, no lock, no allocation (an error message is the
+// exception).
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -28,11 +30,15 @@ class FlightRecorder {
 
   explicit FlightRecorder(std::size_t capacity) : entries_(capacity) {}
   // Before first use only.
-  void set_capacity(std::size_t capacity) { entries_.assign(capacity, Entry{}); }
+  void set_capacity(std::size_t capacity) { entries_ = std::vector<Entry>(capacity); }
   bool enabled() const { return !entries_.empty(); }
 
   // A collective: recorded when submitted (Queued, or Running when it runs
-  // at once). Returns a handle for the later calls.
+  // at once). Returns a handle for the later calls. begin and posted are
+  // called by the thread that issues the communicator's operations (one at
+  // a time), running and end by the thread that runs them; a dump may read
+  // concurrently, so fields are atomics (plain moves on x86) and only the
+  // rare parts (an error message, a request) take the mutex.
   std::uint64_t begin(const OpContext& ctx, State state);
   void running(std::uint64_t handle);
   void end(std::uint64_t handle, bool ok, const std::string& error = {});
@@ -44,28 +50,32 @@ class FlightRecorder {
   std::string json(std::uint64_t comm_id, int rank, int size, const std::vector<int>& world) const;
 
  private:
+  template <class T>
+  using A = std::atomic<T>;
   struct Entry {
-    std::uint64_t handle = 0;  // 0: unused
-    std::uint64_t seq = 0;     // collective sequence number, or the send/recv number
-    const char* op = "";
-    const char* algo = "";
-    const char* dtype = nullptr;
-    const char* redop = nullptr;
-    std::size_t bytes = 0;
-    int root = -1, peer = -1, tag = -1;
-    State state = State::Queued;
-    std::int64_t enqueued_us = 0, started_us = 0, ended_us = 0;
-    std::string error;
-    std::weak_ptr<Completion> request;
+    A<std::uint64_t> handle{0};  // 0: unused
+    A<std::uint64_t> seq{0};     // collective sequence number, or the send/recv number
+    A<const char*> op{""}, algo{""}, dtype{nullptr}, redop{nullptr};
+    A<std::size_t> bytes{0};
+    A<int> root{-1}, peer{-1}, tag{-1};
+    A<State> state{State::Queued};
+    A<std::int64_t> enqueued{0}, started{0}, ended{0};  // ticks (see ticks())
+    std::string error;                  // under mu_
+    std::weak_ptr<Completion> request;  // under mu_
   };
   Entry* find(std::uint64_t handle);
+  Entry& claim();
   mutable std::mutex mu_;
   std::vector<Entry> entries_;
-  std::uint64_t next_ = 1;
+  A<std::uint64_t> next_{1};
 };
 
-// Microseconds on the steady clock (what the recorder stamps).
+// Microseconds on the steady clock.
 std::int64_t steady_us();
+// What the recorder stamps: the time-stamp counter where there is one
+// (converted to steady-clock microseconds when dumped), else steady_us().
+std::int64_t ticks();
+std::int64_t ticks_to_steady_us(std::int64_t t);
 
 // Something whose recorder belongs in the process's dump (a communicator).
 class TraceSource {
