@@ -1,11 +1,41 @@
 #include "core/communicator_impl.h"
 
+#include <algorithm>
+
 #include <cstdio>
 
 #include "algorithms/selection.h"
 #include "common/log.h"
 
 namespace tutti::detail {
+
+namespace {
+void fail_for_lost_peer(Communicator::Impl* c, int world_rank, const std::string& why) {
+  auto it = std::find(c->world.begin(), c->world.end(), world_rank);
+  if (it == c->world.end()) return;
+  const int r = static_cast<int>(it - c->world.begin());
+  std::string msg = "rank " + std::to_string(c->rank) + ": rank " + std::to_string(r) + " of this communicator";
+  if (r != world_rank) msg += " (world rank " + std::to_string(world_rank) + ")";
+  c->abort(ErrorKind::PeerLost, msg + " is lost: " + why);
+}
+}  // namespace
+
+void JobState::add_comm(Communicator::Impl* c) {
+  std::lock_guard<std::mutex> lock(comms_mu);
+  comms.push_back(c);
+  for (auto& [peer, why] : lost) fail_for_lost_peer(c, peer, why);
+}
+
+void JobState::remove_comm(Communicator::Impl* c) {
+  std::lock_guard<std::mutex> lock(comms_mu);
+  std::erase(comms, c);
+}
+
+void JobState::fail_peer(int world_rank, const std::string& why) {
+  std::lock_guard<std::mutex> lock(comms_mu);
+  lost.emplace_back(world_rank, why);
+  for (Communicator::Impl* c : comms) fail_for_lost_peer(c, world_rank, why);
+}
 
 JobState::~JobState() {
   // The transport closes peer connections in order; the store server goes last.
@@ -24,6 +54,7 @@ using detail::OpContext;
 using detail::Task;
 
 Communicator::Impl::~Impl() {
+  if (job) job->remove_comm(this);
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -52,11 +83,24 @@ OpContext Communicator::Impl::make_context(const char* op_name, std::size_t byte
   return c;
 }
 
+ErrorKind Communicator::Impl::later_kind() const {
+  // A lost peer stays lost: later calls say so. Other causes were events.
+  return abort_kind_ == ErrorKind::PeerLost ? ErrorKind::PeerLost : ErrorKind::Aborted;
+}
+
 void Communicator::Impl::throw_if_aborted() {
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_)
-    throw Error(ErrorKind::Aborted,
+    throw Error(later_kind(),
                 "rank " + std::to_string(rank) + ": the communicator was aborted earlier: " + abort_reason_);
+}
+
+bool Communicator::Impl::root_cause(ErrorKind* kind, std::string* reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!aborted_ || abort_kind_ == ErrorKind::Aborted) return false;
+  *kind = abort_kind_;
+  *reason = abort_reason_;
+  return true;
 }
 
 void Communicator::Impl::abort(ErrorKind kind, const std::string& message) {
@@ -73,8 +117,9 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message) {
   TUTTI_LOG(Warn, "communicator aborted: " << message);
   job->transport->abort_comm(comm_id, kind, message);
   for (Task& t : dropped) recorder.end(t.trace, false, "queued when the communicator was aborted: " + message);
+  const ErrorKind later = kind == ErrorKind::PeerLost ? ErrorKind::PeerLost : ErrorKind::Aborted;
   for (Task& t : dropped)
-    t.done->fail(ErrorKind::Aborted, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
+    t.done->fail(later, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
                                          " was queued when the communicator was aborted: " + message);
   cv_.notify_all();
   // An operation failed (not an abort on purpose): leave the flight record.
@@ -84,7 +129,7 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message) {
 bool Communicator::Impl::begin_inline() {
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_)
-    throw Error(ErrorKind::Aborted,
+    throw Error(later_kind(),
                 "rank " + std::to_string(rank) + ": the communicator was aborted earlier: " + abort_reason_);
   if (running_ || !queue_.empty()) return false;
   running_ = true;
@@ -105,6 +150,11 @@ void Communicator::Impl::fail_inline(const OpContext& ctx, std::uint64_t trace) 
   } catch (const Error& e) {
     recorder.end(trace, false, e.message());
     if (e.kind() != ErrorKind::InvalidArgument && e.kind() != ErrorKind::Aborted) abort(e.kind(), e.message());
+    // Woken by an abort with a cause (a lost peer, another op's failure):
+    // report that cause.
+    ErrorKind kind;
+    std::string reason;
+    if (e.kind() == ErrorKind::Aborted && root_cause(&kind, &reason)) throw Error(kind, ctx.where() + reason);
     throw;
   } catch (const std::exception& e) {
     std::string msg = ctx.where() + "internal error: " + e.what();
@@ -122,7 +172,8 @@ detail::ShmGroup& Communicator::Impl::shm(const OpContext& ctx) {
                   static_cast<unsigned long long>(comm_id));
     std::string name = "/" + job->config.shm_prefix + ids;
     try {
-      shm_ = std::make_unique<detail::ShmGroup>(name, rank, size, job->config.shm_slot_bytes, ctx.deadline);
+      shm_ = std::make_unique<detail::ShmGroup>(name, rank, size, job->config.shm_slot_bytes, ctx.deadline,
+                                                &aborted_flag);
     } catch (const Error& e) {
       throw Error(e.kind(), ctx.where() + e.message());
     }
@@ -145,7 +196,7 @@ void Communicator::Impl::run_task(Task& t) {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) {
       recorder.end(t.trace, false, "the communicator was aborted earlier: " + abort_reason_);
-      t.done->fail(ErrorKind::Aborted, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
+      t.done->fail(later_kind(), "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
                                            ": the communicator was aborted earlier: " + abort_reason_);
       return;
     }
@@ -159,7 +210,13 @@ void Communicator::Impl::run_task(Task& t) {
   } catch (const Error& e) {
     recorder.end(t.trace, false, e.message());
     if (e.kind() != ErrorKind::InvalidArgument && e.kind() != ErrorKind::Aborted) abort(e.kind(), e.message());
-    t.done->fail(e.kind(), e.message());
+    ErrorKind kind;
+    std::string reason;
+    if (e.kind() == ErrorKind::Aborted && root_cause(&kind, &reason)) {
+      t.done->fail(kind, t.ctx.where() + reason);
+    } else {
+      t.done->fail(e.kind(), e.message());
+    }
   } catch (const std::exception& e) {
     std::string msg = t.ctx.where() + "internal error: " + e.what();
     recorder.end(t.trace, false, msg);

@@ -45,6 +45,17 @@ struct JobState {
   // LOCAL_RANK / LOCAL_WORLD_SIZE from the launcher, or -1.
   int env_local_rank = -1;
   int env_local_size = -1;
+  // Every communicator of the job in this process, so that a lost peer
+  // fails all that include it (fail_peer, called by the transport). Plain
+  // pointers: a communicator leaves the list first thing when destroyed, so
+  // fail_peer never owns one (and never runs a destructor on a transport
+  // thread).
+  std::mutex comms_mu;
+  std::vector<Communicator::Impl*> comms;
+  std::vector<std::pair<int, std::string>> lost;  // peers lost so far (a later communicator fails at once)
+  void add_comm(Communicator::Impl* c);
+  void remove_comm(Communicator::Impl* c);
+  void fail_peer(int world_rank, const std::string& why);
   ~JobState();
 };
 
@@ -121,6 +132,10 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // Set once abort() ran; shared-memory waits poll it.
   std::atomic<bool> aborted_flag{false};
   void throw_if_aborted();
+  // The kind later calls fail with, and the cause of an abort that was not
+  // on purpose (false when none): both under mu_ / take it.
+  ErrorKind later_kind() const;
+  bool root_cause(ErrorKind* kind, std::string* reason);
 
  private:
   void run_task(detail::Task& t);

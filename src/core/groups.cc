@@ -36,6 +36,7 @@ std::shared_ptr<Communicator::Impl> make_child(Communicator::Impl& parent, std::
   child->single_host = std::all_of(child->world.begin(), child->world.end(),
                                    [&](int w) { return hosts[w] == hosts[child->world[0]]; });
   register_trace_source(child);
+  child->job->add_comm(child.get());
   return child;
 }
 

@@ -167,6 +167,10 @@ Communicator init(const InitOptions& options) {
     job->transport = ShmTransport::create(job->transport, *job->store, "/" + job->config.shm_prefix + ids, deadline);
   }
 
+  // A peer lost without a goodbye fails every communicator that includes it.
+  job->transport->set_peer_lost_handler(
+      [j = job.get()](int peer, const std::string& why) { j->fail_peer(peer, why); });
+
   auto impl = std::make_shared<Communicator::Impl>();
   impl->job = job;
   impl->comm_id = mix64(job->job_id);
@@ -183,6 +187,7 @@ Communicator init(const InitOptions& options) {
   impl->recorder.set_capacity(job->config.trace_buffer);
   detail::configure_traces(job->job_id, rank, job->config.trace_dir, job->config.trace_buffer > 0);
   detail::register_trace_source(impl);
+  job->add_comm(impl.get());
   TUTTI_LOG(Info, "joined: rank " << rank << " of " << size << " on " << hosts.size() << " host(s)");
   return Communicator(impl);
 }

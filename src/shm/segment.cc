@@ -31,7 +31,7 @@ static_assert(sizeof(Header) <= SharedSegment::kHeaderBytes);
 }  // namespace
 
 SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::size_t bytes, std::uint64_t layout,
-                             TimePoint deadline)
+                             TimePoint deadline, const std::atomic<bool>* abort_flag)
     : name_(name), size_(size), bytes_(bytes) {
   int fd = -1;
   if (rank == 0) {
@@ -63,6 +63,8 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
       if (Clock::now() >= deadline)
         throw Error(ErrorKind::Timeout, "shared memory segment " + name +
                                             " was not created in time: rank 0 did not take part in this operation");
+      if (abort_flag && abort_flag->load())
+        throw Error(ErrorKind::Aborted, "aborted while waiting for rank 0 to create shared memory segment " + name);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
@@ -94,6 +96,8 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
     while (h->ready.load(std::memory_order_acquire) != 1) {
       if (Clock::now() >= deadline)
         throw Error(ErrorKind::Timeout, "shared memory segment " + name + " was never initialized by rank 0");
+      if (abort_flag && abort_flag->load())
+        throw Error(ErrorKind::Aborted, "aborted while waiting for rank 0 to initialize shared memory segment " + name);
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     if (h->magic != kMagic || h->size != static_cast<std::uint32_t>(size) || h->layout != layout)

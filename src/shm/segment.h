@@ -4,6 +4,7 @@
 // to map it removes its name, so nothing stays in /dev/shm once every member
 // has it, even if members are killed afterwards.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -19,8 +20,9 @@ class SharedSegment {
   // must be the same on every member, else Mismatch. Timeout at `deadline`
   // when member 0 never creates it.
   static constexpr std::size_t kHeaderBytes = 256;
+  // A waiting member also gives up (Aborted) once *abort_flag is set.
   SharedSegment(const std::string& name, int rank, int size, std::size_t bytes, std::uint64_t layout,
-                TimePoint deadline);
+                TimePoint deadline, const std::atomic<bool>* abort_flag = nullptr);
   ~SharedSegment();
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;

@@ -33,13 +33,14 @@ int ShmGroup::spin_limit(int local_ranks) {
   return static_cast<unsigned>(local_ranks) > cores ? 0 : 5;
 }
 
-ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot_bytes, TimePoint deadline)
+ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot_bytes, TimePoint deadline,
+                   const std::atomic<bool>* abort_flag)
     : rank_(rank),
       size_(size),
       slot_bytes_(round_up(std::max<std::size_t>(slot_bytes, 16 * size), 64)),
       area_bytes_(kCtrlBytes + 4 * slot_bytes_),
       map_bytes_(SharedSegment::kHeaderBytes + static_cast<std::size_t>(size) * area_bytes_),
-      segment_(name, rank, size, map_bytes_, slot_bytes_, deadline),
+      segment_(name, rank, size, map_bytes_, slot_bytes_, deadline, abort_flag),
       base_(segment_.base()) {
   spins_ = spin_limit(size);
   yield_us_ = 200;
@@ -110,7 +111,8 @@ void ShmGroup::wait_for(int peer, std::uint64_t value) {
     if (reached(counter.load(std::memory_order_acquire))) return;
     if (abort_flag_ && abort_flag_->load()) fail_wait(peer, value, WaitFailure::Aborted);
     std::int32_t pid = c->pid;
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fail_wait(peer, value, WaitFailure::Dead);
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
+      fail_wait(peer, value, abort_soon() ? WaitFailure::Aborted : WaitFailure::Dead);
   }
 }
 
@@ -159,6 +161,10 @@ void ShmGroup::read_peer(int peer, void* dst, std::uint64_t remote, std::size_t 
     if (got <= 0) {
       const int err = got < 0 ? errno : EIO;
       if (err == EINTR) continue;
+      // The peer is gone or has left the operation (its buffer with it):
+      // usually because of a failure elsewhere, which reaches this rank as an
+      // abort within moments. Report that cause when it comes.
+      if (abort_soon()) fail_wait(peer, 0, WaitFailure::Aborted);
       std::string prefix = describe_ ? describe_(describe_arg_) : "rank " + std::to_string(rank_) + ": ";
       if (err == ESRCH)
         throw Error(ErrorKind::PeerLost, prefix + "rank " + std::to_string(peer) + " (pid " +
@@ -169,6 +175,15 @@ void ShmGroup::read_peer(int peer, void* dst, std::uint64_t remote, std::size_t 
     d += got;
     remote += static_cast<std::uint64_t>(got);
     bytes -= static_cast<std::size_t>(got);
+  }
+}
+
+bool ShmGroup::abort_soon() const {
+  const auto until = Clock::now() + std::chrono::milliseconds(300);
+  while (true) {
+    if (abort_flag_ && abort_flag_->load()) return true;
+    if (Clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 

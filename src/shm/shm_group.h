@@ -43,7 +43,8 @@ class ShmGroup {
  public:
   // Collective over the members (every member calls it). `name` must be the
   // same on every member and unique on the host.
-  ShmGroup(const std::string& name, int rank, int size, std::size_t slot_bytes, TimePoint deadline);
+  ShmGroup(const std::string& name, int rank, int size, std::size_t slot_bytes, TimePoint deadline,
+           const std::atomic<bool>* abort_flag = nullptr);
   ~ShmGroup();
   ShmGroup(const ShmGroup&) = delete;
   ShmGroup& operator=(const ShmGroup&) = delete;
@@ -131,6 +132,9 @@ class ShmGroup {
   void publish(std::uint64_t value);
   void wait_for(int peer, std::uint64_t value);
   enum class WaitFailure { Timeout, Dead, Aborted };
+  // Whether the communicator is aborted now or within a short grace period
+  // (a peer that vanished may have left because of a failure elsewhere).
+  bool abort_soon() const;
   [[noreturn]] void fail_wait(int peer, std::uint64_t value, WaitFailure why);
 
   int rank_, size_;

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -43,6 +44,16 @@ class Transport {
   virtual void abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) = 0;
   // Why `peer` is unreachable, or "" while it is connected.
   virtual std::string peer_failure(int peer) const = 0;
+
+  // Called once per peer that is lost without having said goodbye (killed,
+  // crashed, or cut off), from a transport thread holding no transport
+  // lock, so that every communicator including it can fail at once. Set
+  // before traffic starts.
+  using PeerLostHandler = std::function<void(int peer, const std::string& why)>;
+  virtual void set_peer_lost_handler(PeerLostHandler handler) { peer_lost_ = std::move(handler); }
+
+ protected:
+  PeerLostHandler peer_lost_;
 };
 
 }  // namespace tutti::detail

@@ -423,12 +423,29 @@ TEST(CoreSelection, ValidateAlgoOverrides) {
 TEST(CoreFrame, HeaderAcceptsGood) {
   d::FrameHeader h;
   EXPECT_EQ(d::validate_frame_header(h), "");
-  h.flags = 0xffff;
   h.comm_id = ~std::uint64_t(0);
   h.tag = d::p2p_tag(INT_MAX);
   h.signature = 0x1234567890abcdefull;
   h.bytes = d::kMaxFrameBytes;  // the bound itself is allowed
   EXPECT_EQ(d::validate_frame_header(h), "");
+  h.flags = d::kFrameLostNotice;
+  h.bytes = d::kMaxNoticeBytes;
+  EXPECT_EQ(d::validate_frame_header(h), "");
+  h.flags = d::kFrameGoodbye;
+  h.bytes = 0;
+  EXPECT_EQ(d::validate_frame_header(h), "");
+}
+
+TEST(CoreFrame, HeaderRejectsBadFlags) {
+  d::FrameHeader h;
+  h.flags = 0x8000;
+  EXPECT_EQ(d::validate_frame_header(h), "unknown frame flags 32768");
+  h.flags = d::kFrameGoodbye;
+  h.bytes = 1;
+  EXPECT_EQ(d::validate_frame_header(h), "goodbye frame with a payload");
+  h.flags = d::kFrameLostNotice;
+  h.bytes = d::kMaxNoticeBytes + 1;
+  EXPECT_EQ(d::validate_frame_header(h), "lost-peer notice of 1025 bytes");
 }
 
 TEST(CoreFrame, HeaderRejectsBadFields) {

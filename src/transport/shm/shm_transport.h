@@ -62,6 +62,9 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
   RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len) override;
   void abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) override;
   std::string peer_failure(int peer) const override;
+  // Losses are reported by the network transport, which tells a peer that
+  // shut down in order (goodbye) from one that died.
+  void set_peer_lost_handler(PeerLostHandler handler) override { net_->set_peer_lost_handler(std::move(handler)); }
 
   static constexpr std::size_t kInlineBytes = 80;
   static constexpr std::size_t kEagerBytes = 8 << 10;

@@ -12,6 +12,14 @@ inline constexpr std::uint32_t kFrameMagic = 0x49545554;  // "TUTI"
 inline constexpr std::uint16_t kFrameVersion = 1;
 // Upper bound on one message; a header claiming more is corrupt.
 inline constexpr std::uint64_t kMaxFrameBytes = std::uint64_t(1) << 40;
+// flags: a frame without payload that says the sender is shutting down in
+// order (its connection closing next is not a failure).
+inline constexpr std::uint16_t kFrameGoodbye = 1;
+// flags: "rank <tag> is lost", the reason as payload (at most
+// kMaxNoticeBytes): a rank that sees a peer die tells every other rank, so
+// that all fail with that root cause, whatever they were waiting for.
+inline constexpr std::uint16_t kFrameLostNotice = 2;
+inline constexpr std::uint64_t kMaxNoticeBytes = 1024;
 
 struct FrameHeader {
   std::uint32_t magic = kFrameMagic;

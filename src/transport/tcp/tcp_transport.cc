@@ -62,11 +62,33 @@ TcpTransport::~TcpTransport() {
   shutdown_connections();
 }
 
+void TcpTransport::say_goodbye() {
+  // What is still queued (a lost-peer notice, the rest of an aborted
+  // message) gets a short chance to leave first.
+  const auto until = Clock::now() + std::chrono::milliseconds(200);
+  for (Conn& c : conns_) {
+    while (c.peer != rank_ && c.alive && c.fd.valid() && !c.sendq.empty() && Clock::now() < until) {
+      if (!flush(c) || c.sendq.empty()) break;
+      pollfd p{c.fd.get(), POLLOUT, 0};
+      ::poll(&p, 1, 10);
+    }
+  }
+  FrameHeader h;
+  h.flags = kFrameGoodbye;
+  for (Conn& c : conns_) {
+    // Only between frames: a half-sent message is not followed by anything.
+    if (c.peer == rank_ || !c.alive || !c.fd.valid() || !c.sendq.empty()) continue;
+    ssize_t n = ::send(c.fd.get(), &h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n;  // a full socket buffer or a dead peer: it learns from the close
+  }
+}
+
 // Orderly close: send FIN, then read until the peer's FIN so that closing
 // never resets a connection with data in flight. A live peer answers our FIN
 // at once (its progress thread closes on EOF); a stopped one costs at most
 // the grace period.
 void TcpTransport::shutdown_connections() {
+  say_goodbye();
   std::vector<pollfd> fds;
   for (Conn& c : conns_) {
     if (c.peer == rank_ || !c.alive || !c.fd.valid()) continue;
@@ -306,6 +328,7 @@ void TcpTransport::fail_conn(Conn& c, const std::string& why) {
   if (!c.alive) return;
   c.alive = false;
   c.failure = why;
+  if (!c.said_goodbye && !stop_) lost_unreported_.emplace_back(c.peer, why);
   TUTTI_LOG(Info, "peer rank " << c.peer << ": " << why);
   if (c.fd.valid()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
   c.fd.reset();
@@ -336,6 +359,23 @@ void TcpTransport::on_header(Conn& c) {
   std::string bad = validate_frame_header(c.hdr);
   if (!bad.empty()) {
     fail_conn(c, "corrupt frame from rank " + std::to_string(c.peer) + ": " + bad);
+    return;
+  }
+  if (c.hdr.flags & kFrameGoodbye) {
+    c.said_goodbye = true;
+    c.rx = Rx::Header;
+    c.hdr_got = 0;
+    return;
+  }
+  if (c.hdr.flags & kFrameLostNotice) {
+    c.rx_notice = true;
+    c.notice.assign(c.hdr.bytes, '\0');
+    c.rx = Rx::Payload;
+    c.rx_got = 0;
+    c.rx_buf = c.notice.data();
+    c.rx_req.reset();
+    c.rx_unexp = nullptr;
+    if (c.hdr.bytes == 0) on_payload_done(c);
     return;
   }
   c.rx = Rx::Payload;
@@ -384,7 +424,15 @@ void TcpTransport::on_header(Conn& c) {
 }
 
 void TcpTransport::on_payload_done(Conn& c) {
-  if (c.rx_req) {
+  if (c.rx_notice) {
+    c.rx_notice = false;
+    const std::uint64_t lost = c.hdr.tag;
+    if (lost < static_cast<std::uint64_t>(size_) && static_cast<int>(lost) != rank_)
+      lost_unreported_.emplace_back(static_cast<int>(lost), "rank " + std::to_string(c.peer) + " reports: " + c.notice);
+    // Report it before reading on: what follows (the sender shutting down
+    // after the failure) must not become the cause.
+    c.yield = true;
+  } else if (c.rx_req) {
     c.rx_req->complete(c.peer, c.hdr.bytes);
   } else if (c.rx_unexp) {
     Unexpected* u = c.rx_unexp;
@@ -408,7 +456,8 @@ void TcpTransport::on_payload_done(Conn& c) {
 
 void TcpTransport::handle_readable(Conn& c) {
   std::size_t budget = kReadBudget;
-  while (c.alive && budget > 0) {
+  c.yield = false;
+  while (c.alive && budget > 0 && !c.yield) {
     char* dst;
     std::size_t want;
     if (c.rx == Rx::Header) {
@@ -426,8 +475,9 @@ void TcpTransport::handle_readable(Conn& c) {
     ssize_t n = ::recv(c.fd.get(), dst, want, MSG_DONTWAIT);
     if (n == 0) {
       bool clean = c.rx == Rx::Header && c.hdr_got == 0;
-      fail_conn(c, clean ? "rank " + std::to_string(c.peer) + " closed its connection (it exited or finalized)"
-                         : "rank " + std::to_string(c.peer) + " closed its connection in the middle of a message");
+      fail_conn(c, !clean ? "rank " + std::to_string(c.peer) + " closed its connection in the middle of a message"
+                   : c.said_goodbye ? "rank " + std::to_string(c.peer) + " has shut down"
+                                    : "rank " + std::to_string(c.peer) + " closed its connection without shutting down (it exited, crashed or was killed)");
       return;
     }
     if (n < 0) {
@@ -447,6 +497,54 @@ void TcpTransport::handle_readable(Conn& c) {
   }
 }
 
+void TcpTransport::set_peer_lost_handler(PeerLostHandler handler) {
+  std::vector<std::pair<int, std::string>> past;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    peer_lost_ = handler;
+    past = lost_log_;
+  }
+  if (handler)
+    for (auto& [peer, why] : past) handler(peer, why);
+}
+
+void TcpTransport::report_lost() {
+  std::vector<std::pair<int, std::string>> lost;
+  PeerLostHandler handler;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lost_reported_.empty()) lost_reported_.assign(size_, 0);
+    for (auto& [peer, why] : lost_unreported_) {
+      if (lost_reported_[peer]) continue;
+      lost_reported_[peer] = 1;
+      lost.emplace_back(peer, why);
+      // Tell every other rank, ahead of anything this rank sends later
+      // (such as its own goodbye when it shuts down after the failure).
+      for (Conn& c : conns_) {
+        if (c.peer == rank_ || c.peer == peer || !c.alive) continue;
+        SendOp op;
+        op.hdr.flags = kFrameLostNotice;
+        op.hdr.tag = static_cast<std::uint64_t>(peer);
+        op.owned.assign(why.begin(), why.begin() + std::min<std::size_t>(why.size(), kMaxNoticeBytes));
+        op.hdr.bytes = op.owned.size();
+        op.len = op.owned.size();
+        op.buf = nullptr;
+        op.req = std::make_shared<Completion>();
+        // Ahead of every message not yet started.
+        auto at = c.sendq.begin();
+        if (at != c.sendq.end() && at->off > 0) ++at;
+        c.sendq.insert(at, std::move(op));
+        if (flush(c) && !c.sendq.empty()) update_epoll(c, true);
+      }
+    }
+    lost_unreported_.clear();
+    lost_log_.insert(lost_log_.end(), lost.begin(), lost.end());
+    handler = peer_lost_;
+  }
+  if (handler)
+    for (auto& [peer, why] : lost) handler(peer, why);
+}
+
 void TcpTransport::progress_loop() {
   epoll_event events[64];
   while (true) {
@@ -456,28 +554,34 @@ void TcpTransport::progress_loop() {
       // waiters get an error instead of their deadline.
       std::string why = "the progress engine failed: epoll_wait: " + errno_text(errno);
       TUTTI_LOG(Warn, why);
-      std::lock_guard<std::mutex> lock(mu_);
-      for (Conn& c : conns_)
-        if (c.peer != rank_) fail_conn(c, why);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (Conn& c : conns_)
+          if (c.peer != rank_) fail_conn(c, why);
+      }
+      report_lost();
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return;
-    for (int i = 0; i < n; ++i) {
-      std::uint32_t idx = events[i].data.u32;
-      if (idx == kWakeIndex) {
-        std::uint64_t v;
-        ssize_t ignored = ::read(wake_.get(), &v, sizeof v);
-        (void)ignored;
-        continue;
-      }
-      Conn& c = conns_[idx];
-      if (!c.alive) continue;
-      if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) handle_readable(c);
-      if (c.alive && (events[i].events & EPOLLOUT)) {
-        if (flush(c) && c.sendq.empty()) update_epoll(c, false);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      for (int i = 0; i < n; ++i) {
+        std::uint32_t idx = events[i].data.u32;
+        if (idx == kWakeIndex) {
+          std::uint64_t v;
+          ssize_t ignored = ::read(wake_.get(), &v, sizeof v);
+          (void)ignored;
+          continue;
+        }
+        Conn& c = conns_[idx];
+        if (!c.alive) continue;
+        if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) handle_readable(c);
+        if (c.alive && (events[i].events & EPOLLOUT)) {
+          if (flush(c) && c.sendq.empty()) update_epoll(c, false);
+        }
       }
     }
+    report_lost();
   }
 }
 

@@ -49,6 +49,8 @@ class TcpTransport final : public Transport {
   RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len) override;
   void abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) override;
   std::string peer_failure(int peer) const override;
+  // Also replays the losses reported before it was set.
+  void set_peer_lost_handler(PeerLostHandler handler) override;
 
  private:
   struct PostedRecv {
@@ -78,6 +80,10 @@ class TcpTransport final : public Transport {
     int peer = -1;
     Fd fd;
     bool alive = false;
+    bool said_goodbye = false;  // the peer is shutting down in order
+    bool rx_notice = false;     // the payload being read is a lost-peer notice
+    bool yield = false;         // stop reading until lost peers are reported
+    std::string notice;
     std::string failure;
     bool want_out = false;
     // receiving side
@@ -93,6 +99,12 @@ class TcpTransport final : public Transport {
   };
 
   void progress_loop();
+  // Peers lost without a goodbye, reported to peer_lost_ outside the lock.
+  std::vector<std::pair<int, std::string>> lost_unreported_;
+  std::vector<char> lost_reported_;  // per peer: reported (to the handler, or kept for it)
+  std::vector<std::pair<int, std::string>> lost_log_;
+  void report_lost();
+  void say_goodbye();
   void handle_readable(Conn& c);
   void on_header(Conn& c);
   void on_payload_done(Conn& c);

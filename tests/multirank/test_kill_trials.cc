@@ -1,0 +1,125 @@
+// A rank killed (SIGKILL) at a random point of a random sequence of
+// collectives: every survivor's pending operation fails with PeerLost naming
+// it within 2 s of the kill, later calls fail at once with PeerLost, and
+// nobody hangs. 25 trials per transport, random world size, victim, op
+// sequence, message sizes and kill time (inside an op or between ops).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "common/errors.h"
+#include "harness/spawn.h"
+
+namespace tutti::testing {
+namespace {
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One random collective on `comm`, the same on every rank (same generator).
+void random_op(Communicator& comm, std::mt19937& rng, std::vector<float>& a, std::vector<float>& b) {
+  static const std::size_t sizes[] = {1, 64, 5000, 200000};
+  const std::size_t count = sizes[rng() % 4];
+  const int n = comm.size();
+  a.assign(count * n, 1.5f);
+  b.assign(count * n, 0.f);
+  const int root = static_cast<int>(rng() % n);
+  switch (rng() % 7) {
+    case 0: comm.all_reduce(a.data(), b.data(), count, DataType::Float32, ReduceOp::SUM); break;
+    case 1: comm.broadcast(a.data(), count, DataType::Float32, root); break;
+    case 2: comm.reduce(a.data(), b.data(), count, DataType::Float32, ReduceOp::MAX, root); break;
+    case 3: comm.all_gather(a.data(), b.data(), count, DataType::Float32); break;
+    case 4: comm.reduce_scatter(a.data(), b.data(), count, DataType::Float32, ReduceOp::SUM); break;
+    case 5: comm.all_to_all(a.data(), b.data(), count, DataType::Float32); break;
+    default: comm.barrier(); break;
+  }
+}
+
+class KillTrials : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KillTrials, SurvivorsGetPeerLostNamingTheVictimWithinTwoSeconds) {
+  // Where the victim writes when it dies, seen by every rank (fork keeps
+  // shared anonymous mappings shared).
+  auto* killed_at = static_cast<std::atomic<std::int64_t>*>(
+      ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(killed_at, MAP_FAILED);
+  const unsigned transport_salt = GetParam() == "tcp" ? 1000 : 0;
+  for (unsigned trial = 0; trial < 25; ++trial) {
+    std::mt19937 pick(trial * 7919 + transport_salt);
+    const int world = 2 + static_cast<int>(pick() % 4);
+    const int victim = static_cast<int>(pick() % world);
+    const int kill_at = static_cast<int>(pick() % 30);
+    const bool inside_op = pick() % 2;
+    const int delay_us = static_cast<int>(pick() % 300);
+    const unsigned seed = pick();
+    killed_at->store(0);
+    SpawnOptions o;
+    o.env = {{"TUTTI_TRANSPORT", GetParam()}};
+    o.may_die = {victim};
+    o.op_timeout = std::chrono::seconds(30);
+    o.timeout = std::chrono::seconds(60);
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + std::to_string(world) + " ranks, rank " +
+                 std::to_string(victim) + " killed at op " + std::to_string(kill_at) +
+                 (inside_op ? " (inside, after " + std::to_string(delay_us) + " us)" : " (before it)"));
+    spawn(world, [&](Communicator& comm) {
+      std::mt19937 rng(seed);
+      std::vector<float> a, b;
+      for (int i = 0; i < 60; ++i) {
+        if (comm.rank() == victim && i == kill_at) {
+          if (inside_op) {
+            std::thread([&] {
+              std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+              killed_at->store(now_ns());
+              ::raise(SIGKILL);
+            }).detach();
+          } else {
+            killed_at->store(now_ns());
+            ::raise(SIGKILL);
+          }
+        }
+        try {
+          random_op(comm, rng, a, b);
+          // The victim's killer may not have run yet: go no further.
+          if (comm.rank() == victim && i == kill_at)
+            while (true) ::pause();
+        } catch (const Error& e) {
+          const std::int64_t t = now_ns(), k = killed_at->load();
+          ASSERT_EQ(e.kind(), ErrorKind::PeerLost) << what_of(e);
+          EXPECT_NE(e.message().find("rank " + std::to_string(victim)), std::string::npos) << what_of(e);
+          ASSERT_NE(k, 0) << "an error before the kill: " << what_of(e);
+          EXPECT_LT(t - k, 2'000'000'000) << "noticed " << (t - k) / 1000000 << " ms after the kill: " << what_of(e);
+          // Later calls fail at once, with the same cause.
+          const auto t0 = std::chrono::steady_clock::now();
+          try {
+            comm.barrier();
+            ADD_FAILURE() << "a barrier after the loss returned";
+          } catch (const Error& later) {
+            EXPECT_EQ(later.kind(), ErrorKind::PeerLost) << what_of(later);
+            EXPECT_NE(later.message().find("rank " + std::to_string(victim)), std::string::npos) << what_of(later);
+          }
+          EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(100));
+          return;
+        }
+      }
+      if (comm.rank() != victim) ADD_FAILURE() << "60 collectives completed without rank " << victim;
+    }, o);
+    if (::testing::Test::HasFailure()) break;
+  }
+  ::munmap(killed_at, 4096);
+}
+
+INSTANTIATE_TEST_SUITE_P(World, KillTrials, ::testing::Values("auto", "tcp"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return p.param == "tcp" ? std::string("tcp") : std::string("shm");
+                         });
+
+}  // namespace
+}  // namespace tutti::testing
