@@ -116,6 +116,40 @@ TEST_P(KillTrials, SurvivorsGetPeerLostNamingTheVictimWithinTwoSeconds) {
   ::munmap(killed_at, 4096);
 }
 
+// A rank that stops answering (SIGSTOP): the others fail with Timeout at the
+// op deadline, naming it.
+TEST_P(KillTrials, StoppedRankMakesOthersTimeOutNamingIt) {
+  SpawnOptions o;
+  o.env = {{"TUTTI_TRANSPORT", GetParam()}};
+  o.may_die = {2};
+  spawn(3, [](Communicator& world) {
+    std::vector<int> all = {0, 1, 2};
+    auto g = world.new_group(all);
+    g->set_timeout(std::chrono::milliseconds(500));
+    std::int32_t pid = ::getpid();
+    std::vector<std::int32_t> pids(3);
+    world.all_gather(&pid, pids.data(), 1, DataType::Int32);
+    if (world.rank() == 2) ::raise(SIGSTOP);  // killed by rank 0 below
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      float v = 1;
+      if (GetParam() == "tcp") {
+        g->barrier();
+      } else {
+        g->all_reduce(&v, &v, 1, DataType::Float32, ReduceOp::SUM);
+      }
+      ADD_FAILURE() << "an operation without rank 2 returned";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Timeout) << what_of(e);
+      EXPECT_NE(e.message().find("rank 2"), std::string::npos) << what_of(e);
+    }
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(waited, std::chrono::milliseconds(450));
+    EXPECT_LT(waited, std::chrono::milliseconds(2500));
+    if (world.rank() == 0) ::kill(pids[2], SIGKILL);
+  }, o);
+}
+
 INSTANTIATE_TEST_SUITE_P(World, KillTrials, ::testing::Values("auto", "tcp"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            return p.param == "tcp" ? std::string("tcp") : std::string("shm");
