@@ -41,6 +41,7 @@ struct OpContext {
   const char* dtype_name = nullptr;
   const char* redop_name = nullptr;
   int root = -1;
+  bool varying_sizes = false;  // members pass different byte counts (all_to_all_v)
 
   Pending isend(int peer, std::uint32_t step, const void* buf, std::size_t len);
   Pending irecv(int peer, std::uint32_t step, void* buf, std::size_t len);

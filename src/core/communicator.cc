@@ -428,8 +428,9 @@ Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_
   const char* s0 = static_cast<const char*>(sendbuf);
   const char* r0 = static_cast<const char*>(recvbuf);
   const bool overlap = send_end && recv_end && s0 < r0 + recv_end && r0 < s0 + send_end;
-  OpContext c = impl_->make_context("all_to_all", total_send * es);
+  OpContext c = impl_->make_context("all_to_all_v", total_send * es);
   c.dtype_name = dtype_name(dtype);
+  c.varying_sizes = true;
   c.algo = impl_->select("all_to_all", total_send * es);
   return impl_->run(
       std::move(c),

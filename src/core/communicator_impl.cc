@@ -1,4 +1,5 @@
 #include "core/communicator_impl.h"
+#include "core/signature.h"
 
 #include <algorithm>
 
@@ -116,6 +117,9 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message) {
   }
   TUTTI_LOG(Warn, "communicator aborted: " << message);
   job->transport->abort_comm(comm_id, kind, message);
+  // Every member waiting in shared memory learns the cause (not an abort on purpose).
+  if (kind != ErrorKind::Aborted)
+    if (detail::ShmGroup* g = shm_published_.load(std::memory_order_acquire)) g->broadcast_failure(kind, message);
   for (Task& t : dropped) recorder.end(t.trace, false, "queued when the communicator was aborted: " + message);
   const ErrorKind later = kind == ErrorKind::PeerLost ? ErrorKind::PeerLost : ErrorKind::Aborted;
   for (Task& t : dropped)
@@ -178,9 +182,16 @@ detail::ShmGroup& Communicator::Impl::shm(const OpContext& ctx) {
       throw Error(e.kind(), ctx.where() + e.message());
     }
   }
+  if (fresh) shm_published_.store(shm_.get(), std::memory_order_release);
   shm_->set_deadline(ctx.deadline);
   shm_->set_abort_flag(&aborted_flag);
   shm_->set_context([](const void* c) { return static_cast<const OpContext*>(c)->where(); }, &ctx);
+  // The names are static strings: hash them again only when they change.
+  if (ctx.op_name != sig_cache_.op || ctx.dtype_name != sig_cache_.dtype || ctx.redop_name != sig_cache_.redop ||
+      ctx.root != sig_cache_.root) {
+    sig_cache_ = {ctx.op_name, ctx.dtype_name, ctx.redop_name, ctx.root, detail::op_signature(ctx)};
+  }
+  shm_->set_signature(sig_cache_.sig, detail::op_signature_bytes(ctx), detail::describe_signature);
   if (fresh) shm_->negotiate_cma(job->config.shm_cma_bytes);
   return *shm_;
 }

@@ -144,6 +144,12 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // Called from a catch block: aborts as fail-stop requires, then rethrows.
   [[noreturn]] void fail_inline(const detail::OpContext& ctx, std::uint64_t trace);
   std::unique_ptr<detail::ShmGroup> shm_;
+  std::atomic<detail::ShmGroup*> shm_published_{nullptr};  // shm_, for abort() from other threads
+  struct {
+    const char *op = nullptr, *dtype = nullptr, *redop = nullptr;
+    int root = -2;
+    std::uint64_t sig = 0;
+  } sig_cache_;  // the last operation signature (used by the thread running ops)
   void worker_loop();
 
   std::mutex mu_;  // guards everything below

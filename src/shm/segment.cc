@@ -25,6 +25,7 @@ struct Header {
   std::uint64_t layout;
   std::atomic<std::uint32_t> ready;
   std::atomic<std::uint32_t> mapped;
+  SharedSegment::Failure failure;
 };
 static_assert(sizeof(Header) <= SharedSegment::kHeaderBytes);
 
@@ -110,6 +111,8 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
   if (h->mapped.fetch_add(1) + 1 == static_cast<std::uint32_t>(size)) ::shm_unlink(name.c_str());
   TUTTI_LOG(Debug, "mapped shared memory segment " << name << ": " << bytes_ << " bytes for " << size << " ranks");
 }
+
+SharedSegment::Failure* SharedSegment::failure() const { return &reinterpret_cast<Header*>(base_)->failure; }
 
 SharedSegment::~SharedSegment() {
   if (!base_) return;

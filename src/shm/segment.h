@@ -28,6 +28,14 @@ class SharedSegment {
   SharedSegment& operator=(const SharedSegment&) = delete;
 
   char* base() const { return base_; }
+  // A word and a message every member can see, for failures that must
+  // reach every member (ShmGroup::broadcast_failure).
+  struct Failure {
+    std::atomic<std::uint32_t> by;  // failing rank + 1, or 0
+    std::uint32_t kind;
+    char message[192];
+  };
+  Failure* failure() const;
   std::size_t bytes() const { return bytes_; }
   // The group failed: on destruction, remove the name if some member never
   // mapped it (it may never come).

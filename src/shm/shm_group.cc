@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -65,12 +66,20 @@ std::uint64_t ShmGroup::begin_round(bool uses_slots) {
 
 void ShmGroup::publish(std::uint64_t value) {
   Ctrl* c = ctrl(rank_);
-  std::atomic<std::uint32_t>& counter = counter_for(c, value);
+  Line& line = c->line[((value - 1) / 2) % kLines];
+  line.sig.store(sig_, std::memory_order_relaxed);
+  line.sig_bytes.store(sig_bytes_, std::memory_order_relaxed);
+  std::atomic<std::uint32_t>& counter = line.counter;
   counter.store(static_cast<std::uint32_t>(value), std::memory_order_seq_cst);
   if (c->sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&counter);
 }
 
-void ShmGroup::wait_for(int peer, std::uint64_t value) {
+void ShmGroup::wait_for(int peer, std::uint64_t value, bool check) {
+  wait_until_reached(peer, value);
+  if (check) check_signature(peer, value);
+}
+
+void ShmGroup::wait_until_reached(int peer, std::uint64_t value) {
   Ctrl* c = ctrl(peer);
   std::atomic<std::uint32_t>& counter = counter_for(c, value);
   const auto target = static_cast<std::uint32_t>(value);
@@ -91,6 +100,7 @@ void ShmGroup::wait_for(int peer, std::uint64_t value) {
   const auto yield_until = Clock::now() + std::chrono::microseconds(yield_us_);
   while (Clock::now() < yield_until) {
     if (reached(counter.load(std::memory_order_acquire))) return;
+    check_remote_failure();
     sched_yield();
   }
   while (true) {
@@ -109,11 +119,43 @@ void ShmGroup::wait_for(int peer, std::uint64_t value) {
     futex_wait(&counter, cur, std::min<Clock::duration>(deadline_ - now, std::chrono::milliseconds(100)));
     c->sleepers.fetch_sub(1, std::memory_order_relaxed);
     if (reached(counter.load(std::memory_order_acquire))) return;
+    check_remote_failure();
     if (abort_flag_ && abort_flag_->load()) fail_wait(peer, value, WaitFailure::Aborted);
     std::int32_t pid = c->pid;
     if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
       fail_wait(peer, value, abort_soon() ? WaitFailure::Aborted : WaitFailure::Dead);
   }
+}
+
+void ShmGroup::check_signature(int peer, std::uint64_t value) {
+  const Line& line = ctrl(peer)->line[((value - 1) / 2) % kLines];
+  const std::uint64_t sig = line.sig.load(std::memory_order_relaxed);
+  const std::uint64_t bytes = line.sig_bytes.load(std::memory_order_relaxed);
+  if (sig == sig_ && (bytes == sig_bytes_ || bytes == kAnyBytes || sig_bytes_ == kAnyBytes)) return;
+  std::string prefix = describe_ ? describe_(describe_arg_) : "rank " + std::to_string(rank_) + ": ";
+  std::string theirs = describe_sig_ ? describe_sig_(sig, bytes) : "another operation";
+  std::string mine = describe_sig_ ? describe_sig_(sig_, sig_bytes_) : "this one";
+  throw Error(ErrorKind::Mismatch, prefix + "rank " + std::to_string(peer) + " called " + theirs +
+                                       " at the same point, where this rank called " + mine);
+}
+
+void ShmGroup::broadcast_failure(ErrorKind kind, const std::string& message) {
+  SharedSegment::Failure* f = segment_.failure();
+  std::uint32_t expected = 0;
+  if (f->by.load(std::memory_order_acquire) != 0) return;
+  // Claim it, then fill it in; readers wait for the kind to be set.
+  if (!f->by.compare_exchange_strong(expected, static_cast<std::uint32_t>(size_ + 1) + 1)) return;
+  f->kind = static_cast<std::uint32_t>(kind);
+  std::snprintf(f->message, sizeof f->message, "%s", message.c_str());
+  f->by.store(static_cast<std::uint32_t>(rank_) + 1, std::memory_order_release);
+}
+
+void ShmGroup::check_remote_failure() {
+  SharedSegment::Failure* f = segment_.failure();
+  const std::uint32_t by = f->by.load(std::memory_order_acquire);
+  if (by == 0 || by > static_cast<std::uint32_t>(size_) || by == static_cast<std::uint32_t>(rank_) + 1) return;
+  std::string prefix = describe_ ? describe_(describe_arg_) : "rank " + std::to_string(rank_) + ": ";
+  throw Error(static_cast<ErrorKind>(f->kind), prefix + "rank " + std::to_string(by - 1) + " failed: " + f->message);
 }
 
 namespace {

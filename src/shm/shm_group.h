@@ -35,6 +35,7 @@
 #include <string>
 
 #include "common/completion.h"
+#include "tutti/error.h"
 #include "shm/segment.h"
 
 namespace tutti::detail {
@@ -58,7 +59,7 @@ class ShmGroup {
   // Small payloads travel in the control line that carries the round's
   // counter (four cache lines): a reader of up to 56 bytes gets flag and
   // data in one transfer.
-  static constexpr std::size_t kInlineBytes = 248;
+  static constexpr std::size_t kInlineBytes = 232;
   char* inline_slot(int r, std::uint64_t round) const { return ctrl(r)->line[round % kLines].data; }
   char* out_slot(int r, std::uint64_t round) const { return in_slot(r, round) + slot_bytes_; }
 
@@ -72,8 +73,27 @@ class ShmGroup {
   void publish_input(std::uint64_t round) { publish(2 * round + 1); }
   void publish_output(std::uint64_t round) { publish(2 * round + 2); }
   // Waits until peer's input / output of `round` is in place.
-  void wait_input(int peer, std::uint64_t round) { wait_for(peer, 2 * round + 1); }
-  void wait_output(int peer, std::uint64_t round) { wait_for(peer, 2 * round + 2); }
+  // Both check that the peer's round belongs to an operation with the same
+  // signature, else Mismatch naming both operations.
+  void wait_input(int peer, std::uint64_t round) { wait_for(peer, 2 * round + 1, true); }
+  void wait_output(int peer, std::uint64_t round) { wait_for(peer, 2 * round + 2, true); }
+
+  // The running operation's signature: what must be equal on every member
+  // (kind, dtype, reduce op, root) and its byte count (kAnyBytes where
+  // members may differ, as in all_to_all_v). `describe` turns a signature
+  // into words for the Mismatch message.
+  static constexpr std::uint64_t kAnyBytes = ~std::uint64_t(0);
+  using DescribeSignature = std::string (*)(std::uint64_t sig, std::uint64_t bytes);
+  void set_signature(std::uint64_t sig, std::uint64_t bytes, DescribeSignature describe) {
+    sig_ = sig;
+    sig_bytes_ = bytes;
+    describe_sig_ = describe;
+  }
+
+  // This communicator failed here (not on purpose): every member's waits
+  // fail with `kind` and this message within 100 ms, whatever they wait for.
+  // The first failure wins.
+  void broadcast_failure(ErrorKind kind, const std::string& message);
 
   // Each wait is bounded by this deadline (the running op's).
   void set_deadline(TimePoint d) { deadline_ = d; }
@@ -117,6 +137,9 @@ class ShmGroup {
   struct alignas(64) Line {  // four cache lines
     std::atomic<std::uint32_t> counter;
     std::uint32_t pad;
+    // The signature of the operation the round belongs to (see
+    // set_signature), written before the counter.
+    std::atomic<std::uint64_t> sig, sig_bytes;
     char data[kInlineBytes];
   };
   struct Ctrl {
@@ -130,7 +153,10 @@ class ShmGroup {
   char* area(int r) const { return base_ + SharedSegment::kHeaderBytes + r * area_bytes_; }
   Ctrl* ctrl(int r) const { return reinterpret_cast<Ctrl*>(area(r)); }
   void publish(std::uint64_t value);
-  void wait_for(int peer, std::uint64_t value);
+  void wait_for(int peer, std::uint64_t value, bool check_signature = false);
+  void check_signature(int peer, std::uint64_t value);
+  void check_remote_failure();
+  void wait_until_reached(int peer, std::uint64_t value);
   enum class WaitFailure { Timeout, Dead, Aborted };
   // Whether the communicator is aborted now or within a short grace period
   // (a peer that vanished may have left because of a failure elsewhere).
@@ -149,6 +175,8 @@ class ShmGroup {
   int spins_;
   int yield_us_;
   std::size_t cma_min_bytes_ = SIZE_MAX;
+  std::uint64_t sig_ = 0, sig_bytes_ = kAnyBytes;
+  DescribeSignature describe_sig_ = nullptr;
 };
 
 }  // namespace tutti::detail
