@@ -1,5 +1,7 @@
 #include "algorithms/context.h"
 
+#include "algorithms/signature.h"
+
 #include "core/tags.h"
 
 namespace tutti::detail {
@@ -14,11 +16,17 @@ std::string OpContext::describe() const {
   return d + ")";
 }
 
+std::uint64_t OpContext::signature() const {
+  if (!sign_messages) return 0;
+  if (sig_cache == 0) sig_cache = op_signature(*this);
+  return sig_cache;
+}
+
 std::string OpContext::where() const { return "rank " + std::to_string(rank) + ": " + describe() + ": "; }
 
 Pending OpContext::isend(int peer, std::uint32_t step, const void* buf, std::size_t len) {
   Pending p;
-  p.req = transport->post_send((*world)[peer], comm_id, collective_tag(seq, step_base + step), buf, len);
+  p.req = transport->post_send((*world)[peer], comm_id, collective_tag(seq, step_base + step), buf, len, signature());
   p.peer = peer;
   p.step = step;
   p.bytes = len;
@@ -27,7 +35,7 @@ Pending OpContext::isend(int peer, std::uint32_t step, const void* buf, std::siz
 
 Pending OpContext::irecv(int peer, std::uint32_t step, void* buf, std::size_t len) {
   Pending p;
-  p.req = transport->post_recv((*world)[peer], comm_id, collective_tag(seq, step_base + step), buf, len);
+  p.req = transport->post_recv((*world)[peer], comm_id, collective_tag(seq, step_base + step), buf, len, signature());
   p.peer = peer;
   p.is_recv = true;
   p.step = step;

@@ -42,6 +42,10 @@ struct OpContext {
   const char* redop_name = nullptr;
   int root = -1;
   bool varying_sizes = false;  // members pass different byte counts (all_to_all_v)
+  // The operation's signature, carried by its messages (see signature.h).
+  std::uint64_t signature() const;
+  mutable std::uint64_t sig_cache = 0;
+  bool sign_messages = true;  // false: messages carry no signature (0)
 
   Pending isend(int peer, std::uint32_t step, const void* buf, std::size_t len);
   Pending irecv(int peer, std::uint32_t step, void* buf, std::size_t len);

@@ -96,6 +96,12 @@ Config Config::from_env() {
     if (c.trace_buffer > (1u << 20)) throw Error(ErrorKind::InvalidArgument, "TUTTI_TRACE_BUFFER: at most 1048576");
   }
   if (const char* v = env("TUTTI_TRACE_DIR")) c.trace_dir = v;
+  if (const char* v = env("TUTTI_DEBUG")) {
+    const std::string d = v;
+    if (d != "detail" && d != "off" && !d.empty())
+      throw Error(ErrorKind::InvalidArgument, "TUTTI_DEBUG: expected 'detail' or 'off', got '" + d + "'");
+    c.debug_detail = d == "detail";
+  }
   if (const char* v = env("TUTTI_SHM_CMA_BYTES")) c.shm_cma_bytes = parse_bytes(v, "TUTTI_SHM_CMA_BYTES");
   return c;
 }

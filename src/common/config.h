@@ -50,6 +50,10 @@ struct Config {
   // TUTTI_TRACE_BUFFER: operations the flight recorder keeps per
   // communicator (0: off). TUTTI_TRACE_DIR: where dumps go.
   std::size_t trace_buffer = 256;
+  // TUTTI_DEBUG=detail: before every collective over the network, ranks
+  // exchange the operation's signature and fail with Mismatch if they
+  // disagree (shared-memory collectives check every round anyway).
+  bool debug_detail = false;
   std::string trace_dir = "/tmp";
 
   static Config from_env();

@@ -1,7 +1,8 @@
 #include "core/communicator_impl.h"
-#include "core/signature.h"
+#include "algorithms/signature.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <cstdio>
 
@@ -17,7 +18,7 @@ void fail_for_lost_peer(Communicator::Impl* c, int world_rank, const std::string
   const int r = static_cast<int>(it - c->world.begin());
   std::string msg = "rank " + std::to_string(c->rank) + ": rank " + std::to_string(r) + " of this communicator";
   if (r != world_rank) msg += " (world rank " + std::to_string(world_rank) + ")";
-  c->abort(ErrorKind::PeerLost, msg + " is lost: " + why);
+  c->abort(ErrorKind::PeerLost, msg + " is lost: " + why, false);
 }
 }  // namespace
 
@@ -25,6 +26,15 @@ void JobState::add_comm(Communicator::Impl* c) {
   std::lock_guard<std::mutex> lock(comms_mu);
   comms.push_back(c);
   for (auto& [peer, why] : lost) fail_for_lost_peer(c, peer, why);
+  for (auto& f : failed_comms)
+    if (f.comm == c->comm_id) c->abort(f.kind, "rank " + std::to_string(c->rank) + ": " + f.why, false);
+}
+
+void JobState::fail_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& why) {
+  std::lock_guard<std::mutex> lock(comms_mu);
+  failed_comms.push_back({comm_id, kind, why});
+  for (Communicator::Impl* c : comms)
+    if (c->comm_id == comm_id) c->abort(kind, "rank " + std::to_string(c->rank) + ": " + why, false);
 }
 
 void JobState::remove_comm(Communicator::Impl* c) {
@@ -56,6 +66,7 @@ using detail::Task;
 
 Communicator::Impl::~Impl() {
   if (job) job->remove_comm(this);
+  detail::unregister_trace_source(this);
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -84,9 +95,43 @@ OpContext Communicator::Impl::make_context(const char* op_name, std::size_t byte
   return c;
 }
 
+void Communicator::Impl::cross_check(OpContext& ctx) {
+  if (size == 1 || std::strcmp(ctx.algo, "shm") == 0) return;  // shared memory checks every round
+  // Steps far above any algorithm's, so the exchange never meets its messages.
+  constexpr std::uint32_t kCheckStep = 1u << 23;
+  const std::uint64_t mine[2] = {ctx.signature(), detail::op_signature_bytes(ctx)};
+  // The exchange's own messages carry no signature, so that they always
+  // meet (and never clash with the operation's own messages of faster
+  // ranks), and the comparison below names both operations in full.
+  struct Restore {
+    detail::OpContext& c;
+    ~Restore() { c.sign_messages = true; }
+  } restore{ctx};
+  ctx.sign_messages = false;
+  std::vector<std::uint64_t> theirs(2 * static_cast<std::size_t>(size));
+  std::vector<detail::Pending> pending;
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    pending.push_back(ctx.irecv(p, kCheckStep, &theirs[2 * p], sizeof mine));
+  }
+  for (int p = 0; p < size; ++p)
+    if (p != rank) pending.push_back(ctx.isend(p, kCheckStep, mine, sizeof mine));
+  ctx.wait_all(pending);
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    const std::uint64_t sig = theirs[2 * p], bytes = theirs[2 * p + 1];
+    const bool any = bytes == detail::ShmGroup::kAnyBytes || mine[1] == detail::ShmGroup::kAnyBytes;
+    if (sig != mine[0] || (!any && bytes != mine[1]))
+      ctx.fail(ErrorKind::Mismatch, ctx.where() + "rank " + std::to_string(p) + " called " +
+                                        detail::describe_signature(sig, bytes) +
+                                        " at the same point, where this rank called " +
+                                        detail::describe_signature(mine[0], mine[1]) + " (TUTTI_DEBUG=detail)");
+  }
+}
+
 ErrorKind Communicator::Impl::later_kind() const {
-  // A lost peer stays lost: later calls say so. Other causes were events.
-  return abort_kind_ == ErrorKind::PeerLost ? ErrorKind::PeerLost : ErrorKind::Aborted;
+  // Later calls fail with the cause's kind (Aborted after abort() on purpose).
+  return abort_kind_;
 }
 
 void Communicator::Impl::throw_if_aborted() {
@@ -104,7 +149,7 @@ bool Communicator::Impl::root_cause(ErrorKind* kind, std::string* reason) {
   return true;
 }
 
-void Communicator::Impl::abort(ErrorKind kind, const std::string& message) {
+void Communicator::Impl::abort(ErrorKind kind, const std::string& message, bool tell_members) {
   std::deque<Task> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -120,8 +165,9 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message) {
   // Every member waiting in shared memory learns the cause (not an abort on purpose).
   if (kind != ErrorKind::Aborted)
     if (detail::ShmGroup* g = shm_published_.load(std::memory_order_acquire)) g->broadcast_failure(kind, message);
+  if (kind != ErrorKind::Aborted && tell_members) job->transport->notify_comm_failed(comm_id, world, kind, message);
   for (Task& t : dropped) recorder.end(t.trace, false, "queued when the communicator was aborted: " + message);
-  const ErrorKind later = kind == ErrorKind::PeerLost ? ErrorKind::PeerLost : ErrorKind::Aborted;
+  const ErrorKind later = kind;
   for (Task& t : dropped)
     t.done->fail(later, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
                                          " was queued when the communicator was aborted: " + message);
@@ -215,6 +261,7 @@ void Communicator::Impl::run_task(Task& t) {
   t.ctx.deadline = detail::deadline_after(timeout.load());
   recorder.running(t.trace);
   try {
+    if (job->config.debug_detail) cross_check(t.ctx);
     t.body(t.ctx);
     recorder.end(t.trace, true);
     t.done->complete();

@@ -56,6 +56,14 @@ struct JobState {
   void add_comm(Communicator::Impl* c);
   void remove_comm(Communicator::Impl* c);
   void fail_peer(int world_rank, const std::string& why);
+  // Another member reports that communicator `comm_id` failed there.
+  void fail_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& why);
+  struct CommFailure {
+    std::uint64_t comm;
+    ErrorKind kind;
+    std::string why;
+  };
+  std::vector<CommFailure> failed_comms;  // for communicators made later
   ~JobState();
 };
 
@@ -112,6 +120,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
       ctx.deadline = detail::deadline_after(timeout.load());
       const std::uint64_t trace = recorder.begin(ctx, detail::FlightRecorder::State::Running);
       try {
+        if (job->config.debug_detail) cross_check(ctx);
         body(ctx);
       } catch (...) {
         end_inline();
@@ -128,10 +137,16 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   Work submit(detail::OpContext ctx, std::function<void(detail::OpContext&)> body, bool blocking);
 
   // Fail-stop.
-  void abort(ErrorKind kind, const std::string& message);
+  // `tell_members`: an error of this rank (not one it learned from another
+  // member, nor a lost peer everyone learns of anyway) is sent to the other
+  // members, so that they fail with it at once.
+  void abort(ErrorKind kind, const std::string& message, bool tell_members = true);
   // Set once abort() ran; shared-memory waits poll it.
   std::atomic<bool> aborted_flag{false};
   void throw_if_aborted();
+  // TUTTI_DEBUG=detail: every member sends every other the operation's
+  // signature and byte count; any difference is a Mismatch.
+  void cross_check(detail::OpContext& ctx);
   // The kind later calls fail with, and the cause of an abort that was not
   // on purpose (false when none): both under mu_ / take it.
   ErrorKind later_kind() const;

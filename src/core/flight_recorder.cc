@@ -242,7 +242,7 @@ struct Registry {
   std::uint64_t job_id = 0;
   int world_rank = -1;
   std::string dir;
-  std::vector<std::weak_ptr<const TraceSource>> sources;
+  std::vector<const TraceSource*> sources;
   int pipe_w = -1;  // SIGUSR1 -> dump thread
 };
 
@@ -288,43 +288,41 @@ void configure_traces(std::uint64_t job_id, int world_rank, const std::string& d
   ::sigaction(SIGUSR1, &sa, nullptr);
 }
 
-void register_trace_source(std::weak_ptr<const TraceSource> source) {
+void register_trace_source(const TraceSource* source) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  if (!r.enabled) return;
-  std::erase_if(r.sources, [](const auto& w) { return w.expired(); });
-  r.sources.push_back(std::move(source));
+  if (r.enabled) r.sources.push_back(source);
+}
+
+void unregister_trace_source(const TraceSource* source) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::erase(r.sources, source);
 }
 
 std::string dump_traces(const std::string& reason) {
   Registry& r = registry();
-  std::vector<std::shared_ptr<const TraceSource>> live;
+  std::ostringstream os;
   std::string path;
-  std::uint64_t job;
-  int rank;
   {
     std::lock_guard<std::mutex> lock(r.mu);
     if (!r.enabled) return "";
-    for (auto& w : r.sources)
-      if (auto s = w.lock()) live.push_back(std::move(s));
     char name[96];
     std::snprintf(name, sizeof name, "/tutti-trace-%016llx-%d.json", static_cast<unsigned long long>(r.job_id),
                   r.world_rank);
     path = r.dir + name;
-    job = r.job_id;
-    rank = r.world_rank;
+    char id[24];
+    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(r.job_id));
+    const auto wall = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+    os << "{\"job\":\"" << id << "\",\"world_rank\":" << r.world_rank << ",\"pid\":" << ::getpid()
+       << ",\"reason\":";
+    json_string(os, reason.c_str());
+    os << ",\"steady_now_us\":" << steady_us() << ",\"wall_now_us\":" << wall << ",\"communicators\":[";
+    for (std::size_t k = 0; k < r.sources.size(); ++k) os << (k ? "," : "") << r.sources[k]->trace_json();
+    os << "]}\n";
   }
-  std::ostringstream os;
-  char id[24];
-  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(job));
-  const auto wall = std::chrono::duration_cast<std::chrono::microseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
-  os << "{\"job\":\"" << id << "\",\"world_rank\":" << rank << ",\"pid\":" << ::getpid() << ",\"reason\":";
-  json_string(os, reason.c_str());
-  os << ",\"steady_now_us\":" << steady_us() << ",\"wall_now_us\":" << wall << ",\"communicators\":[";
-  for (std::size_t i = 0; i < live.size(); ++i) os << (i ? "," : "") << live[i]->trace_json();
-  os << "]}\n";
   // Written aside and renamed, so a reader never sees half a dump.
   const std::string tmp = path + ".tmp";
   {

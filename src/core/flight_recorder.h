@@ -90,7 +90,11 @@ class TraceSource {
 // still has its default action. Returns the path written, or "" when
 // writing failed or tracing is off.
 void configure_traces(std::uint64_t job_id, int world_rank, const std::string& dir, bool enabled);
-void register_trace_source(std::weak_ptr<const TraceSource> source);
+// Plain pointers: a source unregisters itself first thing when destroyed,
+// and a dump holds the registry's lock while it reads them, so a dump never
+// owns (and never destroys) a communicator.
+void register_trace_source(const TraceSource* source);
+void unregister_trace_source(const TraceSource* source);
 std::string dump_traces(const std::string& reason);
 
 }  // namespace tutti::detail

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "algorithms/selection.h"
+#include "algorithms/signature.h"
 #include "common/log.h"
 #include "core/communicator_impl.h"
 #include "core/tags.h"
@@ -167,6 +168,11 @@ Communicator init(const InitOptions& options) {
     job->transport = ShmTransport::create(job->transport, *job->store, "/" + job->config.shm_prefix + ids, deadline);
   }
 
+  job->transport->set_signature_describer(detail::describe_signature_kind);
+  // A member's failure fails the communicator here too.
+  job->transport->set_comm_failed_handler([j = job.get()](std::uint64_t comm, ErrorKind kind, const std::string& why) {
+    j->fail_comm(comm, kind, why);
+  });
   // A peer lost without a goodbye fails every communicator that includes it.
   job->transport->set_peer_lost_handler(
       [j = job.get()](int peer, const std::string& why) { j->fail_peer(peer, why); });
@@ -186,7 +192,7 @@ Communicator init(const InitOptions& options) {
   impl->single_host = single_host;
   impl->recorder.set_capacity(job->config.trace_buffer);
   detail::configure_traces(job->job_id, rank, job->config.trace_dir, job->config.trace_buffer > 0);
-  detail::register_trace_source(impl);
+  detail::register_trace_source(impl.get());
   job->add_comm(impl.get());
   TUTTI_LOG(Info, "joined: rank " << rank << " of " << size << " on " << hosts.size() << " host(s)");
   return Communicator(impl);

@@ -13,6 +13,7 @@ namespace tutti::detail {
 
 inline constexpr int kTagSeqBits = 38;
 inline constexpr int kTagStepBits = 24;
+static_assert(kTagStepBits == 24, "transport.h's kSignedTagOpShift is the step width");
 inline constexpr std::uint64_t kTagKindCollective = 0;
 inline constexpr std::uint64_t kTagKindP2P = 1;
 

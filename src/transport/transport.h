@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/completion.h"
 #include "tutti/error.h"
@@ -20,6 +21,12 @@ namespace tutti::detail {
 
 using RequestPtr = std::shared_ptr<Completion>;
 inline constexpr int kAnyPeer = -1;
+// A message with a signature belongs to the operation tag >> kSignedTagOpShift
+// (collective tags: sequence number above, algorithm step below). A
+// transport that sees a signed message and a signed receive of the same
+// communicator and operation with different signatures fails the receive
+// with Mismatch, even when their tags differ (different algorithms).
+inline constexpr int kSignedTagOpShift = 24;
 
 class Transport {
  public:
@@ -30,13 +37,16 @@ class Transport {
   // Sends `len` bytes to world rank `peer` (may be this rank). The buffer
   // must stay valid and unchanged until the request completes. A send
   // completes once its bytes are handed to the kernel or copied.
-  virtual RequestPtr post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf,
-                               std::size_t len) = 0;
+  // `signature`: the operation the message belongs to (0: not checked).
+  // A receive whose signature differs from the message's (both non-zero)
+  // fails with Mismatch naming both operations.
+  virtual RequestPtr post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf, std::size_t len,
+                               std::uint64_t signature = 0) = 0;
   // Receives exactly `len` bytes from world rank `peer` or kAnyPeer; the
   // request's source() is the sender. A matching message of another length
   // fails the request with Mismatch. The buffer is written until completion.
-  virtual RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf,
-                               std::size_t len) = 0;
+  virtual RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len,
+                               std::uint64_t signature = 0) = 0;
   // Fails every pending request of `comm_id` with (kind, message), drops its
   // buffered messages, and makes later posts on it fail at once. After this
   // returns the transport no longer touches the user buffers of those
@@ -52,8 +62,32 @@ class Transport {
   using PeerLostHandler = std::function<void(int peer, const std::string& why)>;
   virtual void set_peer_lost_handler(PeerLostHandler handler) { peer_lost_ = std::move(handler); }
 
+  // Tells the other `members` (world ranks) that communicator `comm_id`
+  // failed here with (kind, message); they get it through the handler.
+  virtual void notify_comm_failed(std::uint64_t comm_id, const std::vector<int>& members, ErrorKind kind,
+                                  const std::string& message) {
+    (void)comm_id, (void)members, (void)kind, (void)message;
+  }
+  using CommFailedHandler = std::function<void(std::uint64_t comm_id, ErrorKind kind, const std::string& why)>;
+  virtual void set_comm_failed_handler(CommFailedHandler handler) { comm_failed_ = std::move(handler); }
+
+  // Words for a signature in Mismatch messages (set once at init).
+  using DescribeSignature = std::string (*)(std::uint64_t signature);
+  virtual void set_signature_describer(DescribeSignature d) { describe_signature_ = d; }
+
+  // The text of a signature mismatch between a message from `peer` and a
+  // receive expecting `mine`, or "" when they agree.
+  std::string signature_conflict(int peer, std::uint64_t theirs, std::uint64_t mine) const {
+    if (theirs == 0 || mine == 0 || theirs == mine) return "";
+    auto words = [&](std::uint64_t s) { return describe_signature_ ? describe_signature_(s) : std::to_string(s); };
+    return "rank " + std::to_string(peer) + " sent a message of " + words(theirs) + " where this rank runs " +
+           words(mine);
+  }
+
  protected:
   PeerLostHandler peer_lost_;
+  CommFailedHandler comm_failed_;
+  DescribeSignature describe_signature_ = nullptr;
 };
 
 }  // namespace tutti::detail

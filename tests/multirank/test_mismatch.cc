@@ -2,7 +2,8 @@
 // at the same point: every rank gets Mismatch (at that call or, for a rank
 // that had nothing to wait for, at its next call on the communicator),
 // naming the other rank and both operations. Shared-memory collectives
-// carry the operation's signature in every round.
+// carry the operation's signature in every round, network messages in
+// every frame; a rank that finds a mismatch tells the other members.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -43,7 +44,12 @@ void run_case(Communicator& world, const MismatchCase& m) {
   world.barrier();
 }
 
-TEST(Mismatch, EveryRankLearnsOfEveryKindOfMismatch) {
+class Mismatch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Mismatch, EveryRankLearnsOfEveryKindOfMismatch) {
+  SpawnOptions o;
+  const bool detail = GetParam() == "tcp-detail";
+  o.env = {{"TUTTI_TRANSPORT", detail ? "tcp" : GetParam()}, {"TUTTI_DEBUG", detail ? "detail" : "off"}};
   spawn(3, [](Communicator& world) {
     std::vector<float> f(8, 1.f);
     std::vector<std::int32_t> i32(8, 1);
@@ -87,8 +93,41 @@ TEST(Mismatch, EveryRankLearnsOfEveryKindOfMismatch) {
          "all_reduce (1200000 B, float32, sum)", "all_reduce (1199996 B, float32, sum)"},
     };
     for (const MismatchCase& m : cases) run_case(world, m);
-  });
+  }, o);
 }
+
+// Without TUTTI_DEBUG, network messages carry the operation's signature:
+// ranks whose messages meet find out (here every pair exchanges directly).
+TEST(MismatchTcp, FramesCarryTheSignature) {
+  SpawnOptions o;
+  o.env = {{"TUTTI_TRANSPORT", "tcp"}};
+  spawn(2, [](Communicator& world) {
+    std::vector<float> f(4, 1.f);
+    std::vector<std::int32_t> i32(4, 1);
+    const MismatchCase cases[] = {
+        {"dtype",
+         [&](Communicator& g, int r) {
+           if (r == 1) {
+             g.all_reduce(i32.data(), i32.data(), 4, DataType::Int32, ReduceOp::SUM);
+           } else {
+             g.all_reduce(f.data(), f.data(), 4, DataType::Float32, ReduceOp::SUM);
+           }
+         },
+         "all_reduce (int32, sum)", "all_reduce (float32, sum)"},
+        {"reduce op",
+         [&](Communicator& g, int r) {
+           g.all_reduce(f.data(), f.data(), 4, DataType::Float32, r == 1 ? ReduceOp::MAX : ReduceOp::SUM);
+         },
+         "all_reduce (float32, max)", "all_reduce (float32, sum)"},
+    };
+    for (const MismatchCase& m : cases) run_case(world, m);
+  }, o);
+}
+
+INSTANTIATE_TEST_SUITE_P(World, Mismatch, ::testing::Values("auto", "tcp-detail"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return p.param == "auto" ? std::string("shm") : std::string("tcp_detail");
+                         });
 
 }  // namespace
 }  // namespace tutti::testing

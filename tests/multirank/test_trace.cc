@@ -114,7 +114,7 @@ TEST(FlightRecorder, TimeoutWritesTheDump) {
       } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::Timeout) << what_of(e);
       }
-      EXPECT_EQ(dir.dumps(), 1);
+      EXPECT_GE(dir.dumps(), 1);  // rank 1 dumps too once it hears of the failure
     }
     world.barrier();
     if (world.rank() == 1) {

@@ -20,7 +20,7 @@ namespace tutti::detail {
 enum Kind : std::uint32_t { kInline = 0, kEager = 1, kRemote = 2 };
 
 struct ShmTransport::Desc {
-  std::uint64_t comm, tag, bytes, addr, seq;
+  std::uint64_t comm, tag, bytes, addr, seq, sig;
   std::uint32_t kind;
   std::uint32_t pad;
   char data[kInlineBytes];
@@ -181,7 +181,7 @@ bool ShmTransport::aborted_locked(std::uint64_t comm, const RequestPtr& req) con
 }
 
 RequestPtr ShmTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf,
-                                   std::size_t len) {
+                                   std::size_t len, std::uint64_t signature) {
   RequestPtr req = make_request();
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_locked(comm_id, req)) return req;
@@ -191,12 +191,12 @@ RequestPtr ShmTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_
   }
   const char* data = static_cast<const char*>(buf);
   if (peer == rank_) {
-    Message m{rank_, comm_id, tag, len, 0, 0, false, std::vector<char>(data, data + len)};
+    Message m{rank_, comm_id, tag, len, 0, 0, signature, false, std::vector<char>(data, data + len)};
     handle_locked(std::move(m));
     req->complete(rank_, len);
     return req;
   }
-  SendOp op{peer, comm_id, tag, seq_[peer]++, data, len, req};
+  SendOp op{peer, comm_id, tag, seq_[peer]++, signature, data, len, req};
   if (!pending_[peer].empty() || !try_post_locked(op)) pending_[peer].push_back(std::move(op));
   return req;
 }
@@ -225,6 +225,7 @@ bool ShmTransport::try_post_locked(SendOp& op) {
   d.tag = op.tag;
   d.bytes = op.len;
   d.seq = op.seq;
+  d.sig = op.sig;
   d.kind = kind;
   if (kind == kInline) {
     if (op.len) std::memcpy(d.data, op.buf, op.len);
@@ -247,11 +248,12 @@ bool ShmTransport::try_post_locked(SendOp& op) {
   return true;
 }
 
-RequestPtr ShmTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len) {
+RequestPtr ShmTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len,
+                                   std::uint64_t signature) {
   RequestPtr req = make_request();
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_locked(comm_id, req)) return req;
-  PostedRecv r{peer, comm_id, tag, static_cast<char*>(buf), len, req};
+  PostedRecv r{peer, comm_id, tag, static_cast<char*>(buf), len, req, signature};
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
     if ((peer == kAnyPeer || it->from == peer) && it->comm == comm_id && it->tag == tag) {
       Message m = std::move(*it);
@@ -279,7 +281,7 @@ void ShmTransport::progress_locked() {
     if (tail_[s] != h) {
       while (tail_[s] != h) {
         const Desc& d = in->desc[tail_[s] % kSlots];
-        Message m{s, d.comm, d.tag, d.bytes, d.addr, d.seq, d.kind == kRemote, {}};
+        Message m{s, d.comm, d.tag, d.bytes, d.addr, d.seq, d.sig, d.kind == kRemote, {}};
         // Inline and eager payloads are read in place (straight into a
         // matching receive, or copied aside), before the slot is released.
         if (d.kind == kInline) {
@@ -342,6 +344,12 @@ void ShmTransport::handle_locked(Message m) {
 }
 
 void ShmTransport::deliver_locked(Message& m, PostedRecv& r) {
+  const std::string conflict = signature_conflict(m.from, m.sig, r.sig);
+  if (!conflict.empty()) {
+    ack_locked(m);
+    r.req->fail(ErrorKind::Mismatch, conflict);
+    return;
+  }
   if (m.bytes != r.len) {
     ack_locked(m);
     r.req->fail(ErrorKind::Mismatch, "expected a message of " + std::to_string(r.len) + " bytes from rank " +

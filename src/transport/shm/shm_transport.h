@@ -58,15 +58,28 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  RequestPtr post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf, std::size_t len) override;
-  RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len) override;
+  RequestPtr post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf, std::size_t len,
+                       std::uint64_t signature = 0) override;
+  RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len,
+                       std::uint64_t signature = 0) override;
+  void set_signature_describer(DescribeSignature d) override {
+    describe_signature_ = d;
+    net_->set_signature_describer(d);
+  }
   void abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) override;
   std::string peer_failure(int peer) const override;
   // Losses are reported by the network transport, which tells a peer that
   // shut down in order (goodbye) from one that died.
   void set_peer_lost_handler(PeerLostHandler handler) override { net_->set_peer_lost_handler(std::move(handler)); }
+  void set_comm_failed_handler(CommFailedHandler handler) override {
+    net_->set_comm_failed_handler(std::move(handler));
+  }
+  void notify_comm_failed(std::uint64_t comm_id, const std::vector<int>& members, ErrorKind kind,
+                          const std::string& message) override {
+    net_->notify_comm_failed(comm_id, members, kind, message);
+  }
 
-  static constexpr std::size_t kInlineBytes = 80;
+  static constexpr std::size_t kInlineBytes = 72;
   static constexpr std::size_t kEagerBytes = 8 << 10;
   static constexpr std::size_t kRingBytes = 32 << 10;
   static constexpr std::uint64_t kSlots = 64;
@@ -80,7 +93,7 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
   struct RankCtrl;
   struct Message {  // a consumed descriptor
     int from;
-    std::uint64_t comm, tag, bytes, addr, seq;
+    std::uint64_t comm, tag, bytes, addr, seq, sig;
     bool remote;             // the payload is at addr in the sender's memory
     std::vector<char> data;  // the payload of a message waiting for its receive (or of a self-send)
     const char* view = nullptr;  // else: where it lies in the segment while being handled
@@ -93,10 +106,11 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
     char* buf;
     std::size_t len;
     RequestPtr req;
+    std::uint64_t sig = 0;
   };
   struct SendOp {
     int peer;
-    std::uint64_t comm, tag, seq;
+    std::uint64_t comm, tag, seq, sig;
     const char* buf;
     std::size_t len;
     RequestPtr req;

@@ -6,7 +6,10 @@ std::string validate_frame_header(const FrameHeader& h) {
   if (h.magic != kFrameMagic) return "bad frame magic " + std::to_string(h.magic);
   if (h.version != kFrameVersion) return "unsupported frame version " + std::to_string(h.version);
   if (h.bytes > kMaxFrameBytes) return "frame claims " + std::to_string(h.bytes) + " bytes";
-  if (h.flags & ~(kFrameGoodbye | kFrameLostNotice)) return "unknown frame flags " + std::to_string(h.flags);
+  if (h.flags & ~(kFrameGoodbye | kFrameLostNotice | kFrameCommFailed))
+    return "unknown frame flags " + std::to_string(h.flags);
+  if ((h.flags & kFrameCommFailed) && h.bytes > kMaxNoticeBytes)
+    return "communicator-failure notice of " + std::to_string(h.bytes) + " bytes";
   if ((h.flags & kFrameGoodbye) && h.bytes != 0) return "goodbye frame with a payload";
   if ((h.flags & kFrameLostNotice) && h.bytes > kMaxNoticeBytes)
     return "lost-peer notice of " + std::to_string(h.bytes) + " bytes";

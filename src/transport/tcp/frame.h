@@ -20,6 +20,10 @@ inline constexpr std::uint16_t kFrameGoodbye = 1;
 // that all fail with that root cause, whatever they were waiting for.
 inline constexpr std::uint16_t kFrameLostNotice = 2;
 inline constexpr std::uint64_t kMaxNoticeBytes = 1024;
+// flags: "communicator <comm_id> failed on the sender" (tag = the error
+// kind, payload = the message, at most kMaxNoticeBytes), so that members
+// waiting on other ranks fail with that cause at once.
+inline constexpr std::uint16_t kFrameCommFailed = 4;
 
 struct FrameHeader {
   std::uint32_t magic = kFrameMagic;

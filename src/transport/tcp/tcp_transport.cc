@@ -129,7 +129,7 @@ bool TcpTransport::comm_aborted(std::uint64_t comm, RequestPtr* fail_with) const
 }
 
 RequestPtr TcpTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf,
-                                   std::size_t len) {
+                                   std::size_t len, std::uint64_t signature) {
   auto req = std::make_shared<Completion>();
   std::lock_guard<std::mutex> lock(mu_);
   if (comm_aborted(comm_id, &req)) return req;
@@ -147,6 +147,7 @@ RequestPtr TcpTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_
   op.hdr.comm_id = comm_id;
   op.hdr.tag = tag;
   op.hdr.bytes = len;
+  op.hdr.signature = signature;
   op.buf = static_cast<const char*>(buf);
   op.len = len;
   op.req = req;
@@ -224,14 +225,30 @@ std::list<TcpTransport::Unexpected>::iterator TcpTransport::find_unexpected(int 
   return best_arrival == ~std::uint64_t(0) ? unexpected_[0].end() : best;
 }
 
-RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len) {
+RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len,
+                                   std::uint64_t signature) {
   auto req = std::make_shared<Completion>();
   std::lock_guard<std::mutex> lock(mu_);
   if (comm_aborted(comm_id, &req)) return req;
-  PostedRecv r{peer, comm_id, tag, static_cast<char*>(buf), len, req};
+  PostedRecv r{peer, comm_id, tag, static_cast<char*>(buf), len, req, signature};
+  if (signature) {
+    // A message of the same operation that another operation sent.
+    for (int p = 0; p < size_; ++p)
+      for (const Unexpected& u : unexpected_[p])
+        if (u.comm == comm_id && u.sig && u.sig != signature &&
+            (u.tag >> kSignedTagOpShift) == (tag >> kSignedTagOpShift)) {
+          req->fail(ErrorKind::Mismatch, signature_conflict(p, u.sig, signature));
+          return req;
+        }
+  }
   int from = -1;
   auto it = find_unexpected(peer, comm_id, tag, &from);
   if (from >= 0) {
+    const std::string conflict = signature_conflict(from, it->sig, signature);
+    if (!conflict.empty()) {
+      req->fail(ErrorKind::Mismatch, conflict);
+      return req;
+    }
     if (it->complete) {
       finish_recv(r, from, it->data.data(), it->data.size());
       unexpected_[from].erase(it);
@@ -367,7 +384,7 @@ void TcpTransport::on_header(Conn& c) {
     c.hdr_got = 0;
     return;
   }
-  if (c.hdr.flags & kFrameLostNotice) {
+  if (c.hdr.flags & (kFrameLostNotice | kFrameCommFailed)) {
     c.rx_notice = true;
     c.notice.assign(c.hdr.bytes, '\0');
     c.rx = Rx::Payload;
@@ -388,13 +405,28 @@ void TcpTransport::on_header(Conn& c) {
   if (aborted_.count(comm)) {
     // discard
   } else {
+    if (c.hdr.signature) {
+      // Receives of the same operation that expect another one.
+      for (auto it = posted_.begin(); it != posted_.end();) {
+        if (it->comm == comm && it->sig && it->sig != c.hdr.signature &&
+            (it->tag >> kSignedTagOpShift) == (tag >> kSignedTagOpShift)) {
+          it->req->fail(ErrorKind::Mismatch, signature_conflict(c.peer, c.hdr.signature, it->sig));
+          it = posted_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
     bool matched = false;
     for (auto it = posted_.begin(); it != posted_.end(); ++it) {
       if ((it->peer == c.peer || it->peer == kAnyPeer) && it->comm == comm && it->tag == tag) {
         PostedRecv r = std::move(*it);
         posted_.erase(it);
         matched = true;
-        if (r.len != bytes) {
+        const std::string conflict = signature_conflict(c.peer, c.hdr.signature, r.sig);
+        if (!conflict.empty()) {
+          r.req->fail(ErrorKind::Mismatch, conflict);  // payload discarded
+        } else if (r.len != bytes) {
           finish_recv(r, c.peer, nullptr, bytes);  // fails with Mismatch; payload discarded
         } else {
           c.rx_buf = r.buf;
@@ -407,6 +439,7 @@ void TcpTransport::on_header(Conn& c) {
       Unexpected u;
       u.comm = comm;
       u.tag = tag;
+      u.sig = c.hdr.signature;
       u.arrival = arrivals_++;
       try {
         u.data.resize(bytes);
@@ -424,7 +457,13 @@ void TcpTransport::on_header(Conn& c) {
 }
 
 void TcpTransport::on_payload_done(Conn& c) {
-  if (c.rx_notice) {
+  if (c.rx_notice && (c.hdr.flags & kFrameCommFailed)) {
+    c.rx_notice = false;
+    const std::uint64_t kind = c.hdr.tag;
+    if (kind <= static_cast<std::uint64_t>(ErrorKind::Internal))
+      comm_failures_.push_back({c.hdr.comm_id, static_cast<ErrorKind>(kind), "rank " + std::to_string(c.peer) + " failed: " + c.notice});
+    c.yield = true;
+  } else if (c.rx_notice) {
     c.rx_notice = false;
     const std::uint64_t lost = c.hdr.tag;
     if (lost < static_cast<std::uint64_t>(size_) && static_cast<int>(lost) != rank_)
@@ -497,6 +536,38 @@ void TcpTransport::handle_readable(Conn& c) {
   }
 }
 
+void TcpTransport::queue_notice(Conn& c, std::uint16_t flags, std::uint64_t comm, std::uint64_t tag,
+                                const std::string& text) {
+  SendOp op;
+  op.hdr.flags = flags;
+  op.hdr.comm_id = comm;
+  op.hdr.tag = tag;
+  op.owned.assign(text.begin(), text.begin() + std::min<std::size_t>(text.size(), kMaxNoticeBytes));
+  op.hdr.bytes = op.owned.size();
+  op.len = op.owned.size();
+  op.buf = nullptr;
+  op.req = std::make_shared<Completion>();
+  // Ahead of every message not yet started.
+  auto at = c.sendq.begin();
+  if (at != c.sendq.end() && at->off > 0) ++at;
+  c.sendq.insert(at, std::move(op));
+  if (flush(c) && !c.sendq.empty()) update_epoll(c, true);
+}
+
+void TcpTransport::notify_comm_failed(std::uint64_t comm_id, const std::vector<int>& members, ErrorKind kind,
+                                      const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int m : members) {
+    if (m == rank_ || m < 0 || m >= size_ || !conns_[m].alive) continue;
+    queue_notice(conns_[m], kFrameCommFailed, comm_id, static_cast<std::uint64_t>(kind), message);
+  }
+}
+
+void TcpTransport::set_comm_failed_handler(CommFailedHandler handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  comm_failed_ = std::move(handler);
+}
+
 void TcpTransport::set_peer_lost_handler(PeerLostHandler handler) {
   std::vector<std::pair<int, std::string>> past;
   {
@@ -511,6 +582,8 @@ void TcpTransport::set_peer_lost_handler(PeerLostHandler handler) {
 void TcpTransport::report_lost() {
   std::vector<std::pair<int, std::string>> lost;
   PeerLostHandler handler;
+  std::vector<CommFailure> failures;
+  CommFailedHandler failed_handler;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (lost_reported_.empty()) lost_reported_.assign(size_, 0);
@@ -522,27 +595,19 @@ void TcpTransport::report_lost() {
       // (such as its own goodbye when it shuts down after the failure).
       for (Conn& c : conns_) {
         if (c.peer == rank_ || c.peer == peer || !c.alive) continue;
-        SendOp op;
-        op.hdr.flags = kFrameLostNotice;
-        op.hdr.tag = static_cast<std::uint64_t>(peer);
-        op.owned.assign(why.begin(), why.begin() + std::min<std::size_t>(why.size(), kMaxNoticeBytes));
-        op.hdr.bytes = op.owned.size();
-        op.len = op.owned.size();
-        op.buf = nullptr;
-        op.req = std::make_shared<Completion>();
-        // Ahead of every message not yet started.
-        auto at = c.sendq.begin();
-        if (at != c.sendq.end() && at->off > 0) ++at;
-        c.sendq.insert(at, std::move(op));
-        if (flush(c) && !c.sendq.empty()) update_epoll(c, true);
+        queue_notice(c, kFrameLostNotice, 0, static_cast<std::uint64_t>(peer), why);
       }
     }
     lost_unreported_.clear();
     lost_log_.insert(lost_log_.end(), lost.begin(), lost.end());
     handler = peer_lost_;
+    failures.swap(comm_failures_);
+    failed_handler = comm_failed_;
   }
   if (handler)
     for (auto& [peer, why] : lost) handler(peer, why);
+  if (failed_handler)
+    for (auto& f : failures) failed_handler(f.comm, f.kind, f.why);
 }
 
 void TcpTransport::progress_loop() {

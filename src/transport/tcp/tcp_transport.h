@@ -45,12 +45,17 @@ class TcpTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  RequestPtr post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf, std::size_t len) override;
-  RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len) override;
+  RequestPtr post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf, std::size_t len,
+                       std::uint64_t signature = 0) override;
+  RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len,
+                       std::uint64_t signature = 0) override;
   void abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) override;
   std::string peer_failure(int peer) const override;
   // Also replays the losses reported before it was set.
   void set_peer_lost_handler(PeerLostHandler handler) override;
+  void set_comm_failed_handler(CommFailedHandler handler) override;
+  void notify_comm_failed(std::uint64_t comm_id, const std::vector<int>& members, ErrorKind kind,
+                          const std::string& message) override;
 
  private:
   struct PostedRecv {
@@ -59,9 +64,11 @@ class TcpTransport final : public Transport {
     char* buf;
     std::size_t len;
     RequestPtr req;
+    std::uint64_t sig = 0;
   };
   struct Unexpected {
     std::uint64_t comm, tag, arrival;
+    std::uint64_t sig = 0;
     std::vector<char> data;
     bool complete = false;
     bool has_claim = false;  // a receive matched it before its payload was in
@@ -81,7 +88,7 @@ class TcpTransport final : public Transport {
     Fd fd;
     bool alive = false;
     bool said_goodbye = false;  // the peer is shutting down in order
-    bool rx_notice = false;     // the payload being read is a lost-peer notice
+    bool rx_notice = false;     // the payload being read is a notice (lost peer, failed communicator)
     bool yield = false;         // stop reading until lost peers are reported
     std::string notice;
     std::string failure;
@@ -103,6 +110,13 @@ class TcpTransport final : public Transport {
   std::vector<std::pair<int, std::string>> lost_unreported_;
   std::vector<char> lost_reported_;  // per peer: reported (to the handler, or kept for it)
   std::vector<std::pair<int, std::string>> lost_log_;
+  struct CommFailure {
+    std::uint64_t comm;
+    ErrorKind kind;
+    std::string why;
+  };
+  std::vector<CommFailure> comm_failures_;  // received, not yet reported
+  void queue_notice(Conn& c, std::uint16_t flags, std::uint64_t comm, std::uint64_t tag, const std::string& text);
   void report_lost();
   void say_goodbye();
   void handle_readable(Conn& c);

@@ -1,4 +1,4 @@
-#include "core/signature.h"
+#include "algorithms/signature.h"
 
 #include "algorithms/context.h"
 #include "tutti/types.h"
@@ -19,7 +19,11 @@ std::uint32_t hash_names(const char* kind, const char* dtype, const char* redop)
   return fnv(fnv(fnv(2166136261u, kind), dtype), redop);
 }
 
+constexpr std::uint64_t kNoBytes = ~std::uint64_t(1);
+
 }  // namespace
+
+std::string describe_signature_kind(std::uint64_t sig) { return describe_signature(sig, kNoBytes); }
 
 std::uint64_t op_signature(const OpContext& ctx) {
   return static_cast<std::uint64_t>(hash_names(ctx.op_name, ctx.dtype_name, ctx.redop_name)) << 32 |
@@ -38,12 +42,15 @@ std::string describe_signature(std::uint64_t sig, std::uint64_t bytes) {
         const char* redop = k < 0 ? nullptr : reduce_op_name(static_cast<ReduceOpKind>(k));
         if (hash_names(kind, dtype, redop) != h) continue;
         text = std::string(kind) + " (";
-        text += bytes == ~std::uint64_t(0) ? std::string("sizes vary") : std::to_string(bytes) + " B";
-        if (dtype) text += std::string(", ") + dtype;
-        if (redop) text += std::string(", ") + redop;
+        if (bytes != kNoBytes) text += bytes == ~std::uint64_t(0) ? std::string("sizes vary") : std::to_string(bytes) + " B";
+        std::string rest;
+        if (dtype) rest += std::string(", ") + dtype;
+        if (redop) rest += std::string(", ") + redop;
         const auto root = static_cast<std::uint32_t>(sig);
-        if (root != 0) text += ", root " + std::to_string(root - 1);
-        text += ")";
+        if (root != 0) rest += ", root " + std::to_string(root - 1);
+        if (bytes == kNoBytes && !rest.empty()) rest.erase(0, 2);
+        text += rest + ")";
+        if (text.back() == ')' && text[text.size() - 2] == '(') text.resize(text.size() - 2);
       }
     }
     if (!text.empty()) break;

@@ -19,5 +19,7 @@ std::uint64_t op_signature_bytes(const OpContext& ctx);
 // "all_reduce (4096 B, float32, sum)": the names are recovered by trying
 // every known kind, dtype and reduce op.
 std::string describe_signature(std::uint64_t sig, std::uint64_t bytes);
+// The same without a byte count (messages carry only the signature).
+std::string describe_signature_kind(std::uint64_t sig);
 
 }  // namespace tutti::detail
