@@ -4,6 +4,7 @@
 // All stores are thread-safe. Values are byte strings. Every blocking call
 // takes its deadline from the store's timeout (set_timeout) unless given one.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -43,8 +44,8 @@ class Store {
   virtual bool delete_key(const std::string& key) = 0;
   virtual std::int64_t num_keys() = 0;
 
-  std::chrono::milliseconds timeout() const { return timeout_; }
-  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+  std::chrono::milliseconds timeout() const { return timeout_.load(std::memory_order_relaxed); }
+  void set_timeout(std::chrono::milliseconds t) { timeout_.store(t, std::memory_order_relaxed); }
 
   // Convenience for string values.
   void set(const std::string& key, const std::string& value) { set(key, Bytes(value.begin(), value.end())); }
@@ -54,7 +55,9 @@ class Store {
   }
 
  protected:
-  std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
+  // Atomic: threads that share one store (ranks as threads of a process) may
+  // each set it while others read it.
+  std::atomic<std::chrono::milliseconds> timeout_{std::chrono::minutes(5)};
 };
 
 // An in-process store (threads of one process).

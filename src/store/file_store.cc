@@ -56,14 +56,15 @@ class FileStore final : public Store {
 
   Bytes get(const std::string& key) override {
     Bytes out;
-    bool found = poll_until(timeout_, [&] {
+    const std::chrono::milliseconds timeout = this->timeout();
+    bool found = poll_until(timeout, [&] {
       auto it = kv_.find(key);
       if (it == kv_.end()) return false;
       out = it->second;
       return true;
     });
     if (found) return out;
-    throw Error(ErrorKind::Timeout, "store get timed out after " + std::to_string(timeout_.count()) +
+    throw Error(ErrorKind::Timeout, "store get timed out after " + std::to_string(timeout.count()) +
                                         " ms waiting for key " + detail::quote_key(key) + " (file store '" + path_ +
                                         "')");
   }

@@ -29,9 +29,10 @@ class MemoryStore final : public Store {
 
   Bytes get(const std::string& key) override {
     std::unique_lock<std::mutex> lock(mu_);
-    auto deadline = detail::store_deadline(Clock::now(), timeout_.count());
+    const std::chrono::milliseconds timeout = this->timeout();
+    auto deadline = detail::store_deadline(Clock::now(), timeout.count());
     if (!cv_.wait_until(lock, deadline, [&] { return kv_.count(key) > 0; }))
-      throw Error(ErrorKind::Timeout, "store get timed out after " + std::to_string(timeout_.count()) +
+      throw Error(ErrorKind::Timeout, "store get timed out after " + std::to_string(timeout.count()) +
                                           " ms waiting for key " + detail::quote_key(key) + " (memory store)");
     return kv_.at(key);
   }

@@ -14,7 +14,7 @@ class PrefixStore final : public Store {
   using Store::wait;
 
   PrefixStore(const std::string& prefix, std::shared_ptr<Store> base) : prefix_(prefix + "/"), base_(std::move(base)) {
-    timeout_ = base_->timeout();
+    set_timeout(base_->timeout());
   }
 
   void set(const std::string& key, const Bytes& value) override { base_->set(k(key), value); }
@@ -22,7 +22,8 @@ class PrefixStore final : public Store {
   Bytes get(const std::string& key) override {
     // The base's get waits for the base's timeout; ours may differ (the
     // timeout is not virtual), so wait with ours first in that case.
-    if (timeout_ != base_->timeout()) base_->wait({k(key)}, timeout_);
+    const std::chrono::milliseconds timeout = this->timeout();
+    if (timeout != base_->timeout()) base_->wait({k(key)}, timeout);
     return base_->get(k(key));
   }
 

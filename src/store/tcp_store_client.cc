@@ -31,7 +31,7 @@ class TcpStoreClient final : public Store {
   using Store::wait;
 
   TcpStoreClient(const std::string& host, int port, std::chrono::milliseconds timeout) {
-    timeout_ = timeout;
+    set_timeout(timeout);
     detail::SockAddr addr = detail::resolve(host, port);
     name_ = "store server " + addr.to_string();
     if (addr.to_string().rfind(host, 0) != 0 && !host.empty()) name_ += " (" + host + ")";
@@ -52,7 +52,7 @@ class TcpStoreClient final : public Store {
 
   Bytes get(const std::string& key) override {
     StoreFrame req = request(StoreOp::Get, {key});
-    req.arg = timeout_.count();
+    req.arg = timeout().count();
     StoreFrame rep = call(req, "store get of key " + detail::quote_key(key), req.arg);
     if (rep.code == static_cast<std::uint8_t>(StoreStatus::Timeout))
       throw Error(ErrorKind::Timeout, "store get timed out after " + std::to_string(req.arg) +
@@ -123,7 +123,7 @@ class TcpStoreClient final : public Store {
       throw Error(ErrorKind::PeerLost, what + ": the connection to " + name_ + " was lost earlier (" + lost_ + ")");
     auto now = Clock::now();
     TimePoint deadline = parked_ms >= 0 ? detail::store_deadline(now, parked_ms) + kReplyMargin
-                                        : detail::store_deadline(now, timeout_.count());
+                                        : detail::store_deadline(now, timeout().count());
     StoreFrame rep;
     try {
       detail::write_full(fd_.get(), wire.data(), wire.size(), deadline, name_);
