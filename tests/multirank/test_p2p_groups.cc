@@ -58,7 +58,7 @@ TEST_P(MultiRank, PointToPoint) {
             int from = comm.recv(b.data(), c.count, c.dtype, src, src * 64 + dst);
             EXPECT_EQ(from, src);
             Buf want = input_of(c, src);
-            EXPECT_EQ(0, std::memcmp(b.data(), want.data(), b.size())) << "from " << src << " count " << count;
+            EXPECT_TRUE(b == want) << "from " << src << " count " << count;
           }
         }
       }
