@@ -3,6 +3,9 @@
 // world size, all cases inside.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "harness/spawn.h"
 #include "multirank/collective_checks.h"
 
@@ -46,22 +49,34 @@ TEST_P(Collectives, EveryOpDtypeReduceOpRootAndCount) {
   }, o);
 }
 
+// Bytes per rank of the large-message test: 4 MiB, or TUTTI_TEST_LARGE_BYTES
+// (the sanitizer runs of scripts/test.sh use less, to stay within time).
+std::size_t large_bytes() {
+  const char* v = std::getenv("TUTTI_TEST_LARGE_BYTES");
+  if (!v || !*v) return std::size_t{4} << 20;
+  return std::max<std::size_t>(std::strtoull(v, nullptr, 10), 64u << 10);
+}
+
 // ~4 MB per rank for float32, bfloat16 and int64: large messages through the
 // chunked pipelines (chunk 256 KiB, so every step crosses chunk boundaries).
-// Fewer world sizes than the sweep: the reference computation dominates.
+// Chunk and slot sizes scale with large_bytes(), so a smaller run crosses as
+// many boundaries. Fewer world sizes than the sweep: the reference
+// computation dominates.
 class LargeCollectives : public Collectives {};
 
 TEST_P(LargeCollectives, LargeMessages) {
+  const std::size_t large = large_bytes();
   SpawnOptions o;
   o.env = transport_env();
-  o.env.insert(o.env.end(), {{"TUTTI_CHUNK_BYTES", "256K"}, {"TUTTI_SHM_SLOT_BYTES", "64K"}});
-  spawn(world(), [](Communicator& comm) {
+  o.env.insert(o.env.end(),
+               {{"TUTTI_CHUNK_BYTES", std::to_string(large / 16)}, {"TUTTI_SHM_SLOT_BYTES", std::to_string(large / 64)}});
+  spawn(world(), [large](Communicator& comm) {
     const int n = comm.size();
     std::uint64_t id = 900000;
     for (DataType dt : {DataType::Float32, DataType::BFloat16, DataType::Int64}) {
       CaseInfo c;
       c.dtype = dt;
-      c.count = (4u << 20) / dtype_size(dt) + 3;
+      c.count = large / dtype_size(dt) + 3;
       c.op = ReduceOpKind::Sum;
       c.id = ++id;
       check_all_reduce(comm, c);
@@ -77,7 +92,7 @@ TEST_P(LargeCollectives, LargeMessages) {
       c.id = ++id;
       check_broadcast(comm, c);
       // Per-rank blocks of the gathering ops: 4 MB in all.
-      c.count = (4u << 20) / dtype_size(dt) / n + 1;
+      c.count = large / dtype_size(dt) / n + 1;
       c.id = ++id;
       check_all_gather(comm, c);
       c.id = ++id;
