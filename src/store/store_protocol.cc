@@ -27,7 +27,7 @@ std::uint64_t get_u64(const std::uint8_t* p) {
   return v;
 }
 
-DecodeResult need(std::uint64_t n) { return {DecodeStatus::NeedMore, n, {}}; }
+DecodeResult need_more(std::uint64_t n) { return {DecodeStatus::NeedMore, n, {}}; }
 DecodeResult invalid(std::string why) { return {DecodeStatus::Invalid, 0, std::move(why)}; }
 
 std::string hex32(std::uint32_t v) {
@@ -104,7 +104,7 @@ Bytes encode_store_frame(std::uint32_t magic, const StoreFrame& frame) {
 }
 
 DecodeResult decode_store_frame(const std::uint8_t* data, std::size_t len, std::uint32_t magic, StoreFrame* out) {
-  if (len < kStoreHeaderBytes) return need(kStoreHeaderBytes);
+  if (len < kStoreHeaderBytes) return need_more(kStoreHeaderBytes);
   std::uint32_t m = get_u32(data);
   if (m != magic) return invalid("bad magic " + hex32(m) + " (expected " + hex32(magic) + ")");
   if (data[5] != 0 || data[6] != 0 || data[7] != 0) return invalid("reserved header bytes are not zero");
@@ -119,7 +119,7 @@ DecodeResult decode_store_frame(const std::uint8_t* data, std::size_t len, std::
   // step keeps pos <= kStoreMaxFrameBytes, so nothing below can overflow.
   std::uint64_t pos = kStoreHeaderBytes;
   for (std::uint32_t i = 0; i < nkeys; ++i) {
-    if (len < pos + 4) return need(pos + 4);
+    if (len < pos + 4) return need_more(pos + 4);
     std::uint32_t klen = get_u32(data + pos);
     if (klen > kStoreMaxKeyBytes)
       return invalid("key " + std::to_string(i) + " is " + std::to_string(klen) + " bytes, more than the limit of " +
@@ -129,7 +129,7 @@ DecodeResult decode_store_frame(const std::uint8_t* data, std::size_t len, std::
       return invalid("frame longer than the limit of " + std::to_string(kStoreMaxFrameBytes) + " bytes");
   }
   for (std::uint32_t i = 0; i < nvalues; ++i) {
-    if (len < pos + 8) return need(pos + 8);
+    if (len < pos + 8) return need_more(pos + 8);
     std::uint64_t vlen = get_u64(data + pos);
     if (vlen > kStoreMaxValueBytes)
       return invalid("value " + std::to_string(i) + " is " + std::to_string(vlen) + " bytes, more than the limit of " +
@@ -138,7 +138,7 @@ DecodeResult decode_store_frame(const std::uint8_t* data, std::size_t len, std::
     if (pos > kStoreMaxFrameBytes)
       return invalid("frame longer than the limit of " + std::to_string(kStoreMaxFrameBytes) + " bytes");
   }
-  if (len < pos) return need(pos);
+  if (len < pos) return need_more(pos);
 
   if (out) {
     // Second pass: the whole frame is present and within limits.
@@ -193,6 +193,71 @@ std::string validate_store_request(const StoreFrame& r) {
     case StoreOp::NumKeys: return shape(0, 0);
   }
   return "unknown op code " + std::to_string(r.code);
+}
+
+DecodeResult take_store_request(Bytes& in, std::uint64_t& need, StoreFrame* request) {
+  if (in.size() < need) return need_more(need);
+  DecodeResult r = decode_store_frame(in.data(), in.size(), kStoreRequestMagic, request);
+  if (r.status == DecodeStatus::NeedMore) need = r.size;
+  if (r.status != DecodeStatus::Complete) return r;
+  in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(r.size));
+  need = 0;
+  if (in.empty() && in.capacity() > kStoreKeepCapacity) Bytes().swap(in);
+  std::string bad = validate_store_request(*request);
+  if (!bad.empty()) return invalid(std::move(bad));
+  return r;
+}
+
+StoreOutcome execute_store_request(KeyValueMap& kv, StoreFrame& req) {
+  StoreOutcome o;
+  StoreFrame& rep = o.reply;
+  rep.code = static_cast<std::uint8_t>(StoreStatus::Ok);
+  switch (static_cast<StoreOp>(req.code)) {
+    case StoreOp::Set:
+      kv[req.keys[0]] = std::move(req.values[0]);
+      o.changed = true;
+      break;
+    case StoreOp::Get: {
+      auto it = kv.find(req.keys[0]);
+      if (it != kv.end()) {
+        rep.values.push_back(it->second);
+      } else {
+        o.park = true;
+        o.missing = {req.keys[0]};
+      }
+      break;
+    }
+    case StoreOp::Add:
+      try {
+        rep.arg = apply_add(kv, req.keys[0], req.arg);
+        o.changed = true;
+      } catch (const Error& e) {
+        rep.code = static_cast<std::uint8_t>(StoreStatus::Error);
+        rep.arg = static_cast<std::int64_t>(e.kind());
+        rep.values.emplace_back(e.message().begin(), e.message().end());
+      }
+      break;
+    case StoreOp::CompareSet: {
+      bool stored = false;
+      rep.values.push_back(apply_compare_set(kv, req.keys[0], req.values[0], req.values[1], &stored));
+      o.changed = stored;
+      break;
+    }
+    case StoreOp::Wait:
+      o.missing = missing_keys(kv, req.keys);
+      o.park = !o.missing.empty();
+      break;
+    case StoreOp::Check:
+      rep.arg = missing_keys(kv, req.keys).empty() ? 1 : 0;
+      break;
+    case StoreOp::DeleteKey:
+      rep.arg = static_cast<std::int64_t>(kv.erase(req.keys[0]));
+      break;
+    case StoreOp::NumKeys:
+      rep.arg = static_cast<std::int64_t>(kv.size());
+      break;
+  }
+  return o;
 }
 
 bool parse_decimal(const Bytes& value, std::int64_t* out) {

@@ -97,6 +97,21 @@ DecodeResult decode_store_frame(const std::uint8_t* data, std::size_t len, std::
 // sign). Returns "" when the request is well-formed, else the reason.
 std::string validate_store_request(const StoreFrame& request);
 
+// ---- the server's side of one client's stream ------------------------------
+// Pure (no I/O), so that the fuzz tests feed them arbitrary bytes.
+
+// A connection buffer this large is released once empty.
+inline constexpr std::size_t kStoreKeepCapacity = std::size_t{1} << 20;
+
+// Takes the next request off the front of `in`, the bytes received from one
+// client and not yet decoded. `need` carries from call to call how many bytes
+// must be buffered before decoding can progress (0 to start). Complete:
+// `*request` holds a well-formed request and its bytes are gone from `in`.
+// NeedMore: only `need` changed. Invalid: the client broke the protocol
+// (malformed frame, or a request of the wrong shape) and `error` says how;
+// its stream cannot be resynchronized.
+DecodeResult take_store_request(Bytes& in, std::uint64_t& need, StoreFrame* request);
+
 // ---- semantics shared by every store kind ---------------------------------
 
 using KeyValueMap = std::unordered_map<std::string, Bytes>;
@@ -123,5 +138,19 @@ std::vector<std::string> missing_keys(const KeyValueMap& kv, const std::vector<s
 
 // The deadline `timeout_ms` from `now`, clamped to [0, kStoreMaxTimeoutMs].
 TimePoint store_deadline(TimePoint now, std::int64_t timeout_ms);
+
+// What the TCP store server does with one well-formed request (one that
+// validate_store_request accepts), applied to `kv`.
+struct StoreOutcome {
+  // A get or wait whose keys are not all there: park the request until
+  // `missing` exist or its deadline passes. Otherwise: answer `reply`.
+  bool park = false;
+  std::vector<std::string> missing;
+  StoreFrame reply;
+  // The request created or changed request.keys[0]: wake its waiters.
+  bool changed = false;
+};
+// May move values out of `request` (its keys stay).
+StoreOutcome execute_store_request(KeyValueMap& kv, StoreFrame& request);
 
 }  // namespace tutti::detail

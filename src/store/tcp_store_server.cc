@@ -74,7 +74,7 @@ constexpr std::size_t kMaxReadPerEvent = 4 << 20;
 // A client may pipeline, but not without bound: at most one maximal frame
 // plus a little is buffered while its current request is parked.
 constexpr std::size_t kMaxBuffered = detail::kStoreMaxFrameBytes + (1 << 20);
-constexpr std::size_t kKeepCapacity = 1 << 20;
+constexpr std::size_t kKeepCapacity = detail::kStoreKeepCapacity;
 
 }  // namespace
 
@@ -299,23 +299,11 @@ struct TcpStoreServer::Impl {
   // Decodes and runs buffered requests, one at a time.
   void process(std::uint64_t id, StoreConnection& c) {
     while (!c.dead && !c.parked && c.out.empty()) {
-      if (c.in.size() < c.need) return;
       StoreFrame req;
-      auto r = detail::decode_store_frame(c.in.data(), c.in.size(), detail::kStoreRequestMagic, &req);
-      if (r.status == DecodeStatus::NeedMore) {
-        c.need = r.size;
-        return;
-      }
+      auto r = detail::take_store_request(c.in, c.need, &req);
+      if (r.status == DecodeStatus::NeedMore) return;
       if (r.status == DecodeStatus::Invalid) {
         drop(id, c, "malformed request: " + r.error, true);
-        return;
-      }
-      c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(r.size));
-      c.need = 0;
-      if (c.in.empty() && c.in.capacity() > kKeepCapacity) Bytes().swap(c.in);
-      std::string bad = detail::validate_store_request(req);
-      if (!bad.empty()) {
-        drop(id, c, "malformed request: " + bad, true);
         return;
       }
       handle(id, c, req);
@@ -323,66 +311,13 @@ struct TcpStoreServer::Impl {
   }
 
   void handle(std::uint64_t id, StoreConnection& c, StoreFrame& req) {
-    StoreFrame rep;
-    rep.code = static_cast<std::uint8_t>(StoreStatus::Ok);
-    switch (static_cast<StoreOp>(req.code)) {
-      case StoreOp::Set: {
-        const std::string& key = req.keys[0];
-        kv[key] = std::move(req.values[0]);
-        reply(id, c, rep);
-        notify(key);
-        return;
-      }
-      case StoreOp::Get: {
-        auto it = kv.find(req.keys[0]);
-        if (it != kv.end()) {
-          rep.values.push_back(it->second);
-          reply(id, c, rep);
-        } else {
-          park(id, c, req, {req.keys[0]});
-        }
-        return;
-      }
-      case StoreOp::Add: {
-        try {
-          rep.arg = detail::apply_add(kv, req.keys[0], req.arg);
-        } catch (const Error& e) {
-          rep.code = static_cast<std::uint8_t>(StoreStatus::Error);
-          rep.arg = static_cast<std::int64_t>(e.kind());
-          rep.values.emplace_back(e.message().begin(), e.message().end());
-          reply(id, c, rep);
-          return;
-        }
-        reply(id, c, rep);
-        notify(req.keys[0]);
-        return;
-      }
-      case StoreOp::CompareSet: {
-        bool stored = false;
-        rep.values.push_back(detail::apply_compare_set(kv, req.keys[0], req.values[0], req.values[1], &stored));
-        reply(id, c, rep);
-        if (stored) notify(req.keys[0]);
-        return;
-      }
-      case StoreOp::Wait: {
-        auto missing = detail::missing_keys(kv, req.keys);
-        if (missing.empty())
-          reply(id, c, rep);
-        else
-          park(id, c, req, missing);
-        return;
-      }
-      case StoreOp::Check:
-        rep.arg = detail::missing_keys(kv, req.keys).empty() ? 1 : 0;
-        break;
-      case StoreOp::DeleteKey:
-        rep.arg = static_cast<std::int64_t>(kv.erase(req.keys[0]));
-        break;
-      case StoreOp::NumKeys:
-        rep.arg = static_cast<std::int64_t>(kv.size());
-        break;
+    detail::StoreOutcome o = detail::execute_store_request(kv, req);
+    if (o.park) {
+      park(id, c, req, o.missing);
+      return;
     }
-    reply(id, c, rep);
+    reply(id, c, o.reply);
+    if (o.changed) notify(req.keys[0]);
   }
 
   void park(std::uint64_t id, StoreConnection& c, StoreFrame& req, const std::vector<std::string>& missing) {

@@ -699,6 +699,80 @@ TEST(StoreProtocolTest, SurvivesRandomAndMutatedInput) {
   }
 }
 
+TEST(StoreProtocolTest, TakesRequestsOffAStreamInPieces) {
+  using tutti::detail::take_store_request;
+  constexpr auto kMagic = tutti::detail::kStoreRequestMagic;
+  Bytes wire;
+  tutti::detail::encode_store_frame(kMagic, frame(StoreOp::Set, {"a"}, {Bytes{1, 2, 3}}), wire);
+  tutti::detail::encode_store_frame(kMagic, frame(StoreOp::Get, {"b"}, {}, 10), wire);
+  tutti::detail::encode_store_frame(kMagic, frame(StoreOp::NumKeys, {}), wire);
+  for (std::size_t piece : {std::size_t{1}, std::size_t{7}, std::size_t{24}, wire.size()}) {
+    Bytes in;
+    std::uint64_t need = 0;
+    std::vector<StoreFrame> got;
+    for (std::size_t off = 0; off < wire.size(); off += piece) {
+      in.insert(in.end(), wire.begin() + off, wire.begin() + std::min(wire.size(), off + piece));
+      while (true) {
+        StoreFrame req;
+        auto r = take_store_request(in, need, &req);
+        ASSERT_NE(r.status, DecodeStatus::Invalid) << r.error;
+        if (r.status == DecodeStatus::NeedMore) {
+          EXPECT_GT(need, in.size());
+          break;
+        }
+        got.push_back(req);
+      }
+    }
+    ASSERT_EQ(got.size(), 3u) << piece;
+    EXPECT_EQ(got[0].keys, std::vector<std::string>{"a"});
+    EXPECT_EQ(got[1].arg, 10);
+    EXPECT_EQ(got[2].code, static_cast<std::uint8_t>(StoreOp::NumKeys));
+    EXPECT_TRUE(in.empty());
+  }
+  // A well-framed request of the wrong shape is the end of the stream.
+  Bytes in = tutti::detail::encode_store_frame(kMagic, frame(StoreOp::Set, {"k"}));
+  std::uint64_t need = 0;
+  StoreFrame req;
+  auto r = take_store_request(in, need, &req);
+  EXPECT_EQ(r.status, DecodeStatus::Invalid);
+  EXPECT_NE(r.error.find("set request with 1 keys and 0 values"), std::string::npos) << r.error;
+}
+
+TEST(StoreProtocolTest, ExecutesRequestsLikeTheServer) {
+  using tutti::detail::execute_store_request;
+  tutti::detail::KeyValueMap kv;
+  auto run = [&](StoreFrame req) { return execute_store_request(kv, req); };
+  auto ok = static_cast<std::uint8_t>(tutti::detail::StoreStatus::Ok);
+  auto got = run(frame(StoreOp::Get, {"k"}, {}, 5));
+  EXPECT_TRUE(got.park);
+  EXPECT_EQ(got.missing, std::vector<std::string>{"k"});
+  auto set = run(frame(StoreOp::Set, {"k"}, {Bytes{'7'}}));
+  EXPECT_FALSE(set.park);
+  EXPECT_TRUE(set.changed);
+  EXPECT_EQ(set.reply.code, ok);
+  got = run(frame(StoreOp::Get, {"k"}, {}, 5));
+  ASSERT_FALSE(got.park);
+  EXPECT_EQ(got.reply.values, std::vector<Bytes>{Bytes{'7'}});
+  auto add = run(frame(StoreOp::Add, {"k"}, {}, 3));
+  EXPECT_EQ(add.reply.arg, 10);
+  EXPECT_TRUE(add.changed);
+  run(frame(StoreOp::Set, {"s"}, {Bytes{'x'}}));
+  auto bad_add = run(frame(StoreOp::Add, {"s"}, {}, 1));
+  EXPECT_EQ(bad_add.reply.code, static_cast<std::uint8_t>(tutti::detail::StoreStatus::Error));
+  EXPECT_EQ(bad_add.reply.arg, static_cast<std::int64_t>(ErrorKind::InvalidArgument));
+  EXPECT_FALSE(bad_add.changed);
+  auto cas = run(frame(StoreOp::CompareSet, {"s"}, {Bytes{'y'}, Bytes{'z'}}));
+  EXPECT_FALSE(cas.changed);
+  EXPECT_EQ(cas.reply.values, std::vector<Bytes>{Bytes{'x'}});
+  auto wait = run(frame(StoreOp::Wait, {"k", "m", "s", "n"}, {}, 5));
+  EXPECT_TRUE(wait.park);
+  EXPECT_EQ(wait.missing, (std::vector<std::string>{"m", "n"}));
+  EXPECT_EQ(run(frame(StoreOp::Check, {"k", "s"})).reply.arg, 1);
+  EXPECT_EQ(run(frame(StoreOp::DeleteKey, {"k"})).reply.arg, 1);
+  EXPECT_EQ(run(frame(StoreOp::DeleteKey, {"k"})).reply.arg, 0);
+  EXPECT_EQ(run(frame(StoreOp::NumKeys, {})).reply.arg, 1);
+}
+
 TEST(StoreProtocolTest, ValidatesRequestShapes) {
   using tutti::detail::validate_store_request;
   EXPECT_EQ(validate_store_request(frame(StoreOp::Set, {"k"}, {Bytes{1}})), "");

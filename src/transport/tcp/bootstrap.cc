@@ -101,8 +101,7 @@ std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job
       TUTTI_LOG(Warn, "refused connection from " << who << ": " << e.message());
       continue;
     }
-    std::string bad = validate_hello(h, size, job_id);
-    if (bad.empty() && h.rank <= rank) bad = "rank " + std::to_string(h.rank) + " must not connect to rank " + std::to_string(rank);
+    std::string bad = check_incoming_hello(h, rank, size, job_id);
     if (bad.empty() && fds[h.rank].valid()) bad = "rank " + std::to_string(h.rank) + " connected twice";
     if (!bad.empty()) {
       TUTTI_LOG(Warn, "refused connection from " << who << ": " << bad);

@@ -27,4 +27,11 @@ std::string validate_hello(const Hello& h, int world_size, std::uint64_t job_id)
   return "";
 }
 
+std::string check_incoming_hello(const Hello& h, int rank, int world_size, std::uint64_t job_id) {
+  std::string bad = validate_hello(h, world_size, job_id);
+  if (bad.empty() && h.rank <= rank)
+    bad = "rank " + std::to_string(h.rank) + " must not connect to rank " + std::to_string(rank);
+  return bad;
+}
+
 }  // namespace tutti::detail

@@ -52,5 +52,9 @@ struct Hello {
 static_assert(sizeof(Hello) == 24, "hello is 24 bytes on the wire");
 
 std::string validate_hello(const Hello& h, int world_size, std::uint64_t job_id);
+// What rank `rank` checks of the hello of a peer that connected to it: the
+// checks of validate_hello, and that the peer is a higher rank (every rank
+// connects to the lower ranks only). "" when the peer is accepted.
+std::string check_incoming_hello(const Hello& h, int rank, int world_size, std::uint64_t job_id);
 
 }  // namespace tutti::detail
