@@ -2,7 +2,10 @@
 # Installs what building and testing tutti needs, from Debian's packages.
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
-packages=(cmake ninja-build g++ pkg-config python3 libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libcli11-dev nlohmann-json3-dev)
+# clang and its runtimes (libFuzzer) build the fuzz targets; g++ brings the
+# sanitizer runtimes of the sanitized test builds.
+packages=(cmake ninja-build g++ clang libclang-rt-dev pkg-config python3 libgtest-dev libgmock-dev libbenchmark-dev
+          libssl-dev libcli11-dev nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

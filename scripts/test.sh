@@ -1,9 +1,97 @@
 #!/usr/bin/env bash
-# Builds tutti and runs the whole test suite through ctest.
+# Builds tutti and runs the whole test suite, in three stages:
+#   1. plain: build/ (scripts/build.sh) and every test through ctest;
+#   2. sanitizers: the multi-rank tests built with AddressSanitizer and
+#      UndefinedBehaviorSanitizer (build-asan/), then with ThreadSanitizer
+#      (build-tsan/); any report, in the test process or in a rank it forked,
+#      fails the test;
+#   3. fuzz: the libFuzzer targets of tests/fuzz, built with clang
+#      (build-fuzz/), each run for $TUTTI_FUZZ_SECONDS (default 60) seconds;
+#      a crash, leak, timeout or failed check fails the command.
+#
+#   scripts/test.sh [--quick] [ctest arguments]
+#
+# --quick (or TUTTI_TEST_QUICK=1) runs the plain stage only. Other arguments
+# go to the plain stage's ctest. TUTTI_JOBS sets the build parallelism
+# (default: one job per core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+quick=${TUTTI_TEST_QUICK:-0}
+ctest_args=()
+for a in "$@"; do
+  if [ "$a" = "--quick" ]; then quick=1; else ctest_args+=("$a"); fi
+done
+jobs=${TUTTI_JOBS:-$(nproc)}
+fuzz_seconds=${TUTTI_FUZZ_SECONDS:-60}
+
 start=$(date +%s)
-bash scripts/build.sh
-cd build
-ctest --output-on-failure -j2 --timeout 900 "$@"
-echo "test suite finished in $(( $(date +%s) - start )) s"
+stage_start=$start
+summary=()
+stage_done() {
+  local now
+  now=$(date +%s)
+  summary+=("$(printf '%-24s %5d s' "$1" $((now - stage_start)))")
+  echo "== $1: $((now - stage_start)) s"
+  stage_start=$now
+}
+finish() {
+  echo "== stage times"
+  printf '%s\n' "${summary[@]}"
+  echo "test suite finished in $(( $(date +%s) - start )) s"
+}
+
+# ---- 1. plain build and every test ------------------------------------------
+TUTTI_JOBS=$jobs bash scripts/build.sh
+stage_done "plain build"
+(cd build && ctest --output-on-failure -j2 --timeout 900 ${ctest_args[@]+"${ctest_args[@]}"})
+stage_done "plain tests"
+if [ "$quick" = 1 ]; then
+  finish
+  exit 0
+fi
+
+# ---- 2. multi-rank tests under the sanitizers -------------------------------
+# Every report is fatal and ends the process with exit code 86, never with a
+# signal: a failure test may let some ranks die by a signal (may_die in
+# tests/harness/spawn.h), and a report in such a rank must still fail it.
+# Ranks leave through _exit, so the harness runs LeakSanitizer in each one.
+# The large-message test uses smaller messages here (TUTTI_TEST_LARGE_BYTES),
+# with chunks and slots scaled alike; everything else runs as in stage 1.
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:exitcode=86:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1
+export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=0:exitcode=86:print_stacktrace=1
+export TSAN_OPTIONS=halt_on_error=1:abort_on_error=0:exitcode=86:second_deadlock_stack=1
+sanitized() {  # name, TUTTI_SANITIZE value, TUTTI_TEST_LARGE_BYTES
+  local dir=build-$1
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTUTTI_SANITIZE="$2" \
+    -DTUTTI_BUILD_TESTS=ON -DTUTTI_BUILD_TOOLS=ON -DTUTTI_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build "$dir" -j"$jobs" --target tutti_multirank_tests
+  stage_done "$1 build"
+  (cd "$dir" && TUTTI_TEST_LARGE_BYTES=$3 ctest --output-on-failure -j2 --timeout 900 -L multirank)
+  stage_done "$1 multi-rank tests"
+}
+sanitized asan address,undefined $((1 << 20))
+sanitized tsan thread $((256 << 10))
+unset ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS
+
+# ---- 3. fuzz targets ----------------------------------------------------------
+cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+cmake --build build-fuzz -j"$jobs"
+stage_done "fuzz build"
+for target in store_stream transport_stream; do
+  mkdir -p "build-fuzz/corpus/$target" build-fuzz/artifacts
+  log=build-fuzz/$target.log
+  echo "fuzz_$target: ${fuzz_seconds} s (log: $log)"
+  # New inputs go to build-fuzz/corpus/; the checked-in seeds are only read.
+  if ! build-fuzz/fuzz_$target -max_total_time="$fuzz_seconds" -print_final_stats=1 -timeout=10 \
+      -rss_limit_mb=2048 -max_len=8192 -artifact_prefix="build-fuzz/artifacts/$target-" \
+      "build-fuzz/corpus/$target" "tests/fuzz/corpus/$target" >"$log" 2>&1; then
+    tail -n 80 "$log"
+    echo "fuzz_$target failed; the input that failed is in build-fuzz/artifacts/" >&2
+    exit 1
+  fi
+  grep -E '^#[0-9]+ +(INITED|DONE)|^stat::(number_of_executed_units|new_units_added)' "$log" || true
+  stage_done "fuzz $target"
+done
+
+finish
