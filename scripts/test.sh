@@ -90,7 +90,7 @@ for target in store_stream transport_stream; do
     echo "fuzz_$target failed; the input that failed is in build-fuzz/artifacts/" >&2
     exit 1
   fi
-  grep -E '^#[0-9]+ +(INITED|DONE)|^stat::(number_of_executed_units|new_units_added)' "$log" || true
+  grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::(number_of_executed_units|new_units_added)' "$log" || true
   stage_done "fuzz $target"
 done
 
