@@ -89,6 +89,21 @@ void finish_reads(ShmGroup& g) {
     if (p != g.rank()) g.wait_input(p, k);
 }
 
+// gather / all_gather with single copies: every rank exposes its block; a
+// reader copies each peer's block into out[peer].
+void read_every_block(ShmGroup& g, const void* send, const std::vector<char*>& out, std::size_t bytes, bool reader) {
+  const int n = g.size(), r = g.rank();
+  const std::uint64_t k = expose(g, {send});
+  if (reader) {
+    for (int i = 1; i < n; ++i) {
+      const int p = (r + i) % n;
+      g.wait_input(p, k);
+      g.read_peer(p, out[p], exposed(g, p, k), bytes);
+    }
+  }
+  finish_reads(g);
+}
+
 // dst = in_0 op in_1 op ... op in_{n-1} (rank order, like reduce_all_inputs)
 // over `count` elements, where in_p is `own` for this rank and lies at
 // address remote(p) in peer p's memory otherwise, read in chunks through a
@@ -268,15 +283,7 @@ void shm_gather(ShmGroup& g, const void* send, const std::vector<char*>& out, st
   const int n = g.size(), r = g.rank();
   const char* s = static_cast<const char*>(send);
   if (single_copy(g, bytes)) {
-    const std::uint64_t k = expose(g, {send});
-    if (r == root) {
-      for (int i = 1; i < n; ++i) {
-        int p = (r + i) % n;
-        g.wait_input(p, k);
-        g.read_peer(p, out[p], exposed(g, p, k), bytes);
-      }
-    }
-    finish_reads(g);
+    read_every_block(g, send, out, bytes, r == root);
     return;
   }
   const std::size_t S = g.slot_bytes();
@@ -299,13 +306,7 @@ void shm_all_gather(ShmGroup& g, const void* send, const std::vector<char*>& out
   const int n = g.size(), r = g.rank();
   const char* s = static_cast<const char*>(send);
   if (single_copy(g, bytes)) {
-    const std::uint64_t k = expose(g, {send});
-    for (int i = 1; i < n; ++i) {
-      int p = (r + i) % n;
-      g.wait_input(p, k);
-      g.read_peer(p, out[p], exposed(g, p, k), bytes);
-    }
-    finish_reads(g);
+    read_every_block(g, send, out, bytes, true);
     return;
   }
   const std::size_t S = g.slot_bytes();

@@ -7,6 +7,8 @@
 // exception, crash) fails the test with its rank; a child still running at
 // the deadline is killed and named. Children never outlive the call.
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <functional>
 #include <string>
@@ -28,5 +30,11 @@ struct SpawnOptions {
 };
 
 void spawn(int world, const std::function<void(Communicator&)>& fn, const SpawnOptions& options = {});
+
+// Test-name suffix for a TUTTI_TRANSPORT parameter: "auto" runs over shared
+// memory on this host ("shm"), "tcp" over loopback TCP.
+inline std::string transport_name(const ::testing::TestParamInfo<std::string>& p) {
+  return p.param == "auto" ? std::string("shm") : p.param;
+}
 
 }  // namespace tutti::testing

@@ -48,7 +48,7 @@ class Mismatch : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Mismatch, EveryRankLearnsOfEveryKindOfMismatch) {
   SpawnOptions o;
-  const bool detail = GetParam() == "tcp-detail";
+  const bool detail = GetParam() == "tcp_detail";
   o.env = {{"TUTTI_TRANSPORT", detail ? "tcp" : GetParam()}, {"TUTTI_DEBUG", detail ? "detail" : "off"}};
   spawn(3, [](Communicator& world) {
     std::vector<float> f(8, 1.f);
@@ -124,10 +124,7 @@ TEST(MismatchTcp, FramesCarryTheSignature) {
   }, o);
 }
 
-INSTANTIATE_TEST_SUITE_P(World, Mismatch, ::testing::Values("auto", "tcp-detail"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           return p.param == "auto" ? std::string("shm") : std::string("tcp_detail");
-                         });
+INSTANTIATE_TEST_SUITE_P(World, Mismatch, ::testing::Values("auto", "tcp_detail"), transport_name);
 
 }  // namespace
 }  // namespace tutti::testing

@@ -83,10 +83,7 @@ TEST_P(Soak, TenThousandRandomOpsOverRandomGroups) {
   }, o);
 }
 
-INSTANTIATE_TEST_SUITE_P(World, Soak, ::testing::Values("auto", "tcp"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           return p.param == "tcp" ? std::string("tcp") : std::string("shm");
-                         });
+INSTANTIATE_TEST_SUITE_P(World, Soak, ::testing::Values("auto", "tcp"), transport_name);
 
 }  // namespace
 }  // namespace tutti::testing
