@@ -70,7 +70,7 @@ sanitized() {  # name, TUTTI_SANITIZE value, TUTTI_TEST_LARGE_BYTES
   (cd "$dir" && TUTTI_TEST_LARGE_BYTES=$3 ctest --output-on-failure -j2 --timeout 900 -L multirank)
   stage_done "$1 multi-rank tests"
 }
-sanitized asan address,undefined $((1 << 20))
+sanitized asan address,undefined $((512 << 10))
 sanitized tsan thread $((256 << 10))
 unset ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS
 
