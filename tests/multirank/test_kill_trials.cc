@@ -125,6 +125,7 @@ TEST_P(KillTrials, StoppedRankMakesOthersTimeOutNamingIt) {
   spawn(3, [](Communicator& world) {
     std::vector<int> all = {0, 1, 2};
     auto g = world.new_group(all);
+    auto survivors = world.new_group(std::vector<int>{0, 1});
     g->set_timeout(std::chrono::milliseconds(500));
     std::int32_t pid = ::getpid();
     std::vector<std::int32_t> pids(3);
@@ -146,6 +147,9 @@ TEST_P(KillTrials, StoppedRankMakesOthersTimeOutNamingIt) {
     const auto waited = std::chrono::steady_clock::now() - t0;
     EXPECT_GE(waited, std::chrono::milliseconds(450));
     EXPECT_LT(waited, std::chrono::milliseconds(2500));
+    // Both survivors have their Timeout before rank 2 goes (its death would
+    // otherwise reach a slower survivor as PeerLost first).
+    if (survivors) survivors->barrier();
     if (world.rank() == 0) ::kill(pids[2], SIGKILL);
   }, o);
 }
