@@ -57,7 +57,7 @@ class ShmGroup {
 
   char* in_slot(int r, std::uint64_t round) const { return area(r) + kCtrlBytes + (round & 1) * 2 * slot_bytes_; }
   // Small payloads travel in the control line that carries the round's
-  // counter (four cache lines): a reader of up to 56 bytes gets flag and
+  // counter (four cache lines): a reader of up to 40 bytes gets flag and
   // data in one transfer.
   static constexpr std::size_t kInlineBytes = 232;
   char* inline_slot(int r, std::uint64_t round) const { return ctrl(r)->line[round % kLines].data; }
