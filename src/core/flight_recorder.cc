@@ -302,6 +302,10 @@ void unregister_trace_source(const TraceSource* source) {
 
 std::string dump_traces(const std::string& reason) {
   Registry& r = registry();
+  // One dump at a time per process: two threads (an error, SIGUSR1,
+  // dump_trace()) must not write the same file together.
+  static std::mutex* writing = new std::mutex;
+  std::lock_guard<std::mutex> one_at_a_time(*writing);
   std::ostringstream os;
   std::string path;
   {
