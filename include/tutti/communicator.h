@@ -165,6 +165,9 @@ struct InitOptions {
   std::shared_ptr<Store> store;
   // Deadline of init and default of every operation; 0: TUTTI_TIMEOUT.
   std::chrono::milliseconds timeout{0};
+  // The job secret every store and peer connection proves it holds;
+  // "": TUTTI_JOB_SECRET (tuttirun sets one per job).
+  std::string job_secret;
 };
 
 // Joins the job and returns the world communicator. Blocks until every rank

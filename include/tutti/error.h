@@ -13,6 +13,7 @@ enum class ErrorKind {
   Mismatch,         // ranks disagree on an operation (kind, size, type, root)
   Aborted,          // the communicator was aborted earlier; carries the root cause
   Internal,         // a broken invariant inside tutti: a bug, please report it
+  Unauthenticated,  // the other side of a connection does not hold this job's secret
 };
 
 const char* error_kind_name(ErrorKind k);

@@ -70,12 +70,19 @@ std::shared_ptr<Store> make_file_store(const std::string& path);
 // Prefixes every key with `prefix + "/"`; shares the underlying store.
 std::shared_ptr<Store> make_prefix_store(const std::string& prefix, std::shared_ptr<Store> base);
 
+// The job secret of this process: $TUTTI_JOB_SECRET, or "" when unset.
+// Every TCP store and peer connection proves, by HMAC-SHA256 challenge and
+// response, that both sides hold the same secret; the secret never crosses
+// the wire. tuttirun generates one per job.
+std::string job_secret_from_env();
+
 // A TCP store server. It serves until destroyed, on its own thread.
 class TcpStoreServer {
  public:
   // Listens on host:port; port 0 picks a free port (see port()).
-  // host "" or "0.0.0.0" listens on every IPv4 address.
-  TcpStoreServer(const std::string& host, int port);
+  // host "" or "0.0.0.0" listens on every IPv4 address. Clients that do not
+  // prove they hold `secret` are refused (and logged); the others are served.
+  TcpStoreServer(const std::string& host, int port, const std::string& secret = job_secret_from_env());
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -88,8 +95,10 @@ class TcpStoreServer {
 };
 
 // A client of a TcpStoreServer. Connecting retries until `timeout`, which is
-// also the store's initial timeout (see set_timeout).
+// also the store's initial timeout (see set_timeout). Throws Unauthenticated
+// when the server does not hold `secret`.
 std::shared_ptr<Store> make_tcp_store_client(const std::string& host, int port,
-                                             std::chrono::milliseconds timeout = std::chrono::minutes(5));
+                                             std::chrono::milliseconds timeout = std::chrono::minutes(5),
+                                             const std::string& secret = job_secret_from_env());
 
 }  // namespace tutti

@@ -94,6 +94,7 @@ const char* error_kind_name(ErrorKind k) {
     case ErrorKind::Mismatch: return "Mismatch";
     case ErrorKind::Aborted: return "Aborted";
     case ErrorKind::Internal: return "Internal";
+    case ErrorKind::Unauthenticated: return "Unauthenticated";
   }
   return "Unknown";
 }

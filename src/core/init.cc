@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "core/communicator_impl.h"
 #include "core/tags.h"
+#include "net/auth.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -105,6 +106,7 @@ Communicator init(const InitOptions& options) {
   const TimePoint deadline = deadline_after(timeout);
   TUTTI_LOG(Debug, "init: rank " << rank << " of " << size << "; config: " << job->config.describe());
 
+  const std::string secret = !options.job_secret.empty() ? options.job_secret : job_secret_from_env();
   std::string host;
   int port = -1;
   if (options.store) {
@@ -123,18 +125,23 @@ Communicator init(const InitOptions& options) {
     if (port <= 0 || port > 65535)
       throw Error(ErrorKind::InvalidArgument, "MASTER_PORT is not set or not a valid port (rank " +
                                                   std::to_string(rank) + ")");
-    if (rank == 0) job->server = std::make_unique<TcpStoreServer>(job->config.store_listen_addr, port);
-    job->store = make_tcp_store_client(host, port, timeout);
+    if (rank == 0) job->server = std::make_unique<TcpStoreServer>(job->config.store_listen_addr, port, secret);
+    job->store = make_tcp_store_client(host, port, timeout, secret);
   }
 
   // Every job gets a random id (a job of one too: it names shared memory).
   job->job_id = random_u64();
+  // Peer connections prove they hold the secret and a key drawn for this
+  // job, which only readers of its store learn.
+  std::string link_key = random_hex(32);
   if (size > 1) {
     job->store->set_timeout(timeout);
     if (rank == 0) {
+      job->store->set("tutti/link_key", link_key);
       job->store->set("tutti/job_id", std::to_string(job->job_id));
     } else {
       job->job_id = std::stoull(job->store->get_string("tutti/job_id"));
+      link_key = job->store->get_string("tutti/link_key");
     }
     // With a store of the caller's, the route to MASTER_ADDR (when set)
     // tells which local address peers can reach.
@@ -146,7 +153,7 @@ Communicator init(const InitOptions& options) {
   const std::string my_host = host_identity();
   if (size > 1) job->store->set("tutti/host/" + std::to_string(rank), my_host);
   std::vector<Fd> peers(size);
-  if (size > 1) peers = connect_mesh(*job->store, rank, size, job->job_id, job->config, host, port, deadline);
+  if (size > 1) peers = connect_mesh(*job->store, rank, size, job->job_id, secret + "/" + link_key, job->config, host, port, deadline);
   // Every rank has published its host before its address, so these do not wait.
   std::vector<std::string> hosts;
   for (int r = 0; r < size; ++r) {

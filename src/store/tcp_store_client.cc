@@ -7,6 +7,7 @@
 
 #include <mutex>
 
+#include "net/auth.h"
 #include "net/socket.h"
 #include "store/store_protocol.h"
 #include "tutti/error.h"
@@ -30,16 +31,24 @@ class TcpStoreClient final : public Store {
   using Store::set;
   using Store::wait;
 
-  TcpStoreClient(const std::string& host, int port, std::chrono::milliseconds timeout) {
+  TcpStoreClient(const std::string& host, int port, std::chrono::milliseconds timeout, const std::string& secret) {
     set_timeout(timeout);
     detail::SockAddr addr = detail::resolve(host, port);
     name_ = "store server " + addr.to_string();
     if (addr.to_string().rfind(host, 0) != 0 && !host.empty()) name_ += " (" + host + ")";
+    const TimePoint deadline = detail::store_deadline(Clock::now(), timeout.count());
     try {
-      fd_ = detail::connect_tcp(addr, detail::store_deadline(Clock::now(), timeout.count()));
+      fd_ = detail::connect_tcp(addr, deadline);
     } catch (const Error& e) {
       throw Error(e.kind(), "cannot connect to " + name_ + " within " + std::to_string(timeout.count()) +
                                 " ms: " + e.message());
+    }
+    try {
+      detail::authenticate_to_server(fd_.get(), secret, detail::AuthRole::Store, deadline, name_);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Unauthenticated)
+        throw Error(e.kind(), e.message() + (secret.empty() ? " (TUTTI_JOB_SECRET is not set in this process)" : ""));
+      throw Error(e.kind(), "authenticating to " + name_ + ": " + e.message());
     }
   }
 
@@ -145,7 +154,7 @@ class TcpStoreClient final : public Store {
     }
     if (rep.code == static_cast<std::uint8_t>(StoreStatus::Error)) {
       auto kind = ErrorKind::Internal;
-      if (rep.arg >= 0 && rep.arg <= static_cast<std::int64_t>(ErrorKind::Internal))
+      if (rep.arg >= 0 && rep.arg <= static_cast<std::int64_t>(ErrorKind::Unauthenticated))
         kind = static_cast<ErrorKind>(rep.arg);
       std::string msg = rep.values.empty() ? what + " failed" : std::string(rep.values[0].begin(), rep.values[0].end());
       throw Error(kind, msg + " (" + name_ + ")");
@@ -168,8 +177,9 @@ class TcpStoreClient final : public Store {
 
 }  // namespace
 
-std::shared_ptr<Store> make_tcp_store_client(const std::string& host, int port, std::chrono::milliseconds timeout) {
-  return std::make_shared<TcpStoreClient>(host, port, timeout);
+std::shared_ptr<Store> make_tcp_store_client(const std::string& host, int port, std::chrono::milliseconds timeout,
+                                             const std::string& secret) {
+  return std::make_shared<TcpStoreClient>(host, port, timeout, secret);
 }
 
 }  // namespace tutti

@@ -7,6 +7,10 @@
 // by deadline (answered TIMEOUT by the server itself, so a client never gets a
 // late stray reply). A client that breaks the protocol is logged and
 // disconnected; nothing a client sends can stop the server.
+//
+// Every connection first proves it knows the job secret (net/auth.h); until
+// then nothing it sends is decoded as a request, and one that has not proved
+// it within kAuthSeconds is disconnected.
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -23,6 +27,7 @@
 #include <unordered_set>
 
 #include "common/log.h"
+#include "net/auth.h"
 #include "net/socket.h"
 #include "store/store_protocol.h"
 #include "tutti/error.h"
@@ -50,6 +55,10 @@ struct StoreConnection {
   bool want_out = false;     // EPOLLOUT armed
   bool dead = false;         // closing; erased at the end of the loop iteration
   std::optional<StoreParkedRequest> parked;
+  // Authentication: 0 awaits the hello, 1 the proof, 2 done.
+  int auth = 0;
+  AuthServerState auth_state;
+  TimePoint auth_deadline;
 };
 
 }  // namespace detail
@@ -57,6 +66,7 @@ struct StoreConnection {
 using detail::Clock;
 using detail::DecodeStatus;
 using detail::Fd;
+using detail::AuthServerState;
 using detail::StoreConnection;
 using detail::StoreFrame;
 using detail::StoreOp;
@@ -75,6 +85,8 @@ constexpr std::size_t kMaxReadPerEvent = 4 << 20;
 // plus a little is buffered while its current request is parked.
 constexpr std::size_t kMaxBuffered = detail::kStoreMaxFrameBytes + (1 << 20);
 constexpr std::size_t kKeepCapacity = detail::kStoreKeepCapacity;
+// A client that has not authenticated by then is disconnected.
+constexpr std::chrono::seconds kAuthSeconds{10};
 
 }  // namespace
 
@@ -83,6 +95,7 @@ struct TcpStoreServer::Impl {
   Fd epoll_fd;
   Fd wake_fd;
   int port = 0;
+  std::string key;   // the job secret
   std::string name;  // "store server 0.0.0.0:1234", for logs
   std::atomic<bool> stop{false};
   std::thread thread;
@@ -96,7 +109,7 @@ struct TcpStoreServer::Impl {
   std::vector<std::uint64_t> dead;   // connections to erase
   TimePoint accept_paused_until{};   // after EMFILE: retry accepting later
 
-  Impl(const std::string& host, int port_in) {
+  Impl(const std::string& host, int port_in, std::string secret) : key(std::move(secret)) {
     listen_fd = detail::listen_tcp(host, port_in);
     detail::set_nonblocking(listen_fd.get(), true);
     detail::SockAddr local = detail::local_address(listen_fd.get());
@@ -195,6 +208,8 @@ struct TcpStoreServer::Impl {
       StoreConnection& c = conns[id];
       c.fd = std::move(owned);
       c.peer = detail::peer_address(fd).to_string();
+      c.auth_deadline = Clock::now() + kAuthSeconds;
+      deadlines.insert({c.auth_deadline, id});
       TUTTI_LOG(Debug, name << ": client " << c.peer << " connected");
     }
   }
@@ -227,6 +242,7 @@ struct TcpStoreServer::Impl {
     if (c.dead) return;
     c.dead = true;
     if (c.parked) unpark(id, c);
+    if (c.auth != 2) deadlines.erase({c.auth_deadline, id});
     if (warn)
       TUTTI_LOG(Warn, name << ": disconnecting client " << c.peer << ": " << why);
     else
@@ -296,8 +312,40 @@ struct TcpStoreServer::Impl {
     flush(id, c);
   }
 
+  // Runs the server's side of the handshake on what the client sent so far;
+  // true once it has proved it knows the key.
+  bool authenticated(std::uint64_t id, StoreConnection& c) {
+    if (c.auth == 2) return true;
+    if (c.auth == 0) {
+      if (c.in.size() < detail::kAuthHelloBytes) return false;
+      std::array<std::uint8_t, detail::kAuthAnswerBytes> answer{};
+      std::string bad = detail::auth_server_answer(c.in.data(), key, detail::AuthRole::Store, &c.auth_state, &answer);
+      if (bad.empty() && c.in.size() > detail::kAuthHelloBytes) bad = "sent data before the server's answer";
+      if (!bad.empty()) {
+        drop(id, c, "refused: it " + bad, true);
+        return false;
+      }
+      c.in.clear();
+      c.auth = 1;
+      c.out.assign(answer.begin(), answer.end());
+      flush(id, c);
+      return false;
+    }
+    if (c.in.size() < detail::kAuthProofBytes) return false;
+    if (!detail::auth_server_check_proof(c.in.data(), key, c.auth_state)) {
+      drop(id, c, "refused: it failed the job-secret check (it does not hold this job's TUTTI_JOB_SECRET)", true);
+      return false;
+    }
+    c.in.erase(c.in.begin(), c.in.begin() + detail::kAuthProofBytes);
+    c.auth = 2;
+    deadlines.erase({c.auth_deadline, id});
+    TUTTI_LOG(Debug, name << ": client " << c.peer << " authenticated");
+    return true;
+  }
+
   // Decodes and runs buffered requests, one at a time.
   void process(std::uint64_t id, StoreConnection& c) {
+    if (!c.dead && c.out.empty() && !authenticated(id, c)) return;
     while (!c.dead && !c.parked && c.out.empty()) {
       StoreFrame req;
       auto r = detail::take_store_request(c.in, c.need, &req);
@@ -392,7 +440,11 @@ struct TcpStoreServer::Impl {
       std::uint64_t id = deadlines.begin()->second;
       deadlines.erase(deadlines.begin());
       StoreConnection* c = live(id);
-      if (c && c->parked) finish_parked(id, *c);
+      if (c && c->auth != 2) {
+        drop(id, *c, "refused: it did not authenticate within " + std::to_string(kAuthSeconds.count()) + " s", true);
+      } else if (c && c->parked) {
+        finish_parked(id, *c);
+      }
     }
   }
 
@@ -413,7 +465,8 @@ struct TcpStoreServer::Impl {
   }
 };
 
-TcpStoreServer::TcpStoreServer(const std::string& host, int port) : impl_(std::make_unique<Impl>(host, port)) {}
+TcpStoreServer::TcpStoreServer(const std::string& host, int port, const std::string& secret)
+    : impl_(std::make_unique<Impl>(host, port, secret)) {}
 TcpStoreServer::~TcpStoreServer() = default;
 int TcpStoreServer::port() const { return impl_->port; }
 

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <random>
+#include <string>
 #include <thread>
 
 #include "tutti/store.h"
@@ -71,6 +73,9 @@ void spawn(int world, const std::function<void(Communicator&)>& fn, const SpawnO
   // server's port.
   std::fflush(stdout);
   std::fflush(stderr);
+  // Connections authenticate with a secret of this launch, as under tuttirun.
+  std::random_device rd;
+  const std::string secret = "spawn-" + std::to_string(rd()) + "-" + std::to_string(rd());
   std::vector<pid_t> pids;
   std::vector<int> port_pipes;
   auto abandon = [&] {
@@ -106,7 +111,8 @@ void spawn(int world, const std::function<void(Communicator&)>& fn, const SpawnO
         InitOptions o;
         o.rank = r;
         o.world_size = world;
-        o.store = make_tcp_store_client("127.0.0.1", port, options.op_timeout);
+        o.store = make_tcp_store_client("127.0.0.1", port, options.op_timeout, secret);
+        o.job_secret = secret;
         o.timeout = options.op_timeout;
         Communicator comm = init(o);
         fn(comm);
@@ -131,7 +137,7 @@ void spawn(int world, const std::function<void(Communicator&)>& fn, const SpawnO
   }
   std::optional<TcpStoreServer> server;
   try {
-    server.emplace("127.0.0.1", 0);
+    server.emplace("127.0.0.1", 0, secret);
   } catch (const std::exception& e) {
     abandon();
     FAIL() << "store server: " << e.what();

@@ -521,4 +521,34 @@ TEST(Tuttirun, UsageErrorsExit2) {
   }
 }
 
+// Every rank of a job gets the same fresh secret (32 random bytes as hex),
+// a secret already set is kept, and a multi-node job without one is warned.
+TEST(Tuttirun, EveryRankGetsTheJobSecret) {
+  const std::string script = R"(echo "secret ${TUTTI_JOB_SECRET:-none}")";
+  auto secrets = [&](const std::vector<std::string>& args) {
+    Launch run(args);
+    EXPECT_TRUE(run.wait(10s)) << run.dump();
+    EXPECT_TRUE(run.exited_with(0)) << run.dump();
+    std::set<std::string> seen;
+    for (const auto& [rank, lines] : tagged_lines(run.out()))
+      for (const auto& l : lines) seen.insert(l);
+    return std::make_pair(seen, run.err());
+  };
+  ::unsetenv("TUTTI_JOB_SECRET");
+  auto [first, err1] = secrets({"-n", "3", "--tag-output", "sh", "-c", script});
+  auto [second, err2] = secrets({"-n", "2", "--tag-output", "sh", "-c", script});
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_TRUE(std::regex_match(*first.begin(), std::regex("secret [0-9a-f]{64}"))) << *first.begin();
+  EXPECT_NE(*first.begin(), *second.begin());
+  ::setenv("TUTTI_JOB_SECRET", "given secret", 1);
+  auto [given, err3] = secrets({"-n", "2", "--tag-output", "sh", "-c", script});
+  EXPECT_EQ(given, std::set<std::string>{"secret given secret"});
+  ::unsetenv("TUTTI_JOB_SECRET");
+  auto [multi, err4] = secrets({"--nnodes", "2", "--node-rank", "1", "-n", "1", "--master-addr", "10.1.2.3",
+                                "--master-port", "29511", "--tag-output", "sh", "-c", script});
+  EXPECT_EQ(multi, std::set<std::string>{"secret none"});
+  EXPECT_NE(err4.find("TUTTI_JOB_SECRET is not set"), std::string::npos) << err4;
+}
+
 }  // namespace

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "common/errors.h"
@@ -98,7 +99,7 @@ std::vector<int> run_env_children(int world, const std::function<std::vector<std
         code = (v == c.size() && c.size() == world) ? 0 : 3;
       } catch (const Error& e) {
         std::fprintf(stderr, "child %d: %s\n", r, e.what());
-        code = e.kind() == ErrorKind::InvalidArgument ? 4 : 5;
+        code = e.kind() == ErrorKind::InvalidArgument ? 4 : e.kind() == ErrorKind::Unauthenticated ? 6 : 5;
       }
       _exit(code);
     }
@@ -137,6 +138,65 @@ TEST(Init, InconsistentSetupIsAnInvalidArgument) {
   EXPECT_EQ(run_env_children(1, [](int) { return Env{{"RANK", "5"}, {"WORLD_SIZE", "2"}}; }), std::vector<int>{4});
   // An unknown algorithm override.
   EXPECT_EQ(run_env_children(1, [](int) { return Env{{"TUTTI_ALGO", "all_reduce:bogus"}}; }), std::vector<int>{4});
+}
+
+// Every connection proves it holds the job secret: a rank with another one
+// fails with Unauthenticated naming the side it tried, the others refuse it
+// (and say so in their log) and time out naming it; none waits longer.
+TEST(Init, ARankWithAnotherSecretIsRefusedByThePeers) {
+  ::setenv("TUTTI_ADVERTISE_ADDR", "127.0.0.1", 1);
+  auto store = make_memory_store();
+  std::vector<std::optional<Error>> errors(2);
+  ::testing::internal::CaptureStderr();
+  std::vector<std::thread> ts;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r) {
+    ts.emplace_back([&, r] {
+      InitOptions o;
+      o.rank = r;
+      o.world_size = 2;
+      o.store = store;  // the store is shared (a memory store); the peer links need the secret
+      o.timeout = std::chrono::milliseconds(1500);
+      o.job_secret = r == 0 ? "the secret" : "another secret";
+      try {
+        init(o);
+      } catch (const Error& e) {
+        errors[r] = e;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  ASSERT_TRUE(errors[0] && errors[1]);
+  EXPECT_EQ(errors[1]->kind(), ErrorKind::Unauthenticated) << what_of(*errors[1]);
+  EXPECT_NE(errors[1]->message().find("init: rank 1 connecting to rank 0 (127.0.0.1:"), std::string::npos)
+      << errors[1]->message();
+  EXPECT_NE(errors[1]->message().find("does not know this job's secret"), std::string::npos) << errors[1]->message();
+  EXPECT_EQ(errors[0]->kind(), ErrorKind::Timeout) << what_of(*errors[0]);
+  EXPECT_NE(errors[0]->message().find("rank 1 published its address but never connected"), std::string::npos)
+      << errors[0]->message();
+  EXPECT_NE(log.find("refused connection from 127.0.0.1:"), std::string::npos) << log;
+}
+
+// Through the environment, as tuttirun passes it: the same TUTTI_JOB_SECRET
+// everywhere works; a rank with another is refused by the store.
+TEST(Init, JobSecretFromTheEnvironment) {
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(run_env_children(2,
+                             [](int r) {
+                               return Env{{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"TUTTI_JOB_SECRET", "s3cr3t"}};
+                             }),
+            std::vector<int>(2, 0));
+  // Rank 1 holds another secret: it fails Unauthenticated (6) at once; rank 0 times out (5).
+  EXPECT_EQ(run_env_children(2,
+                             [](int r) {
+                               return Env{{"RANK", std::to_string(r)},
+                                          {"WORLD_SIZE", "2"},
+                                          {"TUTTI_TIMEOUT", "1"},
+                                          {"TUTTI_JOB_SECRET", r == 0 ? "s3cr3t" : "guess"}};
+                             }),
+            (std::vector<int>{5, 6}));
 }
 
 // TUTTI_ALGO forces an algorithm outside its default range, and it still works.

@@ -15,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "net/auth.h"
 #include "net/socket.h"
 #include "store/store_protocol.h"
 #include "tutti/error.h"
@@ -385,7 +386,14 @@ StoreFrame frame(StoreOp op, std::vector<std::string> keys, std::vector<Bytes> v
 
 class TcpStoreServerTest : public ::testing::Test {
  protected:
+  // A connection that has proved it knows the secret, then speaks raw bytes.
   tutti::detail::Fd raw_connect() {
+    auto fd = raw_connect_unauthenticated();
+    tutti::detail::authenticate_to_server(fd.get(), secret_, tutti::detail::AuthRole::Store, Clock::now() + 2s,
+                                          "test server");
+    return fd;
+  }
+  tutti::detail::Fd raw_connect_unauthenticated() {
     return tutti::detail::connect_tcp(tutti::detail::resolve("127.0.0.1", server_.port()), Clock::now() + 2s);
   }
   static void send_bytes(int fd, const Bytes& b) {
@@ -419,7 +427,7 @@ class TcpStoreServerTest : public ::testing::Test {
   }
   // Real ops through a fresh client, proving the server still serves.
   void expect_healthy() {
-    auto c = tutti::make_tcp_store_client("127.0.0.1", server_.port(), 2s);
+    auto c = tutti::make_tcp_store_client("127.0.0.1", server_.port(), 2s, secret_);
     std::string key = random_key("healthy");
     Bytes v = random_bytes(1 + rand_u64() % 100);
     c->set(key, v);
@@ -428,12 +436,13 @@ class TcpStoreServerTest : public ::testing::Test {
     EXPECT_GT(client_->num_keys(), 0);
   }
 
-  tutti::TcpStoreServer server_{"127.0.0.1", 0};
-  std::shared_ptr<Store> client_ = tutti::make_tcp_store_client("127.0.0.1", server_.port(), 2s);
+  const std::string secret_ = "secret-" + std::to_string(rand_u64());
+  tutti::TcpStoreServer server_{"127.0.0.1", 0, secret_};
+  std::shared_ptr<Store> client_ = tutti::make_tcp_store_client("127.0.0.1", server_.port(), 2s, secret_);
 };
 
 TEST_F(TcpStoreServerTest, TwoClientsShareOneServer) {
-  auto other = tutti::make_tcp_store_client("localhost", server_.port(), 2s);
+  auto other = tutti::make_tcp_store_client("localhost", server_.port(), 2s, secret_);
   std::string key = random_key();
   Bytes v = random_bytes(50);
   client_->set(key, v);
@@ -449,6 +458,94 @@ TEST_F(TcpStoreServerTest, GarbageBytesDisconnectOnlyThatClient) {
   send_bytes(fd.get(), junk);
   EXPECT_TRUE(closed_by_server(fd.get()));
   expect_healthy();
+  // The same before authenticating.
+  auto early = raw_connect_unauthenticated();
+  junk[0] = static_cast<std::uint8_t>(~tutti::detail::kAuthHelloMagic);
+  send_bytes(early.get(), junk);
+  EXPECT_TRUE(closed_by_server(early.get()));
+  expect_healthy();
+}
+
+// ---- job-secret authentication ----------------------------------------------------
+
+TEST(StoreAuthTest, WrongOrMissingSecretIsUnauthenticatedAndNamesTheServer) {
+  tutti::TcpStoreServer server("127.0.0.1", 0, "right secret");
+  const std::string where = "127.0.0.1:" + std::to_string(server.port());
+  for (const std::string secret : {"wrong secret", "right secre", ""}) {
+    Error e = tutti::testing::expect_error([&] { tutti::make_tcp_store_client("127.0.0.1", server.port(), 2s, secret); });
+    EXPECT_EQ(e.kind(), ErrorKind::Unauthenticated) << tutti::testing::what_of(e);
+    EXPECT_NE(e.message().find("store server " + where + " does not know this job's secret"), std::string::npos)
+        << e.message();
+    EXPECT_EQ(e.message().find("TUTTI_JOB_SECRET is not set in this process") != std::string::npos, secret.empty())
+        << e.message();
+  }
+  auto good = tutti::make_tcp_store_client("127.0.0.1", server.port(), 2s, "right secret");
+  good->set("k", "v");
+  EXPECT_EQ(good->get_string("k"), "v");
+}
+
+TEST_F(TcpStoreServerTest, StrangersAreRefusedLoggedAndNeverServed) {
+  std::string key = random_key("stranger");
+  Bytes set_req = tutti::detail::encode_store_frame(tutti::detail::kStoreRequestMagic,
+                                                    frame(StoreOp::Set, {key}, {random_bytes(10)}));
+  auto hello_of = [](tutti::detail::AuthRole role) {
+    tutti::detail::Nonce n{};
+    auto h = tutti::detail::auth_client_hello(role, &n);
+    return Bytes(h.begin(), h.end());
+  };
+  struct Case {
+    const char* name;
+    std::function<void(int)> act;
+    const char* logged;  // what the server's warning says
+  };
+  std::vector<Case> cases = {
+      {"a store request without the handshake", [&](int fd) { send_bytes(fd, set_req); },
+       "did not start with an authentication hello"},
+      {"a random proof",
+       [&](int fd) {
+         send_bytes(fd, hello_of(tutti::detail::AuthRole::Store));
+         Bytes answer(tutti::detail::kAuthAnswerBytes);
+         tutti::detail::read_full(fd, answer.data(), answer.size(), Clock::now() + 2s, "server");
+         Bytes wire = random_bytes(tutti::detail::kAuthProofBytes);
+         wire.insert(wire.end(), set_req.begin(), set_req.end());
+         send_bytes(fd, wire);
+       },
+       "failed the job-secret check"},
+      {"the server's own answer replayed as the proof",
+       [&](int fd) {
+         send_bytes(fd, hello_of(tutti::detail::AuthRole::Store));
+         Bytes answer(tutti::detail::kAuthAnswerBytes);
+         tutti::detail::read_full(fd, answer.data(), answer.size(), Clock::now() + 2s, "server");
+         send_bytes(fd, Bytes(answer.end() - tutti::detail::kAuthProofBytes, answer.end()));
+         send_bytes(fd, set_req);
+       },
+       "failed the job-secret check"},
+      {"a rank's hello", [&](int fd) { send_bytes(fd, hello_of(tutti::detail::AuthRole::Peer)); },
+       "is a rank but connected to the port of a store server"},
+      {"a hello and data before the answer",
+       [&](int fd) {
+         Bytes wire = hello_of(tutti::detail::AuthRole::Store);
+         wire.insert(wire.end(), set_req.begin(), set_req.end());
+         send_bytes(fd, wire);
+       },
+       "sent data before the server's answer"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto fd = raw_connect_unauthenticated();
+    const std::string who = tutti::detail::local_address(fd.get()).to_string();
+    ::testing::internal::CaptureStderr();
+    c.act(fd.get());
+    bool closed = closed_by_server(fd.get());
+    std::this_thread::sleep_for(20ms);  // the warning is written before the close, by the server's thread
+    std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(closed);
+    const std::size_t line = log.find("disconnecting client " + who + ": refused: it ");
+    EXPECT_NE(line, std::string::npos) << log;
+    EXPECT_NE(log.find(c.logged, line), std::string::npos) << log;
+    expect_healthy();
+  }
+  EXPECT_FALSE(client_->check({key}));  // no stranger's set was applied
 }
 
 TEST_F(TcpStoreServerTest, TruncatedFrameIsNeverApplied) {
@@ -490,13 +587,16 @@ TEST_F(TcpStoreServerTest, OversizedLengthsDisconnectWithoutAllocating) {
 
 TEST_F(TcpStoreServerTest, SilentClientDoesNotBlockOthers) {
   auto silent = raw_connect();
+  auto silent_before_hello = raw_connect_unauthenticated();
+  auto half_hello = raw_connect_unauthenticated();
+  send_bytes(half_hello.get(), random_bytes(tutti::detail::kAuthHelloBytes / 2));
   expect_healthy();
   std::string key = random_key();
   std::thread t([&] {
     std::this_thread::sleep_for(20ms);
     client_->set(key, "v");
   });
-  auto c = tutti::make_tcp_store_client("127.0.0.1", server_.port(), 2s);
+  auto c = tutti::make_tcp_store_client("127.0.0.1", server_.port(), 2s, secret_);
   EXPECT_EQ(c->get_string(key), "v");
   t.join();
 }
@@ -559,7 +659,7 @@ TEST_F(TcpStoreServerTest, ClientThatDoesNotReadDoesNotStallOthers) {
 
 TEST_F(TcpStoreServerTest, WaitRechecksKeysDeletedMeanwhile) {
   std::string a = random_key("a"), b = random_key("b");
-  auto waiter = tutti::make_tcp_store_client("127.0.0.1", server_.port(), 2s);
+  auto waiter = tutti::make_tcp_store_client("127.0.0.1", server_.port(), 2s, secret_);
   std::atomic<bool> done{false};
   std::thread t([&] {
     waiter->wait({a, b}, 2000ms);

@@ -36,6 +36,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -128,9 +129,41 @@ struct Rank {
   std::unique_ptr<LineTagger> err_tag;
 };
 
+// The job secret that authenticates every connection of the job: 32 random
+// bytes from the kernel, as hex. A secret the caller set is kept (jobs over
+// several nodes need the same one on every node, so tuttirun cannot draw it).
+std::string make_job_secret(const JobConfig& cfg) {
+  const char* given = std::getenv("TUTTI_JOB_SECRET");
+  if (given != nullptr && *given != '\0') return "";
+  if (cfg.nnodes > 1) {
+    std::fprintf(stderr,
+                 "tuttirun: warning: TUTTI_JOB_SECRET is not set, so the job's connections are not authenticated; "
+                 "set it to the same random value on every node\n");
+    return "";
+  }
+  unsigned char bytes[32];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::fprintf(stderr, "tuttirun: getrandom failed: %s\n", std::strerror(errno));
+      std::exit(1);
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char b : bytes) {
+    hex += kHex[b >> 4];
+    hex += kHex[b & 15];
+  }
+  return hex;
+}
+
 class Job {
  public:
-  explicit Job(const JobConfig& config) : cfg_(config) {}
+  explicit Job(const JobConfig& config) : cfg_(config), secret_(make_job_secret(config)) {}
   ~Job();
   int run();
 
@@ -152,6 +185,7 @@ class Job {
   int exit_code() const;
 
   JobConfig cfg_;
+  std::string secret_;  // TUTTI_JOB_SECRET for the ranks; "" to pass the caller's through
   std::vector<Rank> ranks_;
   pid_t pgid_ = 0;  // pid of the first rank; 0 before it exists
   int sfd_ = -1;
@@ -224,7 +258,8 @@ std::vector<std::string> Job::make_env(const Rank& r) const {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string_view entry(*e);
     std::string_view name = entry.substr(0, entry.find('='));
-    bool ours = std::any_of(std::begin(kOurs), std::end(kOurs), [&](const char* k) { return name == k; });
+    bool ours = std::any_of(std::begin(kOurs), std::end(kOurs), [&](const char* k) { return name == k; }) ||
+                (!secret_.empty() && name == "TUTTI_JOB_SECRET");
     if (!ours) env.emplace_back(entry);
   }
   env.push_back("RANK=" + std::to_string(r.rank));
@@ -235,6 +270,7 @@ std::vector<std::string> Job::make_env(const Rank& r) const {
   env.push_back("MASTER_ADDR=" + cfg_.master_addr);
   env.push_back("MASTER_PORT=" + std::to_string(cfg_.master_port));
   env.push_back("TUTTI_LAUNCHER=tuttirun");
+  if (!secret_.empty()) env.push_back("TUTTI_JOB_SECRET=" + secret_);
   // On one node every rank is ours, so their segments can be named after us
   // and cleaned up at the end (see shm_cleanup.h); a user's prefix wins.
   if (cfg_.nnodes == 1 && !std::getenv("TUTTI_SHM_PREFIX")) env.push_back("TUTTI_SHM_PREFIX=" + job_shm_prefix());

@@ -44,6 +44,9 @@ constexpr const char* kFooter = R"(Environment of every rank:
   MASTER_ADDR, MASTER_PORT   rendezvous address (a free port is picked when
                     --master-port is not given and --nnodes is 1)
   TUTTI_LAUNCHER    tuttirun
+  TUTTI_JOB_SECRET  a random secret per job that authenticates every
+                    connection (kept when already set; with --nnodes > 1
+                    set the same value on every node)
 
 When a rank exits non-zero or dies of a signal, tuttirun names it on stderr,
 sends SIGTERM to the others, SIGKILL after the grace period, and exits with

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "net/auth.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace tutti::detail {
@@ -17,8 +18,9 @@ std::chrono::milliseconds remaining(TimePoint deadline) {
   return d.count() > 0 ? d : std::chrono::milliseconds(1);
 }
 
+// "rank 3" or "ranks 1, 2".
 std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
   for (std::size_t i = 0; i < ranks.size() && i < 32; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
   if (ranks.size() > 32) s += ", ... (" + std::to_string(ranks.size()) + " in all)";
   return s;
@@ -26,8 +28,9 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
-std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id, const Config& config,
-                             const std::string& store_host, int store_port, TimePoint deadline) {
+std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id, const std::string& key,
+                             const Config& config, const std::string& store_host, int store_port,
+                             TimePoint deadline) {
   std::vector<Fd> fds(size);
   if (size == 1) return fds;
   Fd listener = listen_tcp(config.listen_addr, 0);
@@ -59,7 +62,7 @@ std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job
     for (int r = 0; r < size; ++r)
       if (!store.check({addr_key(r)})) missing.push_back(r);
     throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + " waited " +
-                                        std::to_string(store.timeout().count()) + " ms, but ranks " +
+                                        std::to_string(store.timeout().count()) + " ms, but " +
                                         rank_list(missing) + " never joined (world size " + std::to_string(size) +
                                         ")");
   }
@@ -73,8 +76,14 @@ std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job
     auto sp = v.rfind(' ');
     std::string peer_host = v.substr(0, sp);
     int peer_port = std::stoi(v.substr(sp + 1));
+    const std::string who = "rank " + std::to_string(r) + " (" + peer_host + ":" + std::to_string(peer_port) + ")";
     fds[r] = connect_tcp(resolve(peer_host, peer_port), deadline);
-    write_full(fds[r].get(), &hello, sizeof hello, deadline, "rank " + std::to_string(r));
+    try {
+      authenticate_to_server(fds[r].get(), key, AuthRole::Peer, deadline, who);
+    } catch (const Error& e) {
+      throw Error(e.kind(), "init: rank " + std::to_string(rank) + " connecting to " + (e.kind() == ErrorKind::Unauthenticated ? "" : who + ": ") + e.message());
+    }
+    write_full(fds[r].get(), &hello, sizeof hello, deadline, who);
   }
 
   int expected = size - 1 - rank;
@@ -86,17 +95,23 @@ std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job
       std::vector<int> missing;
       for (int r = rank + 1; r < size; ++r)
         if (!fds[r].valid()) missing.push_back(r);
-      throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + ": ranks " + rank_list(missing) +
-                                          " published their address but never connected");
+      throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + ": " + rank_list(missing) +
+                                          (missing.size() == 1 ? " published its address" : " published their addresses") +
+                                          " but never connected");
     }
     Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!conn.valid()) continue;
     set_nonblocking(conn.get(), false);
     Hello h;
     std::string who = peer_address(conn.get()).to_string();
+    // A stranger that connects and stays silent costs at most a second.
+    const TimePoint budget = std::min(deadline, Clock::now() + std::chrono::seconds(1));
+    if (std::string bad = authenticate_client(conn.get(), key, AuthRole::Peer, budget); !bad.empty()) {
+      TUTTI_LOG(Warn, "refused connection from " << who << ": it " << bad);
+      continue;
+    }
     try {
-      // A stranger that connects and stays silent costs at most a second.
-      read_full(conn.get(), &h, sizeof h, std::min(deadline, Clock::now() + std::chrono::seconds(1)), who);
+      read_full(conn.get(), &h, sizeof h, budget, who);
     } catch (const Error& e) {
       TUTTI_LOG(Warn, "refused connection from " << who << ": " << e.message());
       continue;

@@ -16,6 +16,10 @@ namespace {
 constexpr std::uint32_t kWakeIndex = 0xffffffffu;
 // Bytes one connection may read per readiness event before others get a turn.
 constexpr std::size_t kReadBudget = 8u << 20;
+// An unexpected message's buffer is allocated up to this size when its
+// header arrives; a larger one grows as its bytes do, so a header's claim
+// alone never reserves more.
+constexpr std::size_t kEagerUnexpectedBytes = 64u << 20;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -133,6 +137,7 @@ RequestPtr TcpTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_
   auto req = std::make_shared<Completion>();
   std::lock_guard<std::mutex> lock(mu_);
   if (comm_aborted(comm_id, &req)) return req;
+  if (signature) note_operation(comm_id, tag, signature);
   Conn& c = conns_[peer];
   if (!c.alive) {
     req->fail(ErrorKind::PeerLost, c.failure);
@@ -232,14 +237,25 @@ RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
   if (comm_aborted(comm_id, &req)) return req;
   PostedRecv r{peer, comm_id, tag, static_cast<char*>(buf), len, req, signature};
   if (signature) {
-    // A message of the same operation that another operation sent.
+    note_operation(comm_id, tag, signature);
+    const std::uint64_t op = tag >> kSignedTagOpShift;
     for (int p = 0; p < size_; ++p)
-      for (const Unexpected& u : unexpected_[p])
-        if (u.comm == comm_id && u.sig && u.sig != signature &&
-            (u.tag >> kSignedTagOpShift) == (tag >> kSignedTagOpShift)) {
+      for (const Unexpected& u : unexpected_[p]) {
+        if (u.comm != comm_id || !u.sig) continue;
+        // A message of the same operation that another operation sent.
+        if (u.sig != signature && (u.tag >> kSignedTagOpShift) == op) {
           req->fail(ErrorKind::Mismatch, signature_conflict(p, u.sig, signature));
           return req;
         }
+        // A message of an operation this rank has finished without it (a
+        // communicator runs its operations one at a time, each consuming
+        // every message sent to it): the ranks called different operations
+        // there, and neither side's messages met the other's.
+        if ((u.tag >> kSignedTagOpShift) < op) {
+          req->fail(ErrorKind::Mismatch, stale_message(p, u.tag >> kSignedTagOpShift, comm_id, u.sig));
+          return req;
+        }
+      }
   }
   int from = -1;
   auto it = find_unexpected(peer, comm_id, tag, &from);
@@ -341,6 +357,25 @@ void TcpTransport::abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::
   }
 }
 
+void TcpTransport::note_operation(std::uint64_t comm, std::uint64_t tag, std::uint64_t signature) {
+  auto& ops = recent_ops_[comm];
+  const std::uint64_t op = tag >> kSignedTagOpShift;
+  if (!ops.empty() && ops.back().first == op) return;
+  ops.emplace_back(op, signature);
+  if (ops.size() > kRecentOps) ops.pop_front();
+}
+
+std::string TcpTransport::stale_message(int peer, std::uint64_t op, std::uint64_t comm, std::uint64_t theirs) const {
+  auto words = [&](std::uint64_t s) { return describe_signature_ ? describe_signature_(s) : std::to_string(s); };
+  std::string mine;
+  if (auto it = recent_ops_.find(comm); it != recent_ops_.end())
+    for (const auto& [o, sig] : it->second)
+      if (o == op) mine = words(sig);
+  return "rank " + std::to_string(peer) + " sent a message of " + words(theirs) +
+         (mine.empty() ? " for an operation this rank completed without it"
+                       : " where this rank ran " + mine + ", and completed it without that message");
+}
+
 void TcpTransport::fail_conn(Conn& c, const std::string& why) {
   if (!c.alive) return;
   c.alive = false;
@@ -407,10 +442,16 @@ void TcpTransport::on_header(Conn& c) {
   } else {
     if (c.hdr.signature) {
       // Receives of the same operation that expect another one.
+      // And those of later operations: this rank completed the message's
+      // operation without it (see post_recv).
       for (auto it = posted_.begin(); it != posted_.end();) {
         if (it->comm == comm && it->sig && it->sig != c.hdr.signature &&
             (it->tag >> kSignedTagOpShift) == (tag >> kSignedTagOpShift)) {
           it->req->fail(ErrorKind::Mismatch, signature_conflict(c.peer, c.hdr.signature, it->sig));
+          it = posted_.erase(it);
+        } else if (it->comm == comm && it->sig && (it->tag >> kSignedTagOpShift) > (tag >> kSignedTagOpShift)) {
+          it->req->fail(ErrorKind::Mismatch,
+                        stale_message(c.peer, tag >> kSignedTagOpShift, comm, c.hdr.signature));
           it = posted_.erase(it);
         } else {
           ++it;
@@ -442,7 +483,7 @@ void TcpTransport::on_header(Conn& c) {
       u.sig = c.hdr.signature;
       u.arrival = arrivals_++;
       try {
-        u.data.resize(bytes);
+        u.data.resize(std::min(bytes, kEagerUnexpectedBytes));
       } catch (const std::bad_alloc&) {
         fail_conn(c, "rank " + std::to_string(c.peer) + " sent a " + std::to_string(bytes) +
                          "-byte message before its receive was posted, and it cannot be buffered");
@@ -460,7 +501,7 @@ void TcpTransport::on_payload_done(Conn& c) {
   if (c.rx_notice && (c.hdr.flags & kFrameCommFailed)) {
     c.rx_notice = false;
     const std::uint64_t kind = c.hdr.tag;
-    if (kind <= static_cast<std::uint64_t>(ErrorKind::Internal))
+    if (kind <= static_cast<std::uint64_t>(ErrorKind::Unauthenticated))
       comm_failures_.push_back({c.hdr.comm_id, static_cast<ErrorKind>(kind), "rank " + std::to_string(c.peer) + " failed: " + c.notice});
     c.yield = true;
   } else if (c.rx_notice) {
@@ -504,6 +545,20 @@ void TcpTransport::handle_readable(Conn& c) {
       want = sizeof(FrameHeader) - c.hdr_got;
     } else {
       want = c.hdr.bytes - c.rx_got;
+      if (c.rx_unexp) {
+        std::vector<char>& d = c.rx_unexp->data;
+        if (c.rx_got == d.size()) {
+          try {
+            d.resize(static_cast<std::size_t>(std::min<std::uint64_t>(c.hdr.bytes, 2 * d.size())));
+          } catch (const std::bad_alloc&) {
+            fail_conn(c, "rank " + std::to_string(c.peer) + " sent a " + std::to_string(c.hdr.bytes) +
+                             "-byte message before its receive was posted, and it cannot be buffered");
+            return;
+          }
+          c.rx_buf = d.data();
+        }
+        want = std::min(want, d.size() - c.rx_got);
+      }
       if (c.rx_buf) {
         dst = c.rx_buf + c.rx_got;
       } else {

@@ -35,8 +35,10 @@ namespace tutti::detail {
 // ranks and accepts higher ones. Fails with Timeout naming the ranks that
 // never published or connected before `deadline`. Returns one socket per
 // peer (index = rank; the own entry is invalid).
-std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id, const Config& config,
-                             const std::string& store_host, int store_port, TimePoint deadline);
+// Every connection authenticates with `key` (net/auth.h) before its hello.
+std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id, const std::string& key,
+                             const Config& config, const std::string& store_host, int store_port,
+                             TimePoint deadline);
 
 class TcpTransport final : public Transport {
  public:
@@ -130,6 +132,13 @@ class TcpTransport final : public Transport {
   void finish_recv(const PostedRecv& r, int from, const char* data, std::size_t bytes);
   bool comm_aborted(std::uint64_t comm, RequestPtr* fail_with) const;
   void shutdown_connections();
+  // The signatures of this rank's last few signed operations per
+  // communicator, to describe a stale message (one of an operation this
+  // rank has completed without it).
+  void note_operation(std::uint64_t comm, std::uint64_t tag, std::uint64_t signature);
+  std::string stale_message(int peer, std::uint64_t op, std::uint64_t comm, std::uint64_t theirs) const;
+  static constexpr std::size_t kRecentOps = 8;
+  std::unordered_map<std::uint64_t, std::deque<std::pair<std::uint64_t, std::uint64_t>>> recent_ops_;
 
   const int rank_, size_;
   mutable std::mutex mu_;
