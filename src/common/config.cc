@@ -72,7 +72,11 @@ Config Config::from_env() {
   if (const char* v = env("TUTTI_SMALL_BYTES")) c.small_bytes = parse_bytes(v, "TUTTI_SMALL_BYTES");
   if (const char* v = env("TUTTI_ALGO")) c.algo = parse_algo_overrides(v);
   if (const char* v = env("TUTTI_SOCKET_BUFFER_BYTES")) c.socket_buffer_bytes = parse_bytes(v, "TUTTI_SOCKET_BUFFER_BYTES");
-  if (const char* v = env("TUTTI_LISTEN_ADDR")) c.listen_addr = v;
+  if (const char* v = env("TUTTI_LISTEN_ADDR")) {
+    c.listen_addr = v;
+    c.listen_addr_set = true;
+  }
+  if (const char* v = env("TUTTI_SOCKET_IFNAME")) c.socket_ifname = v;  // checked by init (net/ifname.h)
   if (const char* v = env("TUTTI_ADVERTISE_ADDR")) c.advertise_addr = v;
   if (const char* v = env("TUTTI_STORE_LISTEN_ADDR")) c.store_listen_addr = v;
   if (const char* v = env("TUTTI_TRANSPORT")) {
@@ -110,7 +114,8 @@ std::string Config::describe() const {
   std::ostringstream os;
   os << "timeout=" << timeout.count() << "ms chunk_bytes=" << chunk_bytes << " small_bytes=" << small_bytes
      << " socket_buffer_bytes=" << socket_buffer_bytes << " listen_addr=" << listen_addr
-     << " advertise_addr=" << (advertise_addr.empty() ? "(auto)" : advertise_addr) << " transport=" << transport
+     << " advertise_addr=" << (advertise_addr.empty() ? "(auto)" : advertise_addr)
+     << " socket_ifname=" << (socket_ifname.empty() ? "(default)" : socket_ifname) << " transport=" << transport
      << " shm_slot_bytes=" << shm_slot_bytes << " shm_one_shot_bytes=" << shm_one_shot_bytes << " shm_cma_bytes=" << shm_cma_bytes
      << " algo=";
   bool first = true;

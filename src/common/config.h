@@ -21,8 +21,12 @@ struct Config {
   std::map<std::string, std::string> algo;
   // TUTTI_SOCKET_BUFFER_BYTES: SO_SNDBUF/SO_RCVBUF of peer sockets (0: kernel default).
   std::size_t socket_buffer_bytes = 4 << 20;
-  // TUTTI_LISTEN_ADDR: address ranks listen on for peers (default: all IPv4).
+  // TUTTI_LISTEN_ADDR: address ranks listen on for peers (default: all IPv4,
+  // or the interface TUTTI_SOCKET_IFNAME picks).
   std::string listen_addr = "0.0.0.0";
+  bool listen_addr_set = false;  // TUTTI_LISTEN_ADDR was given
+  // TUTTI_SOCKET_IFNAME: interfaces to use, NCCL's syntax (see net/ifname.h).
+  std::string socket_ifname;
   // TUTTI_STORE_LISTEN_ADDR: address rank 0's store server listens on (default: all).
   std::string store_listen_addr;
   // TUTTI_ADVERTISE_ADDR: address published to peers (default: the address this

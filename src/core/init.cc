@@ -14,6 +14,7 @@
 #include "core/communicator_impl.h"
 #include "core/tags.h"
 #include "net/auth.h"
+#include "net/ifname.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -94,6 +95,7 @@ Communicator init(const InitOptions& options) {
   auto job = std::make_shared<JobState>();
   job->config = Config::from_env();
   validate_algo_overrides(job->config);
+  if (!job->config.socket_ifname.empty()) parse_ifname_filter(job->config.socket_ifname);  // malformed: refused here
   int rank = options.rank, size = options.world_size;
   if (rank < 0 || size < 0) rank_and_size_from_env(rank, size);
   if (size < 0) size = 1;  // nothing set anywhere: a job of one
@@ -125,7 +127,8 @@ Communicator init(const InitOptions& options) {
     if (port <= 0 || port > 65535)
       throw Error(ErrorKind::InvalidArgument, "MASTER_PORT is not set or not a valid port (rank " +
                                                   std::to_string(rank) + ")");
-    if (rank == 0) job->server = std::make_unique<TcpStoreServer>(job->config.store_listen_addr, port, secret);
+    if (rank == 0)
+      job->server = std::make_unique<TcpStoreServer>(store_listen_address(job->config, host), port, secret);
     job->store = make_tcp_store_client(host, port, timeout, secret);
   }
 

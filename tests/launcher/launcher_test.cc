@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -549,6 +550,156 @@ TEST(Tuttirun, EveryRankGetsTheJobSecret) {
                                 "--master-port", "29511", "--tag-output", "sh", "-c", script});
   EXPECT_EQ(multi, std::set<std::string>{"secret none"});
   EXPECT_NE(err4.find("TUTTI_JOB_SECRET is not set"), std::string::npos) << err4;
+}
+
+// ---- --hosts: one tuttirun per host through an exec prefix -------------------
+// Here every "host" is this machine: the prefix only marks which host a
+// command runs for (env NETBED_TEST_HOST={host}); tests/netbed runs the same
+// on real network namespaces.
+
+const std::string kHostEnvScript =
+    R"(echo "host $TEST_HOST $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $MASTER_PORT ${#TUTTI_JOB_SECRET}")";
+
+TEST(TuttirunHosts, EveryHostStartsItsRanks) {
+  RUN_TUTTIRUN(run, 10s,
+               {"--hosts", "alpha:2,beta:2,gamma:2", "--exec-prefix", "env TEST_HOST={host}", "--master-addr",
+                "127.0.0.1", "--master-port", "29533", "--tag-output", "sh", "-c", kHostEnvScript});
+  ASSERT_TRUE(run.exited_with(0));
+  auto by_rank = tagged_lines(run.out());
+  ASSERT_EQ(by_rank.size(), 6u);
+  const char* hosts[] = {"alpha", "beta", "gamma"};
+  for (int r = 0; r < 6; ++r) {
+    ASSERT_EQ(by_rank[r].size(), 1u) << "rank " << r;
+    EXPECT_EQ(by_rank[r][0], "host " + std::string(hosts[r / 2]) + " " + std::to_string(r) + " 6 " +
+                                 std::to_string(r % 2) + " 2 " + std::to_string(r / 2) + " 127.0.0.1 29533 64");
+  }
+  EXPECT_TRUE(launcher_lines(run.err()).empty()) << run.err();
+}
+
+TEST(TuttirunHosts, OneJobSecretForEveryHostAndTheCallersIsKept) {
+  const std::string script = R"(echo "secret $TUTTI_JOB_SECRET")";
+  std::set<std::string> secrets;
+  for (int i = 0; i < 2; ++i) {
+    RUN_TUTTIRUN(run, 10s, {"--hosts", "a:2,b:2", "--exec-prefix", "env", "--master-addr", "127.0.0.1", "sh", "-c", script});
+    ASSERT_TRUE(run.exited_with(0));
+    std::set<std::string> lines;
+    for (const std::string& l : split_lines(run.out())) lines.insert(l);
+    ASSERT_EQ(lines.size(), 1u) << "every rank gets the same secret";
+    EXPECT_TRUE(std::regex_match(*lines.begin(), std::regex("secret [0-9a-f]{64}")));
+    secrets.insert(*lines.begin());
+  }
+  EXPECT_EQ(secrets.size(), 2u) << "each job draws its own";
+  const std::string mine(64, 'c');
+  RUN_TUTTIRUN(run, 10s, {"--hosts", "a:1,b:1", "--exec-prefix", "env", "--master-addr", "127.0.0.1", "sh", "-c", script},
+               {"TUTTI_JOB_SECRET=" + mine});
+  ASSERT_TRUE(run.exited_with(0));
+  EXPECT_EQ(split_lines(run.out()), (std::vector<std::string>{"secret " + mine, "secret " + mine}));
+}
+
+// A {cmd} prefix gets the whole command as one shell string, with the
+// secret and the TUTTI_* settings in front: the far side of ssh inherits no
+// environment (here: env -i).
+TEST(TuttirunHosts, CmdPrefixCarriesQuotedCommandAndSettings) {
+  const std::string script = R"(echo "[$1] [$2] $TUTTI_LOG ${#TUTTI_JOB_SECRET} ${OTHER_VAR:-unset} $RANK")";
+  RUN_TUTTIRUN(run, 10s,
+               {"--hosts", "h0:1,h1:1", "--exec-prefix", "env -i PATH=/usr/local/bin:/usr/bin:/bin sh -c {cmd}",
+                "--master-addr", "127.0.0.1", "sh", "-c", script, "sh", "x y", "it's \"$HOME\""},
+               {"TUTTI_LOG=info debug", "OTHER_VAR=1"});
+  ASSERT_TRUE(run.exited_with(0));
+  std::vector<std::string> lines = split_lines(run.out());
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"[x y] [it's \"$HOME\"] info debug 64 unset 0",
+                                             "[x y] [it's \"$HOME\"] info debug 64 unset 1"}));
+}
+
+TEST(TuttirunHosts, FailingRankStopsEveryHost) {
+  SyncDir sync;
+  const std::string script = R"(
+    echo "pid $$"
+    touch "$SYNC/$RANK"
+    if [ "$RANK" = 3 ]; then )" + barrier(6) + R"(; exit 3; fi
+    exec sleep 60)";
+  RUN_TUTTIRUN(run, 15s,
+               {"--hosts", "a:2,b:2,c:2", "--exec-prefix", "env TEST_HOST={host}", "--master-addr", "127.0.0.1",
+                "--kill-grace", "1", "sh", "-c", script},
+               {sync.env()});
+  EXPECT_TRUE(run.exited_with(3));
+  EXPECT_LT(run.seconds(), 5.0);
+  std::vector<std::string> lines = launcher_lines(run.err());
+  // The host's own tuttirun reports the rank; ours names host, rank and code.
+  std::regex ours(R"(tuttirun: host b \(node 1, ranks 2-3\): rank 3 \(pid [0-9]+\) exited with code 3; stopping the other 2 hosts)");
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(), [&](const std::string& l) { return std::regex_match(l, ours); }), 1)
+      << run.err();
+  std::vector<pid_t> pids = printed_pids(run.out());
+  EXPECT_EQ(pids.size(), 6u);
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 2s).empty());
+  for (pid_t p : pids) EXPECT_FALSE(alive(p)) << "pid " << p << " still running";
+}
+
+TEST(TuttirunHosts, FailingPrefixIsNamed) {
+  RUN_TUTTIRUN(run, 10s,
+               {"--hosts", "a:1,b:1", "--exec-prefix", "sh -c 'test {host} = a && exec \"$@\"; exit 9' sh",
+                "--master-addr", "127.0.0.1", "--kill-grace", "0.5", "sleep", "60"});
+  EXPECT_TRUE(run.exited_with(9));
+  // Host a's tuttirun, stopped by ours, says nothing: its "received
+  // SIGTERM" is not relayed.
+  EXPECT_EQ(launcher_lines(run.err()),
+            std::vector<std::string>{"tuttirun: host b (node 1, rank 1): exited with code 9; stopping the other host"});
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 2s).empty());
+}
+
+TEST(TuttirunHosts, MissingProgramIsNamed) {
+  RUN_TUTTIRUN(run, 10s, {"--hosts", "a:1,b:1", "--exec-prefix", "env", "--master-addr", "127.0.0.1",
+                          "/nonexistent/prog"});
+  EXPECT_TRUE(run.exited_with(127));
+  EXPECT_NE(run.err().find("cannot execute '/nonexistent/prog'"), std::string::npos);
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 2s).empty());
+}
+
+TEST(TuttirunHosts, SigintStopsEveryHost) {
+  Launch run({"--hosts", "a:2,b:2", "--exec-prefix", "env", "--master-addr", "127.0.0.1", "--kill-grace", "1", "sh",
+              "-c", R"(echo "pid $$ ready"; exec sleep 60)"});
+  ASSERT_TRUE(run.wait_output("ready", 4, 5s)) << run.out() << run.err();
+  ASSERT_EQ(::kill(run.pid(), SIGINT), 0);
+  ASSERT_TRUE(run.wait(5s)) << run.out() << run.err();
+  SCOPED_TRACE(run.dump());
+  EXPECT_TRUE((WIFSIGNALED(run.status()) && WTERMSIG(run.status()) == SIGINT) || run.exited_with(130));
+  EXPECT_NE(run.err().find("tuttirun: received SIGINT; forwarding it to 2 running hosts"), std::string::npos);
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 2s).empty());
+  std::vector<pid_t> pids = printed_pids(run.out());
+  EXPECT_EQ(pids.size(), 4u);
+  for (pid_t p : pids) EXPECT_FALSE(alive(p)) << "pid " << p << " still running";
+}
+
+TEST(TuttirunHosts, TimeoutNamesTheHosts) {
+  RUN_TUTTIRUN(run, 10s, {"--hosts", "a:1,b:1", "--exec-prefix", "env", "--master-addr", "127.0.0.1", "--timeout",
+                          "0.5", "--kill-grace", "0.5", "sleep", "60"});
+  EXPECT_TRUE(run.exited_with(124));
+  EXPECT_NE(run.err().find("tuttirun: timeout of 0.5 s expired; hosts still running: a, b; stopping them"),
+            std::string::npos);
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 2s).empty());
+}
+
+TEST(TuttirunHosts, UsageErrorsExit2) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--hosts", "a:2,b:3", "true"},
+      {"--hosts", "a,b", "true"},
+      {"--hosts", "", "true"},
+      {"--hosts", "a:2", "--nnodes", "2", "true"},
+      {"--hosts", "a:2", "--node-rank", "0", "true"},
+      {"--hosts", "a:2", "--exec-prefix", "ssh '{host}", "true"},
+      {"--hosts", "a:2", "--exec-prefix", "", "true"},
+      {"--exec-prefix", "env", "-n", "1", "true"},
+      {"--hosts", "a:2"},
+  };
+  for (const auto& args : cases) {
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    Launch run(args);
+    ASSERT_TRUE(run.wait(5s)) << joined;
+    EXPECT_TRUE(run.exited_with(2)) << joined << "\n" << run.dump();
+    EXPECT_NE(run.err().find("tuttirun: error:"), std::string::npos) << joined << "\n" << run.err();
+  }
 }
 
 }  // namespace

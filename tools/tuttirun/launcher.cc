@@ -127,6 +127,10 @@ struct Rank {
   int err_fd = -1;
   std::unique_ptr<LineTagger> out_tag;
   std::unique_ptr<LineTagger> err_tag;
+  // --hosts: the host this child starts, and the first report of its
+  // tuttirun ("rank 3 (pid 99) exited with code 1; ...").
+  const JobConfig::HostChild* host = nullptr;
+  std::string inner_report;
 };
 
 // The job secret that authenticates every connection of the job: 32 random
@@ -135,6 +139,7 @@ struct Rank {
 std::string make_job_secret(const JobConfig& cfg) {
   const char* given = std::getenv("TUTTI_JOB_SECRET");
   if (given != nullptr && *given != '\0') return "";
+  if (!cfg.hosts.empty()) return "";  // --hosts: main drew one and gives it to every host's command
   if (cfg.nnodes > 1) {
     std::fprintf(stderr,
                  "tuttirun: warning: TUTTI_JOB_SECRET is not set, so the job's connections are not authenticated; "
@@ -183,6 +188,11 @@ class Job {
   void read_pipe(Rank& r, bool is_err);
   void final_cleanup();
   int exit_code() const;
+  bool hosts_mode() const { return !cfg_.hosts.empty(); }
+  // "rank 3", or "host h1 (node 1, ranks 2-3)".
+  std::string label(const Rank& r) const;
+  // "rank"/"ranks" or "host"/"hosts".
+  std::string unit(int n) const { return std::string(hosts_mode() ? "host" : "rank") + (n == 1 ? "" : "s"); }
 
   JobConfig cfg_;
   std::string secret_;  // TUTTI_JOB_SECRET for the ranks; "" to pass the caller's through
@@ -251,7 +261,31 @@ bool Job::setup_signals() {
   return true;
 }
 
+std::string Job::label(const Rank& r) const {
+  if (r.host == nullptr) return "rank " + std::to_string(r.rank);
+  const JobConfig::HostChild& h = *r.host;
+  std::string ranks = h.nproc == 1 ? "rank " + std::to_string(h.first_rank)
+                                   : "ranks " + std::to_string(h.first_rank) + "-" +
+                                         std::to_string(h.first_rank + h.nproc - 1);
+  return "host " + h.name + " (node " + std::to_string(r.rank) + ", " + ranks + ")";
+}
+
 std::vector<std::string> Job::make_env(const Rank& r) const {
+  if (r.host != nullptr) {
+    // A host's child gets our environment as it is, plus what the host
+    // command does not carry itself (the job secret, ...).
+    std::vector<std::string> env;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      std::string_view entry(*e);
+      std::string_view name = entry.substr(0, entry.find('='));
+      bool replaced = std::any_of(r.host->env.begin(), r.host->env.end(), [&](const std::string& x) {
+        return std::string_view(x).substr(0, x.find('=')) == name;
+      });
+      if (!replaced) env.emplace_back(entry);
+    }
+    env.insert(env.end(), r.host->env.begin(), r.host->env.end());
+    return env;
+  }
   static const char* const kOurs[] = {"RANK",       "WORLD_SIZE",  "LOCAL_RANK",  "LOCAL_WORLD_SIZE",
                                       "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "TUTTI_LAUNCHER"};
   std::vector<std::string> env;
@@ -316,7 +350,7 @@ bool Job::spawn(Rank& r) {
   std::vector<char*> envp;
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  std::vector<std::string> args = cfg_.argv;
+  std::vector<std::string> args = r.host != nullptr ? r.host->argv : cfg_.argv;
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -329,10 +363,15 @@ bool Job::spawn(Rank& r) {
       for (int i = 0; i < 2; ++i)
         if (p[i] >= 0) ::close(p[i]);
   };
+  // Hosts' children: stdout goes straight through (their own tuttirun tags
+  // it), stderr through us, to catch their tuttirun's report.
+  const bool pipe_out = cfg_.tag_output && !hosts_mode();
+  const bool pipe_err = cfg_.tag_output || hosts_mode();
   bool ok = ::pipe2(report, O_CLOEXEC) == 0;
-  if (ok && cfg_.tag_output) ok = ::pipe2(out_p, O_CLOEXEC) == 0 && ::pipe2(err_p, O_CLOEXEC) == 0;
+  if (ok && pipe_out) ok = ::pipe2(out_p, O_CLOEXEC) == 0;
+  if (ok && pipe_err) ok = ::pipe2(err_p, O_CLOEXEC) == 0;
   if (!ok) {
-    std::fprintf(stderr, "tuttirun: cannot start rank %d: pipe: %s\n", r.rank, std::strerror(errno));
+    std::fprintf(stderr, "tuttirun: cannot start %s: pipe: %s\n", label(r).c_str(), std::strerror(errno));
     close_all();
     launch_error_ = kExitInternal;
     return false;
@@ -340,7 +379,7 @@ bool Job::spawn(Rank& r) {
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
-    std::fprintf(stderr, "tuttirun: cannot start rank %d: fork: %s\n", r.rank, std::strerror(errno));
+    std::fprintf(stderr, "tuttirun: cannot start %s: fork: %s\n", label(r).c_str(), std::strerror(errno));
     close_all();
     launch_error_ = kExitInternal;
     return false;
@@ -354,18 +393,35 @@ bool Job::spawn(Rank& r) {
   ++running_;
   ::close(report[1]);
   report[1] = -1;
-  if (cfg_.tag_output) {
+  std::string prefix = hosts_mode() ? "" : "[" + std::to_string(r.rank) + "] ";
+  if (pipe_out) {
     ::close(out_p[1]);
-    ::close(err_p[1]);
-    out_p[1] = err_p[1] = -1;
+    out_p[1] = -1;
     r.out_fd = out_p[0];
-    r.err_fd = err_p[0];
-    out_p[0] = err_p[0] = -1;
+    out_p[0] = -1;
     ::fcntl(r.out_fd, F_SETFL, O_NONBLOCK);
-    ::fcntl(r.err_fd, F_SETFL, O_NONBLOCK);
-    std::string prefix = "[" + std::to_string(r.rank) + "] ";
     r.out_tag = std::make_unique<LineTagger>(1, prefix);
+  }
+  if (pipe_err) {
+    ::close(err_p[1]);
+    err_p[1] = -1;
+    r.err_fd = err_p[0];
+    err_p[0] = -1;
+    ::fcntl(r.err_fd, F_SETFL, O_NONBLOCK);
     r.err_tag = std::make_unique<LineTagger>(2, prefix);
+    if (hosts_mode()) {
+      r.err_tag->set_line_filter([this, &r](std::string_view line) {
+        constexpr std::string_view kReceived = "tuttirun: received ";
+        // Signals we sent the host's tuttirun: we say so ourselves, once.
+        if ((stopping_ || interrupt_sig_ != 0) && line.substr(0, kReceived.size()) == kReceived) return false;
+        if (r.inner_report.empty()) {
+          for (std::string_view head : {"tuttirun: rank ", "tuttirun: cannot "}) {
+            if (line.substr(0, head.size()) == head) r.inner_report = std::string(line.substr(10));
+          }
+        }
+        return true;
+      });
+    }
   }
   // Wait for exec (EOF) or for the child's error report.
   ChildError ce{};
@@ -377,10 +433,10 @@ bool Job::spawn(Rank& r) {
   if (n != static_cast<ssize_t>(sizeof ce)) return true;
   static const char* const kStage[] = {"setpgid", "parent died", "redirect", "exec"};
   if (ce.stage == 3) {
-    std::fprintf(stderr, "tuttirun: cannot execute '%s' (rank %d): %s\n", cfg_.argv[0].c_str(), r.rank,
+    std::fprintf(stderr, "tuttirun: cannot execute '%s' (%s): %s\n", args[0].c_str(), label(r).c_str(),
                  std::strerror(ce.err));
   } else {
-    std::fprintf(stderr, "tuttirun: cannot start rank %d: %s: %s\n", r.rank, kStage[ce.stage & 3],
+    std::fprintf(stderr, "tuttirun: cannot start %s: %s: %s\n", label(r).c_str(), kStage[ce.stage & 3],
                  std::strerror(ce.err));
   }
   launch_error_ = ce.stage == 3 ? kExitNoExec : kExitInternal;
@@ -419,11 +475,30 @@ void Job::on_exit(Rank& r, Ending e) {
   }
   if (stopping_ || first_failure_) return;  // we are stopping them ourselves
   first_failure_ = e;
+  if (r.host != nullptr && r.err_fd >= 0) {
+    // Its tuttirun's report may still be in the pipe: read what is there.
+    pollfd p{r.err_fd, POLLIN, 0};
+    while (r.err_fd >= 0 && ::poll(&p, 1, 0) > 0) {
+      read_pipe(r, true);
+      p.fd = r.err_fd;
+    }
+  }
   std::string tail;
-  if (running_ == 1) tail = "; stopping the other rank";
-  if (running_ > 1) tail = "; stopping the other " + std::to_string(running_) + " ranks";
-  std::fprintf(stderr, "tuttirun: rank %d (pid %ld) %s%s\n", r.rank, static_cast<long>(r.pid), describe(e).c_str(),
-               tail.c_str());
+  if (running_ == 1) tail = "; stopping the other " + unit(1);
+  if (running_ > 1) tail = "; stopping the other " + std::to_string(running_) + " " + unit(running_);
+  if (r.host != nullptr) {
+    // One line naming the host, and the rank and its ending as the host's
+    // tuttirun reported them (relayed above), or the child's own ending
+    // when it reported none (ssh failed, tuttirun could not start, ...).
+    std::string what = describe(e);
+    if (!r.inner_report.empty()) {
+      what = r.inner_report.substr(0, r.inner_report.find("; stopping"));
+    }
+    std::fprintf(stderr, "tuttirun: %s: %s%s\n", label(r).c_str(), what.c_str(), tail.c_str());
+  } else {
+    std::fprintf(stderr, "tuttirun: rank %d (pid %ld) %s%s\n", r.rank, static_cast<long>(r.pid),
+                 describe(e).c_str(), tail.c_str());
+  }
   begin_stop();
 }
 
@@ -455,14 +530,14 @@ void Job::on_signal(int sig) {
   if (ended_) return;
   if (interrupt_sig_ == 0 && !stopping_) {
     interrupt_sig_ = sig;
-    std::fprintf(stderr, "tuttirun: received %s; forwarding it to %d running rank%s\n", signal_name(sig).c_str(),
-                 running_, running_ == 1 ? "" : "s");
+    std::fprintf(stderr, "tuttirun: received %s; forwarding it to %d running %s\n", signal_name(sig).c_str(),
+                 running_, unit(running_).c_str());
     signal_group(sig);
     return;
   }
   // A second signal, or one while we are stopping the job already.
-  std::fprintf(stderr, "tuttirun: received %s %s; killing all ranks\n", signal_name(sig).c_str(),
-               stopping_ ? "while stopping" : "again");
+  std::fprintf(stderr, "tuttirun: received %s %s; killing all %s\n", signal_name(sig).c_str(),
+               stopping_ ? "while stopping" : "again", unit(2).c_str());
   stopping_ = true;
   signal_group(SIGKILL);
   sigkilled_ = true;
@@ -547,10 +622,10 @@ void Job::loop() {
       timed_out_ = true;
       std::string list;
       for (const Rank& r : ranks_) {
-        if (r.running) list += (list.empty() ? "" : ", ") + std::to_string(r.rank);
+        if (r.running) list += (list.empty() ? "" : ", ") + (r.host ? r.host->name : std::to_string(r.rank));
       }
-      std::fprintf(stderr, "tuttirun: timeout of %g s expired; rank%s still running: %s; stopping %s\n", cfg_.timeout_s,
-                   running_ == 1 ? "" : "s", list.c_str(), running_ == 1 ? "it" : "them");
+      std::fprintf(stderr, "tuttirun: timeout of %g s expired; %s still running: %s; stopping %s\n", cfg_.timeout_s,
+                   unit(running_).c_str(), list.c_str(), running_ == 1 ? "it" : "them");
       begin_stop();
     }
     if (stopping_ && !sigkilled_ && !ended_ && now >= kill_deadline_) {
@@ -587,7 +662,7 @@ void Job::final_cleanup() {
   if (pgid_ > 0) ::waitpid(pgid_, nullptr, WNOHANG);
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
-  if (cfg_.nnodes == 1 && !std::getenv("TUTTI_SHM_PREFIX")) remove_job_segments(job_shm_prefix());
+  if (!hosts_mode() && cfg_.nnodes == 1 && !std::getenv("TUTTI_SHM_PREFIX")) remove_job_segments(job_shm_prefix());
 }
 
 int Job::exit_code() const {
@@ -612,10 +687,18 @@ int Job::run() {
     job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                        std::chrono::duration<double>(cfg_.timeout_s));
   }
-  ranks_.resize(static_cast<std::size_t>(cfg_.nproc));
-  for (int i = 0; i < cfg_.nproc; ++i) {
-    ranks_[i].local = i;
-    ranks_[i].rank = cfg_.node_rank * cfg_.nproc + i;
+  if (hosts_mode()) {
+    ranks_.resize(cfg_.hosts.size());
+    for (std::size_t i = 0; i < cfg_.hosts.size(); ++i) {
+      ranks_[i].rank = static_cast<int>(i);
+      ranks_[i].host = &cfg_.hosts[i];
+    }
+  } else {
+    ranks_.resize(static_cast<std::size_t>(cfg_.nproc));
+    for (int i = 0; i < cfg_.nproc; ++i) {
+      ranks_[i].local = i;
+      ranks_[i].rank = cfg_.node_rank * cfg_.nproc + i;
+    }
   }
   for (Rank& r : ranks_) {
     if (!spawn(r)) {

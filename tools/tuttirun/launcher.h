@@ -17,6 +17,19 @@ struct JobConfig {
   double timeout_s = 0;    // 0: no limit
   double grace_s = 2;      // SIGTERM -> SIGKILL delay
   std::vector<std::string> argv;  // program and its arguments
+
+  // --hosts: instead of ranks, one child per host, each starting that host's
+  // ranks (a tuttirun --nnodes ... --node-rank I behind an exec prefix).
+  // Children are watched, reported and stopped as ranks are; `rank` in the
+  // job's bookkeeping is then the node rank.
+  struct HostChild {
+    std::string name;
+    int first_rank = 0;  // global ranks [first_rank, first_rank + nproc)
+    int nproc = 0;
+    std::vector<std::string> argv;
+    std::vector<std::string> env;  // NAME=VALUE added to the child's environment
+  };
+  std::vector<HostChild> hosts;  // empty: the ranks run on this node
 };
 
 // Exit codes besides the ranks' own.

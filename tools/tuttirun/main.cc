@@ -1,10 +1,12 @@
-// tuttirun: starts the ranks of a tutti job on this node.
+// tuttirun: starts the ranks of a tutti job on this node, or on many hosts.
 //
 //   tuttirun -n N [--master-addr A] [--master-port P] [--nnodes K --node-rank I]
 //            [--tag-output] [--timeout SECONDS] [--kill-grace SECONDS] [--] PROGRAM [ARGS...]
+//   tuttirun --hosts H1:N,H2:N,... [--exec-prefix "CMD {host} [{cmd}]"] [--master-addr A]
+//            [--master-port P] [...] [--] PROGRAM [ARGS...]
 //
 // Option parsing and validation live here; process management in
-// launcher.cc, output tagging in output.cc.
+// launcher.cc, output tagging in output.cc, the --hosts helpers in hosts.cc.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -22,7 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "hosts.h"
 #include "launcher.h"
+
+extern char** environ;
 
 #ifndef TUTTI_VERSION
 #define TUTTI_VERSION "unknown"
@@ -34,6 +39,7 @@ using tuttirun::JobConfig;
 using tuttirun::kExitUsage;
 
 constexpr const char* kUsage = "tuttirun [OPTIONS] [--] PROGRAM [ARGS...]";
+constexpr const char* kDefaultPrefix = "ssh -o BatchMode=yes {host} {cmd}";
 
 constexpr const char* kFooter = R"(Environment of every rank:
   RANK              node_rank * N + LOCAL_RANK
@@ -53,7 +59,17 @@ sends SIGTERM to the others, SIGKILL after the grace period, and exits with
 the rank's code (128+signal for a signal). SIGINT, SIGTERM and SIGHUP are
 forwarded to every rank; a second one kills all ranks. Exit codes of tuttirun
 itself: 2 usage error, 124 timeout, 127 program not executable.
-Everything after PROGRAM is passed to it unchanged.)";
+Everything after PROGRAM is passed to it unchanged.
+
+Many hosts: --hosts h0:2,h1:2 starts, on each host I in the order given,
+  tuttirun --nnodes K --node-rank I --master-addr A --master-port P -n N PROGRAM...
+through the exec prefix (default: ssh -o BatchMode=yes {host} {cmd}); {host}
+becomes the host's name, {cmd} that command as one shell-quoted string (with
+the job secret TUTTI_JOB_SECRET and the other TUTTI_* variables in front, as
+env NAME=VALUE); without {cmd} the command's words are appended and those
+variables travel in the environment. A is --master-addr (default: the first
+host), P --master-port (default: a port free here). When one host's ranks
+fail, the others are stopped and one line names the host, rank and ending.)";
 
 // Prints "Usage: tuttirun [OPTIONS] [--] PROGRAM [ARGS...]".
 class Formatter : public CLI::Formatter {
@@ -124,6 +140,106 @@ double parse_seconds(const std::string& text, const char* what) {
   return v;
 }
 
+double kill_grace(const std::string& grace_text, double fallback) {
+  if (!grace_text.empty()) return parse_seconds(grace_text, "--kill-grace");
+  if (const char* env = std::getenv("TUTTI_KILL_GRACE_SECONDS"); env != nullptr && *env != '\0')
+    return parse_seconds(env, "TUTTI_KILL_GRACE_SECONDS");
+  return fallback;
+}
+
+// The path of this tuttirun, for the hosts' command lines (every host is
+// expected to have tuttirun at the same path, as with mpirun).
+std::string self_path(const char* argv0) {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) return std::string(buf, static_cast<std::size_t>(n));
+  return argv0;
+}
+
+// --hosts: one child per host, each a tuttirun --nnodes K --node-rank I
+// behind the exec prefix; the parent watches and stops them as ranks.
+int run_hosts(const CLI::App& app, JobConfig& cfg, const std::string& hosts_text, const std::string& prefix_text,
+              int master_port, const std::string& grace_text) {
+  if (app.count("--nnodes") > 0 || app.count("--node-rank") > 0)
+    usage_error("--hosts sets --nnodes and --node-rank itself; do not pass them");
+  std::vector<tuttirun::HostEntry> hosts;
+  std::string error;
+  if (!tuttirun::parse_hosts(hosts_text, app.count("-n") > 0 ? cfg.nproc : 0, &hosts, &error)) usage_error(error);
+  const int nproc = hosts.front().nproc;
+  const int nnodes = static_cast<int>(hosts.size());
+  if (static_cast<long long>(nnodes) * nproc > 0x7fffffff) usage_error("nnodes * N is too large");
+  std::vector<std::string> prefix;
+  if (!tuttirun::split_words(prefix_text, &prefix, &error)) usage_error("--exec-prefix: " + error);
+  if (prefix.empty()) usage_error("--exec-prefix must not be empty");
+
+  const std::string master_addr = app.count("--master-addr") > 0 ? cfg.master_addr : hosts.front().name;
+  if (master_addr.empty()) usage_error("--master-addr must not be empty");
+  int port = master_port;
+  if (port == 0) {
+    // A guess: free here, and most likely on the first host too.
+    port = pick_free_port("0.0.0.0", &error);
+    if (port == 0) {
+      std::fprintf(stderr, "tuttirun: cannot pick a free port: %s (pass --master-port)\n", error.c_str());
+      return tuttirun::kExitInternal;
+    }
+  }
+  const double child_grace = kill_grace(grace_text, cfg.grace_s);
+  // Each host's tuttirun gets its own grace to stop its ranks; ours covers
+  // that and the way through the prefix.
+  cfg.grace_s = child_grace + 3;
+
+  // One secret for the whole job (kept when the caller set one); the ranks
+  // of every host need the same.
+  std::string secret;
+  if (const char* s = std::getenv("TUTTI_JOB_SECRET"); s != nullptr && *s != '\0') {
+    secret = s;
+  } else {
+    secret = tuttirun::random_secret_hex(&error);
+    if (secret.empty()) {
+      std::fprintf(stderr, "tuttirun: cannot draw a job secret: %s\n", error.c_str());
+      return tuttirun::kExitInternal;
+    }
+  }
+  // Over a {cmd} prefix (ssh) the far side does not inherit our environment:
+  // the secret and the TUTTI_* settings go in front of the command.
+  std::vector<std::pair<std::string, std::string>> remote_env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry(*e);
+    std::size_t eq = entry.find('=');
+    std::string name = entry.substr(0, eq);
+    if (eq == std::string::npos || name.rfind("TUTTI_", 0) != 0) continue;
+    if (name == "TUTTI_LAUNCHER" || name == "TUTTI_JOB_SECRET") continue;
+    remote_env.emplace_back(name, entry.substr(eq + 1));
+  }
+  remote_env.emplace_back("TUTTI_JOB_SECRET", secret);
+
+  char grace_buf[32];
+  std::snprintf(grace_buf, sizeof grace_buf, "%g", child_grace);
+  const std::string self = self_path(app.get_name().c_str());
+  for (int i = 0; i < nnodes; ++i) {
+    std::vector<std::string> cmd = {self,          "--nnodes",        std::to_string(nnodes),
+                                    "--node-rank", std::to_string(i), "--master-addr",
+                                    master_addr,   "--master-port",   std::to_string(port),
+                                    "-n",          std::to_string(nproc), "--kill-grace", grace_buf};
+    if (cfg.tag_output) cmd.push_back("--tag-output");
+    cmd.push_back("--");
+    cmd.insert(cmd.end(), cfg.argv.begin(), cfg.argv.end());
+    tuttirun::HostCommand hc = tuttirun::host_command(prefix, hosts[i].name, cmd, remote_env);
+    JobConfig::HostChild child;
+    child.name = hosts[i].name;
+    child.first_rank = i * nproc;
+    child.nproc = nproc;
+    child.argv = std::move(hc.argv);
+    if (!hc.env_in_command) child.env.push_back("TUTTI_JOB_SECRET=" + secret);
+    cfg.hosts.push_back(std::move(child));
+  }
+  cfg.nproc = nproc;
+  cfg.nnodes = nnodes;
+  cfg.master_addr = master_addr;
+  cfg.master_port = port;
+  return tuttirun::run_job(cfg);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -138,9 +254,15 @@ int main(int argc, char** argv) {
   JobConfig cfg;
   int master_port = 0;
   std::string grace_text;
+  std::string hosts_text;
+  std::string prefix_text = kDefaultPrefix;
   app.add_option("-n,--nproc-per-node", cfg.nproc, "number of ranks to start on this node (N)")
-      ->required()
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--hosts", hosts_text, "start the job on these hosts: H1:N,H2:N,... (N ranks on each)")
+      ->type_name("LIST");
+  app.add_option("--exec-prefix", prefix_text, "how to run a command on a host, with --hosts")
+      ->type_name("CMD")
+      ->capture_default_str();
   app.add_option("--master-addr", cfg.master_addr, "address of rank 0's store (required with --nnodes > 1)")
       ->capture_default_str();
   app.add_option("--master-port", master_port, "port of rank 0's store (required with --nnodes > 1)")
@@ -175,6 +297,9 @@ int main(int argc, char** argv) {
     usage_error("unknown option '" + rest.front() + "'");
   }
   cfg.argv = std::move(rest);
+  if (!hosts_text.empty() || app.count("--hosts") > 0) return run_hosts(app, cfg, hosts_text, prefix_text, master_port, grace_text);
+  if (app.count("--exec-prefix") > 0) usage_error("--exec-prefix needs --hosts");
+  if (app.count("-n") == 0) usage_error("-n N (ranks on this node) is required");
 
   if (cfg.node_rank >= cfg.nnodes) {
     usage_error("--node-rank " + std::to_string(cfg.node_rank) + " is out of range for --nnodes " +
@@ -187,11 +312,7 @@ int main(int argc, char** argv) {
   }
   if (cfg.master_addr.empty()) usage_error("--master-addr must not be empty");
 
-  if (!grace_text.empty()) {
-    cfg.grace_s = parse_seconds(grace_text, "--kill-grace");
-  } else if (const char* env = std::getenv("TUTTI_KILL_GRACE_SECONDS"); env != nullptr && *env != '\0') {
-    cfg.grace_s = parse_seconds(env, "TUTTI_KILL_GRACE_SECONDS");
-  }
+  cfg.grace_s = kill_grace(grace_text, cfg.grace_s);
 
   if (master_port != 0) {
     cfg.master_port = master_port;

@@ -37,9 +37,14 @@ void LineTagger::feed(std::string_view data) {
       partial_.append(data);
       break;
     }
+    const std::size_t line_start = out.size();
     out += prefix_;
     out += partial_;
     out.append(data.substr(0, nl + 1));
+    if (filter_ && !filter_(std::string_view(out).substr(line_start + prefix_.size(),
+                                                         out.size() - 1 - line_start - prefix_.size()))) {
+      out.resize(line_start);
+    }
     partial_.clear();
     data.remove_prefix(nl + 1);
   }
@@ -55,8 +60,9 @@ void LineTagger::feed(std::string_view data) {
 void LineTagger::finish() {
   if (partial_.empty()) return;
   std::string out = prefix_ + partial_ + '\n';
+  const bool keep = !filter_ || filter_(partial_);
   partial_.clear();
-  write_all(fd_, out);
+  if (keep) write_all(fd_, out);
 }
 
 }  // namespace tuttirun

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace tuttirun {
 
@@ -23,6 +25,9 @@ class LineTagger {
   LineTagger(int fd, std::string prefix);
 
   void feed(std::string_view data);
+  // Called with every complete line (without prefix and newline) before it
+  // is written; the line is dropped when it returns false.
+  void set_line_filter(std::function<bool(std::string_view)> filter) { filter_ = std::move(filter); }
   // Emits a pending partial line, terminated by '\n'. Idempotent.
   void finish();
 
@@ -30,6 +35,7 @@ class LineTagger {
   int fd_;
   std::string prefix_;
   std::string partial_;
+  std::function<bool(std::string_view)> filter_;
 };
 
 }  // namespace tuttirun

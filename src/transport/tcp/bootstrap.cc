@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "net/auth.h"
+#include "net/ifname.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace tutti::detail {
@@ -33,22 +34,12 @@ std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job
                              TimePoint deadline) {
   std::vector<Fd> fds(size);
   if (size == 1) return fds;
-  Fd listener = listen_tcp(config.listen_addr, 0);
+  // Where to listen and what to publish: TUTTI_LISTEN_ADDR, TUTTI_ADVERTISE_ADDR,
+  // TUTTI_SOCKET_IFNAME and the route to the store (net/ifname.h).
+  const PeerAddress addr = choose_peer_address(config, store_host, store_port);
+  Fd listener = listen_tcp(addr.listen, 0);
   const int port = local_address(listener.get()).port();
-  std::string host = config.advertise_addr;
-  if (host.empty() && !store_host.empty()) host = route_source_address(store_host, store_port);
-  if (host.empty()) {
-    // No store address to route to: the address this host's name resolves to.
-    char name[256] = {0};
-    ::gethostname(name, sizeof name - 1);
-    try {
-      host = resolve(name, 0).to_string();
-      host = host.substr(0, host.rfind(':'));
-      if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    } catch (const Error&) {
-      host = "127.0.0.1";
-    }
-  }
+  const std::string& host = addr.advertise;
   store.set(addr_key(rank), host + " " + std::to_string(port));
   TUTTI_LOG(Debug, "listening for peers on " << host << ":" << port);
 

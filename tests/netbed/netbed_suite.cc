@@ -1,0 +1,199 @@
+// The correctness checks of the multi-rank suite, run by every rank of a job
+// that tuttirun started across the hosts of the test-bed (tests/netbed):
+//
+//   tuttirun --hosts h0:2,h1:2,... --exec-prefix "bash netbed.sh exec {host}"
+//            --master-addr 198.18.0.1 tutti_netbed_suite
+//
+// Each rank joins the job once (tutti::init from RANK, WORLD_SIZE,
+// MASTER_ADDR, ...) and runs the gtest cases below on that communicator, in
+// the same order on every rank; any failed check fails the rank, and with it
+// the job. The checks are those of tests/multirank (collective_checks.h):
+// every element of every output compared with a reference each rank computes
+// itself.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "multirank/collective_checks.h"
+#include "tutti/tutti.h"
+
+namespace tutti::testing {
+namespace {
+
+Communicator* g_world = nullptr;
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+// Host names of every rank, gathered from every rank.
+std::vector<std::string> host_names(Communicator& comm) {
+  char mine[64] = {0};
+  ::gethostname(mine, sizeof mine - 1);
+  std::vector<char> all(64 * static_cast<std::size_t>(comm.size()));
+  comm.all_gather(mine, all.data(), 64, DataType::UInt8);
+  std::vector<std::string> out;
+  for (int r = 0; r < comm.size(); ++r) out.emplace_back(all.data() + 64 * r);
+  return out;
+}
+
+// The ranks sit where tuttirun put them: LOCAL_WORLD_SIZE ranks per host,
+// node by node; tutti tells the hosts apart by itself (hostname, boot id,
+// IPC namespace), not only from LOCAL_RANK.
+TEST(Netbed, RanksKnowTheirHosts) {
+  Communicator& world = *g_world;
+  const int n = world.size(), r = world.rank();
+  const int per_host = env_int("LOCAL_WORLD_SIZE", 1);
+  const int node = env_int("GROUP_RANK", 0);
+  ASSERT_EQ(n % per_host, 0);
+  std::vector<std::string> names = host_names(world);
+  std::set<std::string> distinct(names.begin(), names.end());
+  EXPECT_EQ(static_cast<int>(distinct.size()), n / per_host);
+  for (int p = 0; p < n; ++p) EXPECT_EQ(names[p] == names[r], p / per_host == node) << "rank " << p;
+  // A copy of the world computes local rank and size from the hosts it saw.
+  std::vector<int> all(n);
+  for (int i = 0; i < n; ++i) all[i] = i;
+  std::optional<Communicator> copy = world.new_group(all);
+  ASSERT_TRUE(copy.has_value());
+  EXPECT_EQ(copy->local_size(), per_host);
+  EXPECT_EQ(copy->local_rank(), r % per_host);
+  if (r == 0) std::printf("netbed: %d ranks on %zu hosts\n", n, distinct.size());
+}
+
+constexpr std::size_t kChunkBytes = 256;  // must match TUTTI_CHUNK_BYTES of the run
+
+std::vector<std::size_t> small_counts(DataType dt) { return {0, 1, 7, kChunkBytes / dtype_size(dt) + 1}; }
+
+// Every collective x dtype x reduce op x root x count on the world, across
+// the hosts.
+TEST(Netbed, EveryCollectiveAcrossHosts) {
+  std::size_t cases = run_collective_sweep(*g_world, small_counts, 1000);
+  if (g_world->rank() == 0) std::printf("netbed: world of %d: %zu cases\n", g_world->size(), cases);
+}
+
+// The same on sub-communicators: one per host (its ranks share memory) and
+// one per local rank (one rank on each host).
+TEST(Netbed, EveryCollectiveOnSubgroups) {
+  Communicator& world = *g_world;
+  const int per_host = env_int("LOCAL_WORLD_SIZE", 1);
+  std::optional<Communicator> host = world.split(world.rank() / per_host, world.rank());
+  ASSERT_TRUE(host.has_value());
+  EXPECT_EQ(host->size(), per_host);
+  EXPECT_EQ(host->local_size(), per_host);
+  run_collective_sweep(*host, small_counts, 200000);
+  std::optional<Communicator> across = world.split(world.rank() % per_host, world.rank());
+  ASSERT_TRUE(across.has_value());
+  EXPECT_EQ(across->size(), world.size() / per_host);
+  EXPECT_EQ(across->local_size(), 1);
+  run_collective_sweep(*across, small_counts, 300000);
+}
+
+// Larger messages through the chunked network pipelines.
+TEST(Netbed, LargeMessages) {
+  Communicator& comm = *g_world;
+  const int n = comm.size();
+  const std::size_t bytes = std::size_t(1) << 20;
+  std::uint64_t id = 900000;
+  for (DataType dt : {DataType::Float32, DataType::Int64}) {
+    CaseInfo c;
+    c.dtype = dt;
+    c.count = bytes / dtype_size(dt) + 3;
+    c.op = ReduceOpKind::Sum;
+    c.id = ++id;
+    check_all_reduce(comm, c);
+    c.root = n - 1;
+    c.id = ++id;
+    check_reduce(comm, c);
+    c.id = ++id;
+    check_broadcast(comm, c);
+    c.count = bytes / dtype_size(dt) / n + 1;
+    c.id = ++id;
+    check_all_gather(comm, c);
+    c.id = ++id;
+    check_reduce_scatter(comm, c);
+    c.id = ++id;
+    check_all_to_all(comm, c);
+    c.id = ++id;
+    check_gather(comm, c);
+    c.id = ++id;
+    check_scatter(comm, c);
+  }
+}
+
+// Every ordered pair, blocking and not, and messages from any source.
+TEST(Netbed, PointToPoint) {
+  Communicator& comm = *g_world;
+  const int n = comm.size(), r = comm.rank();
+  CaseInfo c;
+  c.dtype = DataType::Float64;
+  for (int count : {0, 1, 5000, 300000}) {
+    c.count = static_cast<std::size_t>(count);
+    for (int src = 0; src < n; ++src) {
+      for (int dst = 0; dst < n; ++dst) {
+        if (src == dst) continue;
+        c.id = 7000 + static_cast<std::uint64_t>(src * 64 + dst) + 100000u * count;
+        if (r == src) {
+          Buf b = input_of(c, src);
+          comm.send(b.data(), c.count, c.dtype, dst, src * 64 + dst);
+        } else if (r == dst) {
+          Buf b = input_of(c, dst, 77);
+          EXPECT_EQ(comm.recv(b.data(), c.count, c.dtype, src, src * 64 + dst), src);
+          EXPECT_TRUE(b == input_of(c, src)) << "from " << src << " count " << count;
+        }
+      }
+    }
+  }
+  c.count = 100000;
+  c.id = 8001;
+  Buf mine = input_of(c, r);
+  Buf from_prev(mine.size()), from_next(mine.size());
+  Work w1 = comm.irecv(from_prev.data(), c.count, c.dtype, (r + n - 1) % n, 1);
+  Work w2 = comm.irecv(from_next.data(), c.count, c.dtype, (r + 1) % n, 2);
+  Work s1 = comm.isend(mine.data(), c.count, c.dtype, (r + 1) % n, 1);
+  Work s2 = comm.isend(mine.data(), c.count, c.dtype, (r + n - 1) % n, 2);
+  for (Work* w : {&w1, &w2, &s1, &s2}) w->wait();
+  EXPECT_TRUE(input_of(c, (r + n - 1) % n) == from_prev);
+  EXPECT_TRUE(input_of(c, (r + 1) % n) == from_next);
+  if (r == 0) {
+    std::vector<bool> seen(n, false);
+    for (int i = 1; i < n; ++i) {
+      std::int64_t v = 0;
+      int from = comm.recv(&v, 1, DataType::Int64, kAnySource, 9);
+      ASSERT_GT(from, 0);
+      EXPECT_EQ(v, 1000 + from);
+      EXPECT_FALSE(seen[from]);
+      seen[from] = true;
+    }
+  } else {
+    std::int64_t v = 1000 + r;
+    comm.send(&v, 1, DataType::Int64, 0, 9);
+  }
+  comm.barrier();
+}
+
+}  // namespace
+}  // namespace tutti::testing
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  tutti::Communicator world = tutti::init();
+  tutti::testing::g_world = &world;
+  int rc = RUN_ALL_TESTS();
+  // Every rank finishes its checks before any leaves: a rank that leaves
+  // early would look like a lost peer to the others.
+  try {
+    world.barrier();
+  } catch (const tutti::Error& e) {
+    std::fprintf(stderr, "rank %d: final barrier: %s\n", world.rank(), e.what());
+    rc = 1;
+  }
+  return rc;
+}
