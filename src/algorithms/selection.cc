@@ -39,10 +39,19 @@ bool in_range(const AlgorithmInfo& a, std::size_t bytes, const Config& c) {
   return bytes >= lo && bytes <= hi;
 }
 
+// Two-level forms (core/hierarchy.h): chosen by the communicator itself
+// where it spans hosts with equal members per host; elsewhere an override
+// naming it means the table's choice.
+bool has_two_level(const std::string& collective) {
+  return collective == "all_reduce" || collective == "broadcast" || collective == "all_gather" ||
+         collective == "reduce_scatter";
+}
+
 std::string names_for(const std::string& collective) {
   std::string out;
   for (const auto& a : kTable)
     if (collective == a.collective) out += (out.empty() ? "" : ", ") + std::string(a.name);
+  if (has_two_level(collective)) out += ", two_level";
   return out;
 }
 
@@ -50,7 +59,7 @@ std::string names_for(const std::string& collective) {
 
 const char* select_algorithm(const char* collective, std::size_t bytes, const Config& config, bool single_host) {
   auto it = config.algo.find(collective);
-  if (it != config.algo.end()) {
+  if (it != config.algo.end() && !(it->second == "two_level" && has_two_level(collective))) {
     for (const auto& a : kTable) {
       if (std::strcmp(a.collective, collective) || it->second != a.name) continue;
       if (a.single_host_only && !single_host)

@@ -158,6 +158,8 @@ Work Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int 
   return impl_->run(std::move(c), [=, impl = impl_.get()](OpContext& x) {
     if (std::strcmp(x.algo, "shm") == 0) {
       shm_broadcast(impl->shm(x), buf, bytes, root);
+    } else if (std::strcmp(x.algo, "two_level") == 0) {
+      two_level_broadcast(impl->hierarchy(), buf, count, dtype, root, x.rank);
     } else {
       broadcast_binomial(x, buf, bytes, root);
     }
@@ -209,6 +211,10 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
       [=, impl = impl_.get()](OpContext& x) {
         if (shm) {
           shm_all_reduce(impl->shm(x), sendbuf, recvbuf, count, dtype, op, impl->job->config.shm_one_shot_bytes);
+          return;
+        }
+        if (std::strcmp(x.algo, "two_level") == 0) {
+          two_level_all_reduce(impl->hierarchy(), sendbuf, recvbuf, count, dtype, op, n);
           return;
         }
         if (op.kind == ReduceOpKind::PremulSum) {
@@ -287,6 +293,12 @@ Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvb
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
+        if (std::strcmp(x.algo, "two_level") == 0) {
+          std::vector<char*> ptrs;
+          for (const Block& b : out) ptrs.push_back(b.ptr);
+          two_level_all_gather(impl->hierarchy(), sendbuf, ptrs, count, dtype);
+          return;
+        }
         if (bytes && out[x.rank].ptr != sendbuf) std::memmove(out[x.rank].ptr, sendbuf, bytes);
         if (std::strcmp(x.algo, "shm") == 0) {
           std::vector<char*> ptrs;
@@ -371,6 +383,10 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
           std::vector<const char*> blocks;
           for (const void* p : in) blocks.push_back(static_cast<const char*>(p));
           shm_reduce_scatter(impl->shm(x), blocks, recvbuf, count, dtype, op);
+          return;
+        }
+        if (std::strcmp(x.algo, "two_level") == 0) {
+          two_level_reduce_scatter(impl->hierarchy(), in, recvbuf, count, dtype, op, n);
           return;
         }
         std::vector<std::vector<char>> scaled(op.kind == ReduceOpKind::PremulSum ? n : 0);

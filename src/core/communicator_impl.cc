@@ -162,6 +162,11 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message, bool 
   }
   TUTTI_LOG(Warn, "communicator aborted: " << message);
   job->transport->abort_comm(comm_id, kind, message);
+  // Two-level operations wait in the children: they fail with the same cause.
+  if (detail::Hierarchy* h = hier_published_.load(std::memory_order_acquire)) {
+    h->local.impl_->abort(kind, message, false);
+    h->cross.impl_->abort(kind, message, false);
+  }
   // Every member waiting in shared memory learns the cause (not an abort on purpose).
   if (kind != ErrorKind::Aborted)
     if (detail::ShmGroup* g = shm_published_.load(std::memory_order_acquire)) g->broadcast_failure(kind, message);
@@ -245,6 +250,11 @@ detail::ShmGroup& Communicator::Impl::shm(const OpContext& ctx) {
 const char* Communicator::Impl::select(const char* collective, std::size_t bytes) const {
   // The common case on one host, without a table walk (this is on the latency path).
   if (single_host && job->config.algo.empty() && job->config.transport != "tcp") return "shm";
+  if (two_level && (!std::strcmp(collective, "all_reduce") || !std::strcmp(collective, "broadcast") ||
+                    !std::strcmp(collective, "all_gather") || !std::strcmp(collective, "reduce_scatter"))) {
+    auto it = job->config.algo.find(collective);
+    if (it == job->config.algo.end() || it->second == "two_level") return "two_level";
+  }
   return detail::select_algorithm(collective, bytes, job->config, single_host);
 }
 

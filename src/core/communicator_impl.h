@@ -26,6 +26,7 @@
 #include "algorithms/context.h"
 #include "common/config.h"
 #include "core/flight_recorder.h"
+#include "core/hierarchy.h"
 #include "shm/shm_group.h"
 #include "transport/transport.h"
 #include "tutti/communicator.h"
@@ -104,6 +105,11 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
 
   // Every member on one host: shared-memory collectives apply.
   bool single_host = false;
+  // Spans hosts with the same number (>= 2) of members on each: all_reduce,
+  // broadcast, all_gather and reduce_scatter run in two levels
+  // (core/hierarchy.h), through children made at the first such operation.
+  bool two_level = false;
+  detail::Hierarchy& hierarchy();
   // The communicator's shared-memory segment, mapped at the first
   // shared-memory collective (every member runs it in the same order).
   detail::ShmGroup& shm(const detail::OpContext& ctx);
@@ -159,6 +165,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // Called from a catch block: aborts as fail-stop requires, then rethrows.
   [[noreturn]] void fail_inline(const detail::OpContext& ctx, std::uint64_t trace);
   std::unique_ptr<detail::ShmGroup> shm_;
+  std::unique_ptr<detail::Hierarchy> hier_;
+  std::atomic<detail::Hierarchy*> hier_published_{nullptr};  // hier_, for abort() from other threads
   std::atomic<detail::ShmGroup*> shm_published_{nullptr};  // shm_, for abort() from other threads
   struct {
     const char *op = nullptr, *dtype = nullptr, *redop = nullptr;
@@ -177,5 +185,10 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   ErrorKind abort_kind_ = ErrorKind::Aborted;
   std::string abort_reason_;
 };
+
+// A sub-communicator of `parent` with id `id` and the given members (parent
+// ranks, in the child's rank order); registered with the job (core/groups.cc).
+std::shared_ptr<Communicator::Impl> make_child_impl(Communicator::Impl& parent, std::uint64_t id,
+                                                    const std::vector<int>& members_parent_ranks);
 
 }  // namespace tutti

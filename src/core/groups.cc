@@ -14,10 +14,8 @@ namespace tutti {
 
 using namespace detail;
 
-namespace {
-
-std::shared_ptr<Communicator::Impl> make_child(Communicator::Impl& parent, std::uint64_t id,
-                                               const std::vector<int>& members_parent_ranks) {
+std::shared_ptr<Communicator::Impl> make_child_impl(Communicator::Impl& parent, std::uint64_t id,
+                                                    const std::vector<int>& members_parent_ranks) {
   auto child = std::make_shared<Communicator::Impl>();
   child->job = parent.job;
   child->comm_id = id;
@@ -35,12 +33,11 @@ std::shared_ptr<Communicator::Impl> make_child(Communicator::Impl& parent, std::
   const auto& hosts = parent.job->host_of;
   child->single_host = std::all_of(child->world.begin(), child->world.end(),
                                    [&](int w) { return hosts[w] == hosts[child->world[0]]; });
+  child->two_level = !child->single_host && hierarchy_applies(child->world, hosts);
   register_trace_source(child.get());
   child->job->add_comm(child.get());
   return child;
 }
-
-}  // namespace
 
 std::optional<Communicator> Communicator::new_group(std::span<const int> ranks) {
   Validator v{impl_->rank, impl_->size, "new_group"};
@@ -57,7 +54,7 @@ std::optional<Communicator> Communicator::new_group(std::span<const int> ranks) 
   std::uint64_t id = mix64(impl_->comm_id ^ mix64(++impl_->groups_created));
   for (int r : members) id = mix64(id ^ static_cast<std::uint64_t>(r));
   if (!seen[impl_->rank]) return std::nullopt;
-  return Communicator(make_child(*impl_, id, members));
+  return Communicator(make_child_impl(*impl_, id, members));
 }
 
 std::optional<Communicator> Communicator::split(int color, int key) {
@@ -72,7 +69,7 @@ std::optional<Communicator> Communicator::split(int color, int key) {
     if (all[2 * r] == color) members.push_back(r);
   std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
   std::uint64_t id = mix64(impl_->comm_id ^ mix64(counter) ^ mix64(static_cast<std::uint64_t>(color) + 0x51));
-  return Communicator(make_child(*impl_, id, members));
+  return Communicator(make_child_impl(*impl_, id, members));
 }
 
 }  // namespace tutti

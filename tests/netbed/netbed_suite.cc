@@ -77,6 +77,12 @@ std::vector<std::size_t> small_counts(DataType dt) { return {0, 1, 7, kChunkByte
 TEST(Netbed, EveryCollectiveAcrossHosts) {
   std::size_t cases = run_collective_sweep(*g_world, small_counts, 1000);
   if (g_world->rank() == 0) std::printf("netbed: world of %d: %zu cases\n", g_world->size(), cases);
+  // Hosts with equal ranks each: all_reduce, broadcast, all_gather and
+  // reduce_scatter ran in two levels (the flight record names the algorithm).
+  g_world->all_reduce(&cases, &cases, 1, DataType::UInt64, ReduceOp::MAX);
+  g_world->broadcast(&cases, 1, DataType::UInt64, 0);
+  const std::string trace = g_world->trace_json();
+  EXPECT_NE(trace.find("\"two_level\""), std::string::npos) << trace.substr(0, 2000);
 }
 
 // The same on sub-communicators: one per host (its ranks share memory) and

@@ -1,0 +1,161 @@
+// Two-level collectives (see hierarchy.h).
+#include "core/hierarchy.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/communicator_impl.h"
+#include "core/tags.h"
+#include "reduce/reduce.h"
+
+namespace tutti::detail {
+
+bool hierarchy_applies(const std::vector<int>& world, const std::vector<int>& host_of) {
+  std::vector<int> hosts;   // host ids in order of first appearance
+  std::vector<int> counts;  // members per host
+  for (int w : world) {
+    const int h = host_of[w];
+    auto it = std::find(hosts.begin(), hosts.end(), h);
+    if (it == hosts.end()) {
+      hosts.push_back(h);
+      counts.push_back(1);
+    } else {
+      ++counts[it - hosts.begin()];
+    }
+  }
+  if (hosts.size() < 2 || counts[0] < 2) return false;
+  return std::all_of(counts.begin(), counts.end(), [&](int c) { return c == counts[0]; });
+}
+
+}  // namespace tutti::detail
+
+namespace tutti {
+
+using namespace detail;
+
+detail::Hierarchy& Communicator::Impl::hierarchy() {
+  if (hier_) return *hier_;
+  const auto& host_of = job->host_of;
+  auto h = std::make_unique<Hierarchy>();
+  std::vector<int> host_ids;
+  h->host_of_rank.resize(size);
+  h->local_of_rank.resize(size);
+  std::vector<int> per_host_count;
+  for (int r = 0; r < size; ++r) {
+    const int id = host_of[world[r]];
+    auto it = std::find(host_ids.begin(), host_ids.end(), id);
+    const int hi = static_cast<int>(it - host_ids.begin());
+    if (it == host_ids.end()) {
+      host_ids.push_back(id);
+      per_host_count.push_back(0);
+    }
+    h->host_of_rank[r] = hi;
+    h->local_of_rank[r] = per_host_count[hi]++;
+  }
+  h->hosts = static_cast<int>(host_ids.size());
+  h->per_host = per_host_count[0];
+  const int my_host = h->host_of_rank[rank], my_local = h->local_of_rank[rank];
+  std::vector<int> local_members, cross_members;
+  for (int r = 0; r < size; ++r)
+    if (h->host_of_rank[r] == my_host) local_members.push_back(r);
+  for (int hi = 0; hi < h->hosts; ++hi)
+    for (int r = 0; r < size; ++r)
+      if (h->host_of_rank[r] == hi && h->local_of_rank[r] == my_local) cross_members.push_back(r);
+  // Ids every member derives alike, apart from the user's groups (whose
+  // ids count groups_created).
+  const std::uint64_t local_id = mix64(comm_id ^ 0x6c6f63616c2d3263ull ^ mix64(static_cast<std::uint64_t>(my_host) + 1));
+  const std::uint64_t cross_id =
+      mix64(comm_id ^ 0x63726f73732d3263ull ^ mix64(static_cast<std::uint64_t>(my_local) + 1));
+  h->local = Communicator(make_child_impl(*this, local_id, local_members));
+  h->cross = Communicator(make_child_impl(*this, cross_id, cross_members));
+  hier_ = std::move(h);
+  hier_published_.store(hier_.get(), std::memory_order_release);
+  return *hier_;
+}
+
+namespace detail {
+
+namespace {
+
+ReduceOp child_op(const ReduceOp& op) {
+  return (op.kind == ReduceOpKind::Avg || op.kind == ReduceOpKind::PremulSum) ? ReduceOp(ReduceOpKind::Sum) : op;
+}
+
+}  // namespace
+
+void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype,
+                          const ReduceOp& op, int n) {
+  const std::size_t es = dtype_size(dtype);
+  char* out = static_cast<char*>(recv);
+  if (op.kind == ReduceOpKind::PremulSum) {
+    scale(out, send, count, dtype, op.scalar);
+  } else if (out != send && count) {
+    std::memcpy(out, send, count * es);
+  }
+  const ReduceOp cop = child_op(op);
+  const std::size_t L = static_cast<std::size_t>(h.per_host);
+  const std::size_t q = count / L;
+  if (q > 0) {
+    // Slice l of the buffer: reduced on this host by local rank l, across
+    // hosts by its cross communicator, then gathered on the host.
+    std::vector<char> slice(q * es);
+    h.local.reduce_scatter(out, slice.data(), q, dtype, cop);
+    h.cross.all_reduce(slice.data(), slice.data(), q, dtype, cop);
+    h.local.all_gather(slice.data(), out, q, dtype);
+  }
+  const std::size_t tail = count - q * L;
+  if (tail) {
+    char* t = out + q * L * es;
+    h.local.all_reduce(t, t, tail, dtype, cop);
+    h.cross.all_reduce(t, t, tail, dtype, cop);
+  }
+  if (op.kind == ReduceOpKind::Avg) divide_by(out, count, dtype, n);
+}
+
+void two_level_broadcast(Hierarchy& h, void* buf, std::size_t count, DataType dtype, int root, int rank) {
+  const int root_host = h.host_of_rank[root], root_local = h.local_of_rank[root];
+  if (h.local_of_rank[rank] == root_local) h.cross.broadcast(buf, count, dtype, root_host);
+  h.local.broadcast(buf, count, dtype, root_local);
+}
+
+void two_level_all_gather(Hierarchy& h, const void* send, const std::vector<char*>& out, std::size_t count,
+                          DataType dtype) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  const std::size_t H = static_cast<std::size_t>(h.hosts), L = static_cast<std::size_t>(h.per_host);
+  // The blocks of this rank's local index, host by host; then those of
+  // every local index: gathered[l][hst].
+  std::vector<char> mine(H * bytes), gathered(L * H * bytes);
+  h.cross.all_gather(send, mine.data(), count, dtype);
+  h.local.all_gather(mine.data(), gathered.data(), H * count, dtype);
+  if (!bytes) return;
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    const std::size_t l = static_cast<std::size_t>(h.local_of_rank[r]);
+    const std::size_t hst = static_cast<std::size_t>(h.host_of_rank[r]);
+    std::memcpy(out[r], gathered.data() + (l * H + hst) * bytes, bytes);
+  }
+}
+
+void two_level_reduce_scatter(Hierarchy& h, const std::vector<const void*>& in, void* recv, std::size_t count,
+                              DataType dtype, const ReduceOp& op, int n) {
+  const std::size_t es = dtype_size(dtype), bytes = count * es;
+  const std::size_t H = static_cast<std::size_t>(h.hosts), L = static_cast<std::size_t>(h.per_host);
+  // Super-block l: the blocks of the ranks with local index l, host by host.
+  std::vector<char> super(L * H * bytes), mine(H * bytes);
+  for (std::size_t r = 0; r < in.size() && bytes; ++r) {
+    const std::size_t l = static_cast<std::size_t>(h.local_of_rank[r]);
+    const std::size_t hst = static_cast<std::size_t>(h.host_of_rank[r]);
+    char* dst = super.data() + (l * H + hst) * bytes;
+    if (op.kind == ReduceOpKind::PremulSum) {
+      scale(dst, in[r], count, dtype, op.scalar);
+    } else {
+      std::memcpy(dst, in[r], bytes);
+    }
+  }
+  const ReduceOp cop = child_op(op);
+  h.local.reduce_scatter(super.data(), mine.data(), H * count, dtype, cop);
+  h.cross.reduce_scatter(mine.data(), recv, count, dtype, cop);
+  if (op.kind == ReduceOpKind::Avg) divide_by(recv, count, dtype, n);
+}
+
+}  // namespace detail
+}  // namespace tutti

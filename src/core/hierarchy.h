@@ -1,0 +1,57 @@
+#pragma once
+// Two-level collectives for communicators that span hosts with the same
+// number of members on each (at least two): shared memory inside a host,
+// the network across.
+//
+//   local: the members on this host (comm rank order)
+//   cross: the members with this rank's local index, one per host (host order)
+//
+// all_reduce: local reduce_scatter, cross all_reduce of each slice (the L
+//   cross communicators run in parallel, each on its own slice), local
+//   all_gather; a tail of fewer than L elements is all-reduced locally then
+//   across.
+// broadcast: cross broadcast among the ranks with the root's local index,
+//   then a local broadcast from each of them.
+// all_gather: cross all_gather of each rank's block (each rank receives the
+//   blocks of its local index), then a local all_gather of those.
+// reduce_scatter: local reduce_scatter of "super-blocks" (super-block l holds
+//   the blocks of the ranks with local index l, host by host), then a cross
+//   reduce_scatter of the super-block.
+//
+// The two children are internal communicators, made at the first two-level
+// operation (every member runs it in the same order), with ids derived from
+// the parent's; they run their operations inline in the thread that runs
+// the parent's.
+
+#include <memory>
+#include <vector>
+
+#include "tutti/communicator.h"
+
+namespace tutti::detail {
+
+struct Hierarchy {
+  Communicator local;
+  Communicator cross;
+  int hosts = 0;            // cross size
+  int per_host = 0;         // local size
+  std::vector<int> host_of_rank;   // comm rank -> host index (0..hosts-1)
+  std::vector<int> local_of_rank;  // comm rank -> local index
+};
+
+// True when `world` (comm rank -> world rank) spans at least two hosts with
+// the same number (>= 2) of members on each; host_of maps world ranks to hosts.
+bool hierarchy_applies(const std::vector<int>& world, const std::vector<int>& host_of);
+
+// The operations, run inside the parent's operation (n: the parent's size).
+void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype,
+                          const ReduceOp& op, int n);
+void two_level_broadcast(Hierarchy& h, void* buf, std::size_t count, DataType dtype, int root, int rank);
+// out[r]: where rank r's block goes (out[rank] may be `send`).
+void two_level_all_gather(Hierarchy& h, const void* send, const std::vector<char*>& out, std::size_t count,
+                          DataType dtype);
+// in[r]: this rank's input block for rank r; recv may alias one of them.
+void two_level_reduce_scatter(Hierarchy& h, const std::vector<const void*>& in, void* recv, std::size_t count,
+                              DataType dtype, const ReduceOp& op, int n);
+
+}  // namespace tutti::detail
