@@ -1,5 +1,7 @@
 #include "process_group.h"
 
+#include <Python.h>
+
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <stdexcept>
+#include <type_traits>
 
 namespace tutti_torch {
 
@@ -437,7 +440,8 @@ Watcher::~Watcher() { stop(); }
 void Watcher::watch(c10::intrusive_ptr<WorkTutti> work) {
   std::lock_guard<std::mutex> g(mu_);
   watched_.push_back(std::move(work));
-  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  // The thread keeps the Watcher alive until its loop ends.
+  if (!thread_.joinable()) thread_ = std::thread([self = shared_from_this()] { self->loop(); });
   cv_.notify_one();
 }
 
@@ -452,7 +456,12 @@ void Watcher::stop() {
     stop_ = true;
   }
   cv_.notify_one();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();  // the thread's own last reference: its loop has ended
+  } else {
+    thread_.join();
+  }
 }
 
 void Watcher::loop() {
@@ -501,7 +510,11 @@ ProcessGroupTutti::~ProcessGroupTutti() {
   // Operations still running when the group goes away fail (Aborted) rather
   // than keep the completion thread waiting for their deadlines.
   if (!watcher_->idle() || !stale_.empty()) comm_.abort("the process group was destroyed");
+  // The completion thread may be running a future's Python callback, which
+  // needs the GIL: let go of it while waiting for the thread.
+  PyThreadState* saved = (Py_IsInitialized() && PyGILState_Check()) ? PyEval_SaveThread() : nullptr;
   watcher_->stop();
+  if (saved) PyEval_RestoreThread(saved);
 }
 
 c10::intrusive_ptr<WorkTutti> ProcessGroupTutti::make_work(OpType type, std::vector<tutti::Work> works,
@@ -517,31 +530,34 @@ c10::intrusive_ptr<WorkTutti> ProcessGroupTutti::make_work(OpType type, std::vec
   return w;
 }
 
+template <class Blocking, class Async>
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(OpType type, std::size_t bytes, std::chrono::milliseconds timeout,
-                                                      const std::function<void()>& blocking,
-                                                      const std::function<std::vector<tutti::Work>()>& async,
+                                                      Blocking&& blocking, Async&& async,
                                                       std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
                                                       std::function<void()> after) {
   seq_.fetch_add(1, std::memory_order_relaxed);
-  if (blocking && bytes <= inline_bytes_) {
-    std::exception_ptr err;
-    {
-      std::lock_guard<std::mutex> g(post_mu_);
-      TimeoutScope ts(comm_, timeout);
-      try {
-        blocking();
-      } catch (const Error& e) {
-        if (e.kind() == ErrorKind::InvalidArgument) throw;
-        err = std::current_exception();
+  if constexpr (!std::is_same_v<std::decay_t<Blocking>, std::nullptr_t>) {
+    if (bytes <= inline_bytes_) {
+      std::exception_ptr err;
+      {
+        std::lock_guard<std::mutex> g(post_mu_);
+        TimeoutScope ts(comm_, timeout);
+        try {
+          blocking();
+        } catch (const Error& e) {
+          if (e.kind() == ErrorKind::InvalidArgument) throw;
+          err = std::current_exception();
+        }
       }
+      // Finished: nothing to keep alive.
+      auto w = make_work(type, {}, std::move(outputs), {}, std::move(after), std::chrono::milliseconds(0));
+      if (err) {
+        w->fail(err);
+      } else {
+        w->poll();
+      }
+      return w;
     }
-    auto w = make_work(type, {}, std::move(outputs), std::move(keep), std::move(after), std::chrono::milliseconds(0));
-    if (err) {
-      w->fail(err);
-    } else {
-      w->poll();
-    }
-    return w;
   }
   std::vector<tutti::Work> works;
   {

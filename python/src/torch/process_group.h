@@ -40,7 +40,7 @@ class ProcessGroupTutti;
 
 // The completion thread of a process group: completes the Works whose future
 // was asked for, as they finish. Started by the first watch().
-class Watcher {
+class Watcher : public std::enable_shared_from_this<Watcher> {
  public:
   ~Watcher();
   void watch(c10::intrusive_ptr<WorkTutti> work);
@@ -181,11 +181,11 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
  private:
   // Runs `blocking` here (small payloads) or posts `async`, and wraps the
   // outcome in a Work.
+  // `blocking` is nullptr for operations that are always asynchronous.
+  template <class Blocking, class Async>
   c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, std::size_t bytes, std::chrono::milliseconds timeout,
-                                     const std::function<void()>& blocking,
-                                     const std::function<std::vector<tutti::Work>()>& async,
-                                     std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
-                                     std::function<void()> after);
+                                     Blocking&& blocking, Async&& async, std::vector<at::Tensor> outputs,
+                                     std::vector<at::Tensor> keep, std::function<void()> after);
   c10::intrusive_ptr<WorkTutti> make_work(c10d::OpType type, std::vector<tutti::Work> works,
                                           std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
                                           std::function<void()> after, std::chrono::milliseconds timeout);
