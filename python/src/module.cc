@@ -226,8 +226,7 @@ std::unique_ptr<PyWork> make_work(Work w, std::vector<Buf>&& bufs) {
 
 using OptDtype = std::optional<DataType>;
 
-// One call of an operation: the buffers it holds and the tutti call. Blocking
-// calls run it with the GIL released; async calls wrap its Work.
+// A communicator handle for Python; point-to-point posting (the collectives are in Ops).
 struct PyComm {
   Communicator c;
 
@@ -243,14 +242,6 @@ struct PyComm {
     b.push_back(get_buf(buf, true, dt, "receive buffer"));
     Work w = c.irecv(b[0].ptr, b[0].count, b[0].dtype, src, tag);
     return {std::move(w), std::move(b)};
-  }
-
-  // --- collectives. Each returns (Work, held buffers); `blocking` lets the
-  // caller run the call's blocking form instead (through run()).
-  template <class F>
-  static void nogil(F&& f) {
-    py::gil_scoped_release r;
-    f();
   }
 };
 
@@ -278,14 +269,6 @@ struct Ops {
   Communicator& c;
   bool async;
 
-  py::object finish(Work w, std::vector<Buf>&& bufs) {
-    if (async) return py::cast(make_work(std::move(w), std::move(bufs)));
-    {
-      py::gil_scoped_release r;
-      w.wait();
-    }
-    return py::none();
-  }
   // Blocking forms call the blocking API (inline on an idle communicator);
   // async forms call the i* API.
   template <class Blocking, class Async>
