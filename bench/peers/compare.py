@@ -3,7 +3,7 @@
 
   python3 bench/peers/compare.py COLL N [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
                                  [-o OP] [-r ROOT] [--reps R]
-                                 [--systems tutti,openmpi,mpich,gloo,torch-gloo] [--out DIR]
+                                 [--systems tutti,openmpi,mpich,gloo,torch-gloo,torch-tutti] [--out DIR]
 
 Runs every system R times (default 3), alternating systems within each
 repetition (tutti, openmpi, mpich, gloo, torch-gloo, tutti, openmpi, ...) so
@@ -55,7 +55,7 @@ def ensure_matplotlib():
 
 ensure_matplotlib()
 
-ALL_SYSTEMS = ["tutti", "openmpi", "mpich", "gloo", "torch-gloo"]
+ALL_SYSTEMS = ["tutti", "openmpi", "mpich", "gloo", "torch-gloo", "torch-tutti"]
 EXIT_NOT_AVAILABLE = 3
 COLLS = ["all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter", "reduce_scatter", "all_to_all",
          "barrier", "sendrecv"]
@@ -138,6 +138,9 @@ def command(system, a, json_path):
         return [os.path.join(b, "peers", "gloo_bench"), "--np", str(a.n)] + args, {}
     if system == "torch-gloo":
         return [SYSTEM_PY, os.path.join(HERE, "torch_bench.py"), "--np", str(a.n)] + args, {"GLOO_SOCKET_IFNAME": "lo"}
+    if system == "torch-tutti":  # tutti as a torch.distributed backend (build/python)
+        return ([SYSTEM_PY, os.path.join(HERE, "torch_bench.py"), "--np", str(a.n), "--backend", "tutti"] + args,
+                {"GLOO_SOCKET_IFNAME": "lo"})
     raise ValueError(system)
 
 
@@ -256,7 +259,10 @@ def main():
             med[s][b] = {"time_us": t, "algbw": algbw, "busbw": algbw * factor, "reps": len(rows),
                          "wrong": sum(wrong) if wrong else None, "times": [x["time_us"] for x in rows]}
     sizes = sorted({b for s in a.systems for b in med[s]})
-    peers = [s for s in a.systems if s != "tutti"]
+    # tutti's peers; torch-tutti is tutti itself (through torch.distributed),
+    # compared with torch-gloo in a column of its own.
+    peers = [s for s in a.systems if s not in ("tutti", "torch-tutti")]
+    torch_pair = "torch-tutti" in a.systems and "torch-gloo" in a.systems
 
     # The table.
     head = ["size"]
@@ -264,6 +270,8 @@ def main():
         head += [f"{s} us", f"{s} GB/s"]
     if "tutti" in a.systems and peers:
         head += ["best peer", "tutti ratio"]
+    if torch_pair:
+        head.append("torch ratio")
     head.append("wrong")
     body = []
     any_wrong = False
@@ -279,6 +287,9 @@ def main():
                 row += [best_s, f"{best_t / med['tutti'][b]['time_us']:.3g}"]
             else:
                 row += ["-", "-"]
+        if torch_pair:
+            tt, tg = med["torch-tutti"].get(b), med["torch-gloo"].get(b)
+            row.append(f"{tg['time_us'] / tt['time_us']:.3g}" if tt and tg and tt["time_us"] > 0 else "-")
         bad = [f"{s}:{med[s][b]['wrong']}" for s in a.systems if b in med[s] and (med[s][b]["wrong"] or 0) > 0]
         any_wrong |= bool(bad)
         row.append("WRONG " + " ".join(bad) if bad else "0")
@@ -299,6 +310,8 @@ def main():
             print(f"# {s}: {', '.join(status[s])}")
     if "tutti" in a.systems and peers:
         print("# tutti ratio = best peer time / tutti time (> 1: tutti faster)")
+    if torch_pair:
+        print("# torch ratio = torch-gloo time / torch-tutti time (> 1: backend tutti faster)")
     if any_wrong:
         print("# WRONG: some rows had wrong elements (see the logs in " + raw + ")")
 
@@ -311,7 +324,8 @@ def main():
         f.write(f"- machine: {model}, {cores}\n- date: {now}\n- {title}\n")
         f.write(f"- command: `python3 bench/peers/compare.py {' '.join(sys.argv[1:])}`\n")
         f.write("- time: per-op time of the slowest rank (us); busbw: GB/s with nccl-tests' factors; "
-                "tutti ratio = best peer time / tutti time (> 1: tutti faster)\n\n")
+                "tutti ratio = best peer time / tutti time (> 1: tutti faster)"
+                + ("; torch ratio = torch-gloo time / torch-tutti time" if torch_pair else "") + "\n\n")
         f.write("| " + " | ".join(head) + " |\n")
         f.write("|" + "|".join("---:" for _ in head) + "|\n")
         for r in body:

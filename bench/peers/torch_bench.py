@@ -1,16 +1,17 @@
 #!/usr/bin/python3
 """torch_bench: tutti-bench's loop against torch.distributed, backend "gloo"
-(Debian's python3-torch 1.13, CPU tensors).
+or "tutti" (Debian's python3-torch 1.13, CPU tensors).
 
-  /usr/bin/python3 bench/peers/torch_bench.py --np N COLL [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
-        [-c 0|1] [-d float32] [-o sum|product|min|max] [-r ROOT] [--json FILE]
+  /usr/bin/python3 bench/peers/torch_bench.py --np N COLL [--backend gloo|tutti] [-b MIN] [-e MAX] [-f F]
+        [-n ITERS] [-w WARMUP] [-c 0|1] [-d float32] [-o sum|product|min|max] [-r ROOT] [--json FILE]
       starts N ranks itself (subprocesses with RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1
       and a free MASTER_PORT; init_method env://);
   build/bin/tuttirun -n N /usr/bin/python3 bench/peers/torch_bench.py COLL ...
       (any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
 
 Run it with Debian's /usr/bin/python3 (the one python3-torch is installed
-for). GLOO_SOCKET_IFNAME defaults to "lo" so that gloo stays on loopback;
+for). Backend "tutti" imports tutti.torch from build/python (the build's
+Python package) unless tutti is importable already. GLOO_SOCKET_IFNAME defaults to "lo" so that gloo stays on loopback;
 torch uses one intra-op thread per rank (torch.set_num_threads(1)) as the
 ranks share the machine's cores.
 
@@ -24,8 +25,9 @@ sums and products within (n + 1) * eps * sum|x| + n * denorm_min).
 Collectives: all_reduce, broadcast and reduce are in place in
 torch.distributed (no out-of-place form): the timed iterations run on one
 buffer, which starts as the input (for the check it is refilled first).
-all_gather writes into a list of views of one output tensor (dist.all_gather;
-dist._all_gather_base is not implemented by ProcessGroupGloo in 1.13),
+all_gather is dist.all_gather_into_tensor where the backend has it (tutti);
+gloo in 1.13 has no _allgather_base, so there all_gather writes into a list
+of views of one output tensor (dist.all_gather; the JSON rows name the call),
 gather and scatter likewise with lists of views, all_to_all is
 dist.all_to_all_single, sendrecv dist.isend to rank+1 and dist.irecv from
 rank-1. A collective the gloo backend rejects (reduce_scatter in 1.13) is
@@ -78,6 +80,7 @@ def parse_size(text):
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="torch_bench.py", description=__doc__.split("\n\n")[0])
     p.add_argument("coll", metavar="COLL", choices=list(COLLS))
+    p.add_argument("--backend", choices=("gloo", "tutti"), default="gloo")
     p.add_argument("-b", "--minbytes", type=parse_size, default=8)
     p.add_argument("-e", "--maxbytes", type=parse_size, default=64 << 20)
     p.add_argument("-f", "--stepfactor", type=int, default=2)
@@ -175,6 +178,14 @@ def main(argv):
     import torch
     import torch.distributed as dist
 
+    if a.backend == "tutti":
+        try:
+            import tutti.torch  # noqa: F401  registers the backend
+        except ImportError:
+            here = os.path.dirname(os.path.abspath(__file__))
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(here)), "build", "python"))
+            import tutti.torch  # noqa: F401
+
     torch.set_num_threads(1)
     rank = int(os.environ.get("RANK", "0"))
     n = int(os.environ.get("WORLD_SIZE", "1"))
@@ -194,7 +205,7 @@ def main(argv):
             print("torch_bench: error: sendrecv needs at least 2 ranks", file=sys.stderr)
         return EXIT_USAGE
 
-    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=n,
+    dist.init_process_group(a.backend, init_method="env://", rank=rank, world_size=n,
                             timeout=datetime.timedelta(seconds=120))
     red = {"sum": dist.ReduceOp.SUM, "product": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
            "max": dist.ReduceOp.MAX}[a.op]
@@ -257,6 +268,8 @@ def main(argv):
         return EXIT_USAGE
 
     nxt, prv = (rank + 1) % n, (rank - 1 + n) % n
+    # all_gather: all_gather_into_tensor unless the backend lacks it (gloo in 1.13).
+    gather_into_tensor = [a.backend != "gloo"]
     # all_reduce and reduce have no out-of-place form in torch.distributed
     # (broadcast is one buffer in tutti-bench too, reported as not in place).
     INPLACE = a.coll in ("all_reduce", "reduce")
@@ -304,7 +317,10 @@ def main(argv):
             elif c == "reduce":
                 dist.reduce(self.recv, dst=a.root, op=red)
             elif c == "all_gather":
-                dist.all_gather(self.recv_list, self.send)
+                if gather_into_tensor[0]:
+                    dist.all_gather_into_tensor(self.recv, self.send)
+                else:
+                    dist.all_gather(self.recv_list, self.send)
             elif c == "gather":
                 dist.gather(self.send, gather_list=self.recv_list if rank == a.root else None, dst=a.root)
             elif c == "scatter":
@@ -389,7 +405,7 @@ def main(argv):
         return f"{b} {units[u]}"
 
     if rank == 0:
-        hdr = f"# torch_bench (torch {torch.__version__}, gloo backend): {a.coll}, world size {n}, dtype float32"
+        hdr = f"# torch_bench (torch {torch.__version__}, {a.backend} backend): {a.coll}, world size {n}, dtype float32"
         if reduces:
             hdr += f", op {a.op}"
         if rooted:
@@ -423,7 +439,7 @@ def main(argv):
                 if not any(k in msg.lower() for k in ("not support", "no support", "not implemented")):
                     raise
                 if rank == 0:
-                    print(f"# {a.coll} is not available in torch {torch.__version__} with backend gloo: {msg}")
+                    print(f"# {a.coll} is not available in torch {torch.__version__} with backend {a.backend}: {msg}")
                     sys.stdout.flush()
                 if json_file:
                     json_file.close()
@@ -471,7 +487,9 @@ def main(argv):
                     "collective": a.coll, "bytes": nbytes, "count": count, "dtype": "float32",
                     "op": a.op if reduces else "none", "root": a.root if rooted else -1, "world_size": n,
                     "time_us": time_us, "algbw": algbw, "busbw": busbw,
-                    "wrong": wrong if a.check else None, "inplace": INPLACE}) + "\n")
+                    "wrong": wrong if a.check else None, "inplace": INPLACE, "backend": a.backend,
+                    "call": ("all_gather_into_tensor" if gather_into_tensor[0] else "all_gather")
+                    if a.coll == "all_gather" else a.coll}) + "\n")
                 json_file.flush()
     if rank == 0:
         if a.check:

@@ -20,4 +20,22 @@ g++ $(pkg-config --cflags tutti) "$consumer/consumer.cc" -o "$work/consumer_pc" 
   -Wl,-rpath,"$work/prefix/lib"
 out=$("$tuttirun" -n 2 "$work/consumer_pc")
 echo "$out" | grep -q "consumer rank 1 of 2: sum 3"
+# 3. the Python package, when the build has one: importable from the prefix
+#    alone (its extensions find the installed libtutti.so), the torch backend too.
+if [ -d "$build/python/tutti" ]; then
+  pkgdir="$work/prefix/lib/python3/dist-packages"
+  test -f "$pkgdir/tutti/__init__.py"
+  PYTHONPATH="$pkgdir" /usr/bin/python3 - "$pkgdir" <<'PY'
+import sys, numpy as np, tutti
+assert tutti.__file__.startswith(sys.argv[1]), tutti.__file__
+c = tutti.init(rank=0, world_size=1)
+x = np.arange(4.0)
+c.all_reduce(x)
+assert list(x) == [0.0, 1.0, 2.0, 3.0]
+print("installed python package: ok")
+PY
+  if ls "$build"/python/tutti/torch/_C*.so >/dev/null 2>&1; then
+    PYTHONPATH="$pkgdir" /usr/bin/python3 -c "import tutti.torch, torch.distributed as d; assert 'TUTTI' in d.Backend._plugins; print('installed torch backend: ok')"
+  fi
+fi
 echo "install test passed"

@@ -1,0 +1,208 @@
+#pragma once
+// ProcessGroupTutti: a c10d::ProcessGroup (PyTorch 1.13) on a tutti
+// communicator, for CPU tensors.
+//
+// Threads. Operations are posted under one mutex (tutti wants one thread at
+// a time per communicator). Small operations (at most `inline_bytes` of
+// payload) run right there in the calling thread with tutti's blocking calls
+// and return a completed Work; larger ones go to tutti's asynchronous calls
+// (the communicator's worker thread runs them) and return a pending Work.
+// Point-to-point operations are always asynchronous. A Work's future is
+// completed by whoever first sees the operation finish: a waiter, a poller
+// (isCompleted) or the process group's completion thread, which watches the
+// Works whose future was asked for.
+//
+// Tensors that are not contiguous are copied into contiguous staging tensors
+// (inputs before the operation, outputs back after it, by the Work's
+// completion).
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tutti/tutti.h"
+
+namespace tutti_torch {
+
+class WorkTutti;
+class ProcessGroupTutti;
+
+// The completion thread of a process group: completes the Works whose future
+// was asked for, as they finish. Started by the first watch().
+class Watcher : public std::enable_shared_from_this<Watcher> {
+ public:
+  ~Watcher();
+  void watch(c10::intrusive_ptr<WorkTutti> work);
+  // Finishes the Works still watched (waiting for them) and joins the thread.
+  void stop();
+  bool idle();
+
+ private:
+  void loop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<c10::intrusive_ptr<WorkTutti>> watched_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// A tutti::Store on a c10d::Store, so that tutti's rendezvous goes through
+// the store torch.distributed already set up (TCP, file, ...).
+class C10dStore : public tutti::Store {
+ public:
+  explicit C10dStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const tutti::Bytes& value) override;
+  tutti::Bytes get(const std::string& key) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  tutti::Bytes compare_set(const std::string& key, const tutti::Bytes& expected, const tutti::Bytes& desired) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
+  std::int64_t num_keys() override;
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+};
+
+class WorkTutti : public c10d::Work {
+ public:
+  // `works`: the tutti operations (none when the operation already ran
+  // inline); `after`: runs once after they all succeeded (copies staged
+  // outputs back); `outputs`: result() and the future's value; `keep`:
+  // tensors that must live until the operation is over.
+  WorkTutti(int rank, c10d::OpType type, std::vector<tutti::Work> works, std::vector<at::Tensor> outputs,
+            std::vector<at::Tensor> keep, std::function<void()> after,
+            std::optional<std::chrono::steady_clock::time_point> deadline);
+  ~WorkTutti() override;
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  int sourceRank() const override;
+  std::vector<at::Tensor> result() override;
+  void synchronize() override {}
+  bool wait(std::chrono::milliseconds timeout) override;
+  void abort() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+  // Marks the Work finished with this error (an inline operation that failed).
+  void fail(std::exception_ptr e);
+  // Finishes the Work if all its tutti operations are over; returns whether it is finished.
+  bool poll();
+  // Waits (at most until `until`) for the tutti operations; finishes the Work when they are over.
+  bool wait_until(std::chrono::steady_clock::time_point until);
+
+  std::function<void(const std::string&)> on_abort;  // aborts the communicator
+  std::weak_ptr<Watcher> watcher;                     // completes the future (getFuture)
+
+ private:
+  void complete();
+  void complete_future();
+
+  std::vector<tutti::Work> works_;
+  std::vector<at::Tensor> outputs_;
+  std::vector<at::Tensor> keep_;
+  std::function<void()> after_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  std::atomic<bool> done_{false};
+  int source_ = -1;
+  std::mutex finish_mu_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<bool> future_marked_{false};
+  std::exception_ptr error_;
+  friend class ProcessGroupTutti;
+};
+
+class ProcessGroupTutti : public c10d::ProcessGroup {
+ public:
+  ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                    std::chrono::milliseconds timeout);
+  ~ProcessGroupTutti() override;
+
+  const std::string getBackendName() const override { return "tutti"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts = c10d::AllreduceCoalescedOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplitSizes,
+                                               std::vector<int64_t>& inputSplitSizes,
+                                               const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks = false) override;
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
+
+  tutti::Communicator& communicator() { return comm_; }
+  std::size_t inline_bytes() const { return inline_bytes_; }
+
+ private:
+  // Runs `blocking` here (small payloads) or posts `async`, and wraps the
+  // outcome in a Work.
+  // `blocking` is nullptr for operations that are always asynchronous.
+  template <class Blocking, class Async>
+  c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, std::size_t bytes, std::chrono::milliseconds timeout,
+                                     Blocking&& blocking, Async&& async, std::vector<at::Tensor> outputs,
+                                     std::vector<at::Tensor> keep, std::function<void()> after);
+  c10::intrusive_ptr<WorkTutti> make_work(c10d::OpType type, std::vector<tutti::Work> works,
+                                          std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
+                                          std::function<void()> after, std::chrono::milliseconds timeout);
+
+  tutti::Communicator comm_;
+  std::chrono::milliseconds timeout_;
+  std::size_t inline_bytes_;
+  std::mutex post_mu_;  // one poster at a time
+  std::atomic<std::uint64_t> seq_{0};
+
+  std::shared_ptr<Watcher> watcher_ = std::make_shared<Watcher>();
+
+  // Receives of a failed monitoredBarrier still posted: their buffers stay here.
+  std::vector<std::pair<tutti::Work, at::Tensor>> stale_;
+};
+
+c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                            int size, std::chrono::milliseconds timeout);
+
+}  // namespace tutti_torch
