@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# tutti and Open MPI side by side on the network test-bed, alternating.
+# Run it inside a test-bed, e.g. 4 hosts with links shaped to 1 Gbit/s:
+#   bash tests/netbed/netbed.sh run 4 --rate 1gbit -- bench/peers/netbed/compare.sh
+# Environment: PER (ranks per host, 1), COLL (all_reduce), MINB (8), MAXB (16M),
+# F (8), ITERS (5), REPS (2). Prints "size time_us algbw busbw" rows per run.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+IFS=, read -ra H <<< "$NETBED_HOSTS"; IFS=, read -ra A <<< "$NETBED_ADDRS"
+per=${PER:-1}
+hosts=$(printf "%s:$per," "${H[@]}"); hosts=${hosts%,}
+mpi_hosts=$(printf "%s:$per," "${A[@]}"); mpi_hosts=${mpi_hosts%,}
+args="${COLL:-all_reduce} -b ${MINB:-8} -e ${MAXB:-16M} -f ${F:-8} -n ${ITERS:-5} -w 1 -c 1"
+for rep in $(seq "${REPS:-2}"); do
+  echo "== tutti rep $rep"
+  "$root/build/bin/tuttirun" --hosts "$hosts" --exec-prefix "$NETBED_PREFIX" --master-addr "$NETBED_MASTER" \
+    "$root/build/bin/tutti-bench" $args 2>&1 | awk '/^ +[0-9]/ {print $1, $6, $7, $8, $9}'
+  echo "== openmpi rep $rep"
+  bash "$root/tests/netbed/netbed.sh" exec "${H[0]}" env NETBED_ADDRS="$NETBED_ADDRS" NETBED_HOSTS="$NETBED_HOSTS" \
+    mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -np $(( ${#H[@]} * per )) --host "$mpi_hosts" \
+    --mca plm_rsh_agent "$root/bench/peers/netbed/rsh_agent.sh" --mca mpi_yield_when_idle 1 \
+    --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+    "$root/build/peers/mpi_bench_openmpi" $args 2>&1 | awk '/^ +[0-9]/ {print $1, $6, $7, $8, $9}'
+done
