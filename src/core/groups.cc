@@ -32,9 +32,7 @@ std::shared_ptr<Communicator::Impl> make_child(Communicator::Impl& parent, std::
   }
   child->world_to_comm = map;
   child->recorder.set_capacity(parent.job->config.trace_buffer);
-  const auto& hosts = parent.job->host_of;
-  child->single_host = std::all_of(child->world.begin(), child->world.end(),
-                                   [&](int w) { return hosts[w] == hosts[child->world[0]]; });
+  child->set_topology();
   register_trace_source(child.get());
   child->job->add_comm(child.get());
   return child;
