@@ -27,12 +27,14 @@ const AlgorithmInfo kTable[] = {
     // The ranges come from loopback measurements (docs/tuning.md).
     {"all_reduce", "recursive_doubling", 0, kSmallBytes},
     {"all_reduce", "rabenseifner", kAboveSmall, 4 << 20},
-    {"all_reduce", "rabenseifner", kAboveSmall, kAny, false, 0, 4},
+    {"all_reduce", "rabenseifner", kAboveSmall, kAny, false, 0, 4, 0, 1},
     {"all_reduce", "ring", kAboveSmall, kAny},
     {"broadcast", "binomial", 0, 256 << 10},
+    // Across hosts the pipelined chain runs at line rate (measured on 4
+    // hosts); long chains pay n-2 chunk times to fill, so only up to 16 ranks.
+    {"broadcast", "chain", (256 << 10) + 1, kAny, false, 3, 16, 2},
     {"broadcast", "scatter_all_gather", (256 << 10) + 1, kAny, false, 3},
     {"broadcast", "binomial", 0, kAny},
-    {"broadcast", "chain", kOverrideOnly, 0},
     {"reduce", "binomial", 0, kAny},
     {"all_gather", "bruck", 0, 8 << 10, false, 8},
     {"all_gather", "recursive_doubling", 0, 256 << 10},

@@ -353,8 +353,9 @@ TEST(CoreSelection, AllReduceBySize) {
   EXPECT_STREQ(d::select_algorithm("all_reduce", (std::size_t(4) << 20) + 1, c, t), "ring");
   EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c, t), "ring");
   EXPECT_STREQ(d::select_algorithm("all_reduce", ~std::size_t(0), c, t), "ring");
-  // Up to 4 ranks Rabenseifner stays ahead at every size.
-  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c, shape(4)), "rabenseifner");
+  // Up to 4 ranks on one host Rabenseifner stays ahead at every size; across hosts the ring.
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c, shape(4, 1, 4)), "rabenseifner");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c, shape(4, 4, 1)), "ring");
 
   c.small_bytes = 0;
   EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c, t), "recursive_doubling");
@@ -373,6 +374,24 @@ TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
     int ranks;
     const char* algo;
   };
+  struct HostRow {
+    const char* coll;
+    std::size_t bytes;
+    int ranks, hosts;
+    const char* algo;
+  };
+  const HostRow host_rows[] = {
+      {"broadcast", 256 * K, 4, 4, "binomial"},
+      {"broadcast", 256 * K + 1, 4, 4, "chain"},
+      {"broadcast", 256 * K + 1, 16, 2, "chain"},
+      {"broadcast", 256 * K + 1, 17, 2, "scatter_all_gather"},
+      {"broadcast", 256 * K + 1, 8, 1, "scatter_all_gather"},
+      {"broadcast", std::size_t(1) << 30, 2, 2, "binomial"},
+  };
+  for (const HostRow& r : host_rows)
+    EXPECT_STREQ(d::select_algorithm(r.coll, r.bytes, c, shape(r.ranks, r.hosts, (r.ranks + r.hosts - 1) / r.hosts)),
+                 r.algo)
+        << r.coll << " at " << r.bytes << " B on " << r.ranks << " ranks, " << r.hosts << " hosts";
   const Row rows[] = {
       {"broadcast", 0, 8, "binomial"},
       {"broadcast", 256 * K, 8, "binomial"},
@@ -396,10 +415,10 @@ TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
   for (const Row& r : rows)
     EXPECT_STREQ(d::select_algorithm(r.coll, r.bytes, c, shape(r.ranks, 1, r.ranks)), r.algo)
         << r.coll << " at " << r.bytes << " B on " << r.ranks << " ranks";
-  // chain is never a default.
+  // On one host the chain is never a default.
   for (int n : {2, 3, 8, 64})
     for (std::size_t b : {std::size_t(0), std::size_t(1) << 20, std::size_t(1) << 40})
-      EXPECT_STRNE(d::select_algorithm("broadcast", b, c, shape(n)), "chain");
+      EXPECT_STRNE(d::select_algorithm("broadcast", b, c, shape(n, 1, n)), "chain");
 }
 
 TEST(CoreSelection, OtherCollectivesAtAnySize) {
@@ -419,7 +438,7 @@ TEST(CoreSelection, OverrideHonoured) {
   EXPECT_STREQ(d::select_algorithm("all_reduce", 8, c, false), "ring");
   c.algo["all_reduce"] = "recursive_doubling";
   EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c, false), "recursive_doubling");
-  c.algo["broadcast"] = "chain";  // never a default, but forcible
+  c.algo["broadcast"] = "chain";  // never a default at 8 bytes, but forcible
   EXPECT_STREQ(d::select_algorithm("broadcast", 8, c, shape(8)), "chain");
   // Another collective's override leaves all_reduce alone.
   d::Config c2;
@@ -440,7 +459,7 @@ TEST(CoreSelection, UnknownAlgorithmNamesKnownOnes) {
   e = expect_error([&] { d::select_algorithm("broadcast", 16, c, false); });
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   EXPECT_CONTAINS(e.message(), "unknown algorithm 'ring' for broadcast");
-  EXPECT_CONTAINS(e.message(), "known: shm, binomial, scatter_all_gather, chain");
+  EXPECT_CONTAINS(e.message(), "known: shm, binomial, chain, scatter_all_gather");
 }
 
 TEST(CoreSelection, UnknownCollectiveWithoutOverrideIsInternal) {
