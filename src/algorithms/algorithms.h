@@ -26,18 +26,25 @@ struct ConstBlock {
 // buf holds the input and receives the result (the core copies sendbuf in).
 void all_reduce_recursive_doubling(OpContext& ctx, void* buf, std::size_t count, DataType dtype, ReduceOpKind op);
 void all_reduce_ring(OpContext& ctx, void* buf, std::size_t count, DataType dtype, ReduceOpKind op);
+void all_reduce_rabenseifner(OpContext& ctx, void* buf, std::size_t count, DataType dtype, ReduceOpKind op);
 
 void broadcast_binomial(OpContext& ctx, void* buf, std::size_t bytes, int root);
+void broadcast_chain(OpContext& ctx, void* buf, std::size_t bytes, int root);
+void broadcast_scatter_all_gather(OpContext& ctx, void* buf, std::size_t bytes, int root);
 // recvbuf used on root only.
 void reduce_binomial(OpContext& ctx, const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype,
                      ReduceOpKind op, int root);
 
 // out[r] must already hold this rank's contribution (the core copies it).
 void all_gather_ring(OpContext& ctx, const std::vector<Block>& out, std::size_t elem_size);
+void all_gather_bruck(OpContext& ctx, const std::vector<Block>& out, std::size_t elem_size);
+void all_gather_recursive_doubling(OpContext& ctx, const std::vector<Block>& out, std::size_t elem_size);
 // in[b]: this rank's input for block b (n blocks); the reduction of block
 // `rank` is written to out (out may alias in[rank]).
 void reduce_scatter_ring(OpContext& ctx, const std::vector<ConstBlock>& in, void* out, DataType dtype,
                          ReduceOpKind op);
+void reduce_scatter_recursive_halving(OpContext& ctx, const std::vector<ConstBlock>& in, void* out, DataType dtype,
+                                      ReduceOpKind op);
 // Same, but in place: blocks[b] are this rank's inputs and scratch; the
 // result for block `rank` ends in blocks[rank]. Other blocks are clobbered.
 void reduce_scatter_ring_inplace(OpContext& ctx, const std::vector<Block>& blocks, DataType dtype, ReduceOpKind op);
@@ -46,6 +53,9 @@ void reduce_scatter_ring_inplace(OpContext& ctx, const std::vector<Block>& block
 void all_to_all_pairwise(OpContext& ctx, const char* sendbuf, const std::vector<std::size_t>& send_bytes,
                          const std::vector<std::size_t>& send_displs, char* recvbuf,
                          const std::vector<std::size_t>& recv_bytes, const std::vector<std::size_t>& recv_displs);
+
+// Equal blocks of `block` bytes only; recvbuf may alias sendbuf.
+void all_to_all_bruck(OpContext& ctx, const char* sendbuf, char* recvbuf, std::size_t block);
 
 // Root receives block r into out[r] (out[root] must already hold its own).
 void gather_linear(OpContext& ctx, const void* sendbuf, const std::vector<char*>& out, std::size_t bytes, int root);

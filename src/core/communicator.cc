@@ -160,6 +160,10 @@ Work Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int 
       shm_broadcast(impl->shm(x), buf, bytes, root);
     } else if (std::strcmp(x.algo, "two_level") == 0) {
       two_level_broadcast(impl->hierarchy(), buf, count, dtype, root, x.rank);
+    } else if (std::strcmp(x.algo, "chain") == 0) {
+      broadcast_chain(x, buf, bytes, root);
+    } else if (std::strcmp(x.algo, "scatter_all_gather") == 0) {
+      broadcast_scatter_all_gather(x, buf, bytes, root);
     } else {
       broadcast_binomial(x, buf, bytes, root);
     }
@@ -204,6 +208,7 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
   describe_reduce(c, dtype, op);
   c.algo = impl_->select("all_reduce", bytes);
   const bool ring = std::strcmp(c.algo, "ring") == 0;
+  const bool rabenseifner = std::strcmp(c.algo, "rabenseifner") == 0;
   const bool shm = std::strcmp(c.algo, "shm") == 0;
   const int n = impl_->size;
   return impl_->run(
@@ -224,6 +229,8 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
         }
         if (ring) {
           all_reduce_ring(x, recvbuf, count, dtype, base_op(op));
+        } else if (rabenseifner) {
+          all_reduce_rabenseifner(x, recvbuf, count, dtype, base_op(op));
         } else {
           all_reduce_recursive_doubling(x, recvbuf, count, dtype, base_op(op));
         }
@@ -304,6 +311,10 @@ Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvb
           std::vector<char*> ptrs;
           for (const Block& b : out) ptrs.push_back(b.ptr);
           shm_all_gather(impl->shm(x), sendbuf, ptrs, bytes);
+        } else if (std::strcmp(x.algo, "bruck") == 0) {
+          all_gather_bruck(x, out, es);
+        } else if (std::strcmp(x.algo, "recursive_doubling") == 0) {
+          all_gather_recursive_doubling(x, out, es);
         } else {
           all_gather_ring(x, out, es);
         }
@@ -395,7 +406,11 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
           blocks.push_back(ConstBlock{scaled.empty() ? static_cast<const char*>(in[b])
                                                      : premul_input(in[b], count, dtype, op, scaled[b]),
                                       count});
-        reduce_scatter_ring(x, blocks, recvbuf, dtype, base_op(op));
+        if (std::strcmp(x.algo, "recursive_halving") == 0) {
+          reduce_scatter_recursive_halving(x, blocks, recvbuf, dtype, base_op(op));
+        } else {
+          reduce_scatter_ring(x, blocks, recvbuf, dtype, base_op(op));
+        }
         if (op.kind == ReduceOpKind::Avg) divide_by(recvbuf, count, dtype, n);
       },
       t_blocking_call);
@@ -448,6 +463,9 @@ Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_
   c.dtype_name = dtype_name(dtype);
   c.varying_sizes = true;
   c.algo = impl_->select("all_to_all", total_send * es);
+  // Bruck handles equal blocks only (the equal form calls it directly);
+  // per-peer sizes always go pairwise.
+  if (std::strcmp(c.algo, "shm") != 0) c.algo = "pairwise";
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
@@ -483,6 +501,21 @@ Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t c
     return impl_->run(
         std::move(c),
         [=, impl = impl_.get()](OpContext& x) { shm_all_to_all(impl->shm(x), sendbuf, recvbuf, block); },
+        t_blocking_call);
+  }
+  if (std::strcmp(algo, "bruck") == 0) {
+    v.buffer(sendbuf, count * n, "sendbuf");
+    v.buffer(recvbuf, count * n, "recvbuf");
+    // Its messages are not the v form's: a rank calling all_to_all_v
+    // against it meets a signature mismatch, not a wrong result.
+    OpContext c = impl_->make_context("all_to_all", block * n);
+    c.dtype_name = dtype_name(dtype);
+    c.algo = algo;
+    return impl_->run(
+        std::move(c),
+        [=](OpContext& x) {
+          all_to_all_bruck(x, static_cast<const char*>(sendbuf), static_cast<char*>(recvbuf), block);
+        },
         t_blocking_call);
   }
   std::vector<std::size_t> counts(n, count), displs(n);

@@ -255,7 +255,25 @@ const char* Communicator::Impl::select(const char* collective, std::size_t bytes
     auto it = job->config.algo.find(collective);
     if (it == job->config.algo.end() || it->second == "two_level") return "two_level";
   }
-  return detail::select_algorithm(collective, bytes, job->config, single_host);
+  detail::Topology t;
+  t.ranks = size;
+  t.hosts = num_hosts;
+  t.ranks_per_host = ranks_per_host;
+  t.single_host = single_host;
+  return detail::select_algorithm(collective, bytes, job->config, t);
+}
+
+void Communicator::Impl::set_topology() {
+  std::vector<int> per_host;  // members per host index
+  for (int w : world) {
+    const auto h = static_cast<std::size_t>(job->host_of[w]);
+    if (per_host.size() <= h) per_host.resize(h + 1, 0);
+    ++per_host[h];
+  }
+  num_hosts = static_cast<int>(std::count_if(per_host.begin(), per_host.end(), [](int c) { return c > 0; }));
+  ranks_per_host = per_host.empty() ? 1 : *std::max_element(per_host.begin(), per_host.end());
+  single_host = num_hosts <= 1;
+  two_level = !single_host && detail::hierarchy_applies(world, job->host_of);
 }
 
 void Communicator::Impl::run_task(Task& t) {

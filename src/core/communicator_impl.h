@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "algorithms/context.h"
+#include "algorithms/selection.h"
 #include "common/config.h"
 #include "core/flight_recorder.h"
 #include "core/hierarchy.h"
@@ -110,6 +111,12 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // (core/hierarchy.h), through children made at the first such operation.
   bool two_level = false;
   detail::Hierarchy& hierarchy();
+  // Hosts among the members and the most members on one of them (for the
+  // selection table). set_topology() fills these and single_host from the
+  // job's host map and `world`.
+  int num_hosts = 1;
+  int ranks_per_host = 1;
+  void set_topology();
   // The communicator's shared-memory segment, mapped at the first
   // shared-memory collective (every member runs it in the same order).
   detail::ShmGroup& shm(const detail::OpContext& ctx);

@@ -30,10 +30,7 @@ std::shared_ptr<Communicator::Impl> make_child_impl(Communicator::Impl& parent, 
   }
   child->world_to_comm = map;
   child->recorder.set_capacity(parent.job->config.trace_buffer);
-  const auto& hosts = parent.job->host_of;
-  child->single_host = std::all_of(child->world.begin(), child->world.end(),
-                                   [&](int w) { return hosts[w] == hosts[child->world[0]]; });
-  child->two_level = !child->single_host && hierarchy_applies(child->world, hosts);
+  child->set_topology();
   register_trace_source(child.get());
   child->job->add_comm(child.get());
   return child;

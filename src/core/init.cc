@@ -199,8 +199,7 @@ Communicator init(const InitOptions& options) {
     map->push_back(r);
   }
   impl->world_to_comm = map;
-  impl->single_host = single_host;
-  impl->two_level = !single_host && hierarchy_applies(impl->world, job->host_of);
+  impl->set_topology();
   impl->recorder.set_capacity(job->config.trace_buffer);
   detail::configure_traces(job->job_id, rank, job->config.trace_dir, job->config.trace_buffer > 0);
   detail::register_trace_source(impl.get());

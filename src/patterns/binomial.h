@@ -30,4 +30,11 @@ inline std::vector<int> children(int r, int root, int n) {
   return out;
 }
 
+// The subtree of virtual rank v is the virtual ranks [v, subtree_end(v, n)):
+// a binomial scatter hands v exactly the blocks of that range.
+inline int subtree_end(int v, int n) {
+  int e = v == 0 ? n : v + lowbit(v);
+  return e < n ? e : n;
+}
+
 }  // namespace tutti::detail::binomial

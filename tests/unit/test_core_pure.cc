@@ -333,29 +333,97 @@ TEST_F(CoreConfigEnv, EnvironmentStartsClean) {
 
 // ---- select_algorithm / validate_algo_overrides -------------------------------------
 
+d::Topology shape(int ranks, int hosts = 0, int per_host = 0) {
+  d::Topology t;
+  t.ranks = ranks;
+  t.hosts = hosts;
+  t.ranks_per_host = per_host;
+  return t;
+}
+
 TEST(CoreSelection, AllReduceBySize) {
   d::Config c;
   const std::size_t small = c.small_bytes;
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c, false), "recursive_doubling");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 1, c, false), "recursive_doubling");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", small, c, false), "recursive_doubling");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", small + 1, c, false), "ring");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c, false), "ring");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", ~std::size_t(0), c, false), "ring");
+  const d::Topology t = shape(8, 2, 4);
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c, t), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 1, c, t), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", small, c, t), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", small + 1, c, t), "rabenseifner");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(4) << 20, c, t), "rabenseifner");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", (std::size_t(4) << 20) + 1, c, t), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c, t), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", ~std::size_t(0), c, t), "ring");
+  // Up to 4 ranks on one host Rabenseifner stays ahead at every size; across hosts the ring.
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c, shape(4, 1, 4)), "rabenseifner");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c, shape(4, 4, 1)), "ring");
 
   c.small_bytes = 0;
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c, false), "recursive_doubling");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 1, c, false), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 0, c, t), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 1, c, t), "rabenseifner");
   c.small_bytes = 1000;
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 1000, c, false), "recursive_doubling");
-  EXPECT_STREQ(d::select_algorithm("all_reduce", 1001, c, false), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 1000, c, t), "recursive_doubling");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", 1001, c, t), "rabenseifner");
+}
+
+TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
+  d::Config c;
+  const std::size_t K = 1024;
+  struct Row {
+    const char* coll;
+    std::size_t bytes;
+    int ranks;
+    const char* algo;
+  };
+  struct HostRow {
+    const char* coll;
+    std::size_t bytes;
+    int ranks, hosts;
+    const char* algo;
+  };
+  const HostRow host_rows[] = {
+      {"broadcast", 256 * K, 4, 4, "binomial"},
+      {"broadcast", 256 * K + 1, 4, 4, "chain"},
+      {"broadcast", 256 * K + 1, 16, 2, "chain"},
+      {"broadcast", 256 * K + 1, 17, 2, "scatter_all_gather"},
+      {"broadcast", 256 * K + 1, 8, 1, "scatter_all_gather"},
+      {"broadcast", std::size_t(1) << 30, 2, 2, "binomial"},
+  };
+  for (const HostRow& r : host_rows)
+    EXPECT_STREQ(d::select_algorithm(r.coll, r.bytes, c, shape(r.ranks, r.hosts, (r.ranks + r.hosts - 1) / r.hosts)),
+                 r.algo)
+        << r.coll << " at " << r.bytes << " B on " << r.ranks << " ranks, " << r.hosts << " hosts";
+  const Row rows[] = {
+      {"broadcast", 0, 8, "binomial"},
+      {"broadcast", 256 * K, 8, "binomial"},
+      {"broadcast", 256 * K + 1, 8, "scatter_all_gather"},
+      {"broadcast", 256 * K + 1, 3, "scatter_all_gather"},
+      {"broadcast", std::size_t(1) << 30, 2, "binomial"},  // two ranks: one send is best
+      {"all_gather", 8, 8, "bruck"},
+      {"all_gather", 8 * K, 8, "bruck"},
+      {"all_gather", 8 * K + 1, 8, "recursive_doubling"},
+      {"all_gather", 8, 7, "recursive_doubling"},
+      {"all_gather", 256 * K, 5, "recursive_doubling"},
+      {"all_gather", 256 * K + 1, 5, "ring"},
+      {"reduce_scatter", 8 * K, 5, "recursive_halving"},
+      {"reduce_scatter", 8 * K + 1, 8, "ring"},
+      {"reduce_scatter", 64 * K, 8, "recursive_halving"},
+      {"reduce_scatter", 64 * K, 6, "ring"},
+      {"reduce_scatter", std::size_t(1) << 30, 16, "recursive_halving"},
+      {"all_to_all", 32 * K, 8, "bruck"},
+      {"all_to_all", 32 * K + 1, 8, "pairwise"},
+  };
+  for (const Row& r : rows)
+    EXPECT_STREQ(d::select_algorithm(r.coll, r.bytes, c, shape(r.ranks, 1, r.ranks)), r.algo)
+        << r.coll << " at " << r.bytes << " B on " << r.ranks << " ranks";
+  // On one host the chain is never a default.
+  for (int n : {2, 3, 8, 64})
+    for (std::size_t b : {std::size_t(0), std::size_t(1) << 20, std::size_t(1) << 40})
+      EXPECT_STRNE(d::select_algorithm("broadcast", b, c, shape(n, 1, n)), "chain");
 }
 
 TEST(CoreSelection, OtherCollectivesAtAnySize) {
   const std::pair<const char*, const char*> table[] = {
-      {"broadcast", "binomial"},   {"reduce", "binomial"},   {"all_gather", "ring"},
-      {"reduce_scatter", "ring"},  {"all_to_all", "pairwise"}, {"gather", "linear"},
-      {"scatter", "linear"},       {"barrier", "dissemination"},
+      {"reduce", "binomial"}, {"gather", "linear"}, {"scatter", "linear"}, {"barrier", "dissemination"},
   };
   d::Config c;
   for (auto [coll, algo] : table)
@@ -370,10 +438,12 @@ TEST(CoreSelection, OverrideHonoured) {
   EXPECT_STREQ(d::select_algorithm("all_reduce", 8, c, false), "ring");
   c.algo["all_reduce"] = "recursive_doubling";
   EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c, false), "recursive_doubling");
+  c.algo["broadcast"] = "chain";  // never a default at 8 bytes, but forcible
+  EXPECT_STREQ(d::select_algorithm("broadcast", 8, c, shape(8)), "chain");
   // Another collective's override leaves all_reduce alone.
   d::Config c2;
   c2.algo["broadcast"] = "binomial";
-  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c2, false), "ring");
+  EXPECT_STREQ(d::select_algorithm("all_reduce", std::size_t(1) << 30, c2, shape(8)), "ring");
   EXPECT_STREQ(d::select_algorithm("broadcast", 0, c2, false), "binomial");
 }
 
@@ -383,13 +453,13 @@ TEST(CoreSelection, UnknownAlgorithmNamesKnownOnes) {
   Error e = expect_error([&] { d::select_algorithm("all_reduce", 16, c, false); });
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   EXPECT_CONTAINS(e.message(), "unknown algorithm 'tree' for all_reduce");
-  EXPECT_CONTAINS(e.message(), "known: shm, recursive_doubling, ring");
+  EXPECT_CONTAINS(e.message(), "known: shm, recursive_doubling, rabenseifner, ring");
 
   c.algo["broadcast"] = "ring";  // a real algorithm, but not a broadcast one
   e = expect_error([&] { d::select_algorithm("broadcast", 16, c, false); });
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   EXPECT_CONTAINS(e.message(), "unknown algorithm 'ring' for broadcast");
-  EXPECT_CONTAINS(e.message(), "known: shm, binomial");
+  EXPECT_CONTAINS(e.message(), "known: shm, binomial, chain, scatter_all_gather");
 }
 
 TEST(CoreSelection, UnknownCollectiveWithoutOverrideIsInternal) {

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "patterns/binomial.h"
+#include "patterns/bruck.h"
+#include "patterns/chain.h"
 #include "patterns/dissemination.h"
 #include "patterns/pairwise.h"
 #include "patterns/recursive_doubling.h"
@@ -23,6 +25,8 @@ namespace binomial = tutti::detail::binomial;
 namespace rd = tutti::detail::recursive_doubling;
 namespace dissemination = tutti::detail::dissemination;
 namespace pairwise = tutti::detail::pairwise;
+namespace bruck = tutti::detail::bruck;
+namespace chain = tutti::detail::chain;
 
 using Mask = std::uint64_t;  // set of ranks (bit r = rank r)
 
@@ -380,6 +384,174 @@ TEST(PatternPairwise, EachStepIsAPermutationAndEveryPairMeetsOnce) {
       for (int b = 0; b < n; ++b)
         EXPECT_EQ(met[a][b], a == b ? 0 : 1) << "n=" << n << " pair (" << a << "," << b << ")";
   }
+}
+
+// ---- recursive halving / doubling over participants ----------------------------
+
+TEST(PatternRecursiveDoubling, FirstRealSplitsRanksIntoParticipantRanges) {
+  for (int n = 1; n <= kMaxWorld; ++n) {
+    for (int r = 0; r < n; ++r) {
+      const rd::Fold f = rd::fold(r, n);
+      EXPECT_EQ(rd::first_real(0, f), 0) << "n=" << n;
+      EXPECT_EQ(rd::first_real(f.p, f), n) << "n=" << n;
+      for (int v = 0; v < f.p; ++v) {
+        const int lo = rd::first_real(v, f), hi = rd::first_real(v + 1, f);
+        EXPECT_EQ(hi - lo, v < f.rem ? 2 : 1) << "n=" << n << " v=" << v;
+        // The participant's own real rank is in its range, and is the last.
+        EXPECT_EQ(rd::real_rank(v, f), hi - 1) << "n=" << n << " v=" << v;
+      }
+    }
+  }
+}
+
+TEST(PatternRecursiveDoubling, GroupsAreAlignedAndHoldTheirMember) {
+  for (int p = 1; p <= kMaxWorld; p *= 2)
+    for (int v = 0; v < p; ++v)
+      for (int size = 1; size <= p; size *= 2) {
+        const rd::Range g = rd::group(v, size);
+        EXPECT_EQ(g.hi - g.lo, size);
+        EXPECT_EQ(g.lo % size, 0);
+        EXPECT_TRUE(g.lo <= v && v < g.hi) << "p=" << p << " v=" << v << " size=" << size;
+      }
+}
+
+Mask range_mask(rd::Range g) {
+  Mask m = 0;
+  for (int i = g.lo; i < g.hi; ++i) m |= bit(i);
+  return m;
+}
+
+TEST(PatternRecursiveDoubling, SimulatedHalvingThenDoublingReducesAndGathersEveryRange) {
+  for (int p = 1; p <= kMaxWorld; p *= 2) {
+    // partial[v][b]: the participants whose input participant v holds for range b.
+    std::vector<std::vector<Mask>> partial(p, std::vector<Mask>(p));
+    for (int v = 0; v < p; ++v)
+      for (int b = 0; b < p; ++b) partial[v][b] = bit(v);
+    for (int mask = p / 2; mask >= 1; mask >>= 1) {
+      auto next = partial;
+      for (int v = 0; v < p; ++v) {
+        const int pv = v ^ mask;
+        const rd::Range keep = rd::group(v, mask), give = rd::group(pv, mask);
+        // Halves of the group held so far; what the partner gives is what v keeps.
+        EXPECT_EQ(range_mask(keep) | range_mask(give), range_mask(rd::group(v, 2 * mask)));
+        EXPECT_EQ(range_mask(keep) & range_mask(give), 0u);
+        const rd::Range partner_give = rd::group(v, mask);
+        EXPECT_EQ(partner_give.lo, keep.lo);
+        for (int b = keep.lo; b < keep.hi; ++b) {
+          EXPECT_EQ(partial[v][b] & partial[pv][b], 0u) << "a contribution counted twice, p=" << p;
+          next[v][b] = partial[v][b] | partial[pv][b];
+        }
+      }
+      partial = next;
+    }
+    for (int v = 0; v < p; ++v) EXPECT_EQ(partial[v][v], all_ranks(p)) << "p=" << p << " v=" << v;
+    // Doubling: v holds group(v, mask) entering each round.
+    std::vector<Mask> have(p);
+    for (int v = 0; v < p; ++v) have[v] = bit(v);
+    for (int mask = 1; mask < p; mask <<= 1) {
+      auto next = have;
+      for (int v = 0; v < p; ++v) {
+        EXPECT_EQ(have[v], range_mask(rd::group(v, mask)));
+        EXPECT_EQ(have[v ^ mask], range_mask(rd::group(v ^ mask, mask)));
+        next[v] = have[v] | have[v ^ mask];
+      }
+      have = next;
+    }
+    for (int v = 0; v < p; ++v) EXPECT_EQ(have[v], all_ranks(p));
+  }
+}
+
+// ---- Bruck -----------------------------------------------------------------------
+
+TEST(PatternBruck, SimulatedAllGatherFillsEverySlotOnce) {
+  for (int n = 1; n <= kMaxWorld; ++n) {
+    std::vector<std::vector<int>> slot(n, std::vector<int>(n, -1));  // owner of the block in slot i
+    for (int r = 0; r < n; ++r) slot[r][0] = r;
+    for (int k = 0; k < bruck::rounds(n); ++k) {
+      const int dist = 1 << k, c = bruck::ag_count(k, n);
+      ASSERT_GT(c, 0);
+      auto next = slot;
+      for (int r = 0; r < n; ++r) {
+        const int to = bruck::ag_send_to(r, k, n);
+        EXPECT_EQ(bruck::ag_recv_from(to, k, n), r) << "n=" << n << " k=" << k;
+        for (int i = 0; i < c; ++i) {
+          ASSERT_NE(slot[r][i], -1) << "sends an empty slot, n=" << n;
+          ASSERT_EQ(slot[to][dist + i], -1) << "overwrites a slot, n=" << n;
+          next[to][dist + i] = slot[r][i];
+        }
+      }
+      slot = next;
+    }
+    EXPECT_EQ(bruck::rounds(n), ceil_log2(n));
+    for (int r = 0; r < n; ++r)
+      for (int i = 0; i < n; ++i) EXPECT_EQ(slot[r][i], bruck::ag_slot_owner(r, i, n)) << "n=" << n;
+  }
+}
+
+TEST(PatternBruck, SimulatedAllToAllDeliversEveryBlock) {
+  for (int n = 1; n <= kMaxWorld; ++n) {
+    // (source, destination) of the block in each slot.
+    std::vector<std::vector<std::pair<int, int>>> slot(n, std::vector<std::pair<int, int>>(n));
+    for (int r = 0; r < n; ++r)
+      for (int i = 0; i < n; ++i) slot[r][i] = {r, bruck::a2a_initial_dest(r, i, n)};
+    for (int k = 0; k < bruck::rounds(n); ++k) {
+      auto next = slot;
+      for (int r = 0; r < n; ++r) {
+        const int to = bruck::a2a_send_to(r, k, n);
+        EXPECT_EQ(bruck::a2a_recv_from(to, k, n), r);
+        for (int i = 0; i < n; ++i)
+          if (bruck::a2a_moves(i, k)) next[to][i] = slot[r][i];
+      }
+      slot = next;
+    }
+    for (int d = 0; d < n; ++d)
+      for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(slot[d][i].second, d) << "n=" << n << " slot " << i;
+        EXPECT_EQ(slot[d][i].first, bruck::a2a_final_source(d, i, n)) << "n=" << n << " slot " << i;
+      }
+  }
+}
+
+// ---- chain and binomial subtrees ----------------------------------------------------
+
+TEST(PatternChain, VisitsEveryRankOnceFromTheRoot) {
+  for (int n = 1; n <= kMaxWorld; ++n)
+    for (int root = 0; root < n; ++root) {
+      EXPECT_EQ(chain::prev(root, root, n), -1);
+      Mask seen = 0;
+      int r = root, hops = 0;
+      while (r != -1) {
+        ASSERT_FALSE(seen & bit(r));
+        seen |= bit(r);
+        const int nx = chain::next(r, root, n);
+        if (nx != -1) {
+          EXPECT_EQ(chain::prev(nx, root, n), r);
+        }
+        r = nx;
+        ++hops;
+      }
+      EXPECT_EQ(seen, all_ranks(n));
+      EXPECT_EQ(hops, n);
+    }
+}
+
+TEST(PatternBinomial, ChildSubtreesPartitionTheParentsRange) {
+  for (int n = 1; n <= kMaxWorld; ++n)
+    for (int root = 0; root < n; ++root)
+      for (int r = 0; r < n; ++r) {
+        const int v = binomial::to_virtual(r, root, n);
+        Mask covered = bit(v);
+        for (int c : binomial::children(r, root, n)) {
+          const int cv = binomial::to_virtual(c, root, n);
+          for (int u = cv; u < binomial::subtree_end(cv, n); ++u) {
+            EXPECT_FALSE(covered & bit(u)) << "n=" << n << " root=" << root << " r=" << r;
+            covered |= bit(u);
+          }
+        }
+        Mask want = 0;
+        for (int u = v; u < binomial::subtree_end(v, n); ++u) want |= bit(u);
+        EXPECT_EQ(covered, want) << "n=" << n << " root=" << root << " r=" << r;
+      }
 }
 
 }  // namespace

@@ -1,0 +1,125 @@
+// Each network algorithm forced by TUTTI_ALGO, over TCP, on world sizes
+// 1..8: counts {0, 1, 7, n-1, n+1, 3000, one past the chunk}, several dtypes,
+// every valid reduce op, every root, in place and not, list and contiguous
+// forms; every element checked against the reference. One launch per world
+// size and override set, all cases inside.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "harness/spawn.h"
+#include "multirank/collective_checks.h"
+
+namespace tutti::testing {
+namespace {
+
+constexpr std::size_t kChunkBytes = 256;
+
+// Override sets: each names at most one algorithm per collective; together
+// they force every network algorithm the table can pick besides the ones
+// the plain TCP sweep (test_collectives.cc) already reaches by default.
+const char* const kOverrideSets[] = {
+    "all_reduce:rabenseifner,broadcast:chain,all_gather:bruck,reduce_scatter:recursive_halving,all_to_all:bruck",
+    "all_reduce:ring,broadcast:scatter_all_gather,all_gather:recursive_doubling,reduce_scatter:ring",
+};
+
+const DataType kDtypes[] = {DataType::Float32, DataType::Float64,  DataType::Int32, DataType::Int8,
+                            DataType::BFloat16, DataType::Float16, DataType::Bool,  DataType::Complex64};
+
+std::vector<std::size_t> counts_for(int n, DataType dt) {
+  std::vector<std::size_t> c = {0, 1, 7, static_cast<std::size_t>(n - 1), static_cast<std::size_t>(n + 1), 3000,
+                                kChunkBytes / dtype_size(dt) + 1};
+  std::sort(c.begin(), c.end());
+  c.erase(std::unique(c.begin(), c.end()), c.end());
+  return c;
+}
+
+// all_to_all with sendbuf == recvbuf (the other checks use two buffers).
+void check_all_to_all_in_place(Communicator& comm, const CaseInfo& c) {
+  const int n = comm.size(), r = comm.rank();
+  const std::size_t bytes = c.count * dtype_size(c.dtype);
+  Buf buf = input_of(c, r, 0, c.count * n);
+  comm.all_to_all(buf.data(), buf.data(), c.count, c.dtype);
+  Buf want;
+  for (int p = 0; p < n; ++p) {
+    Buf theirs = input_of(c, p, 0, c.count * n);
+    want.insert(want.end(), theirs.begin() + r * bytes, theirs.begin() + (r + 1) * bytes);
+  }
+  if (buf != want) ADD_FAILURE() << c.describe("all_to_all in place", r);
+}
+
+std::size_t run_cases(Communicator& comm, std::uint64_t id) {
+  const int n = comm.size();
+  std::size_t cases = 0;
+  auto next = [&](DataType dt, std::size_t count) {
+    CaseInfo c;
+    c.id = ++id;
+    c.dtype = dt;
+    c.count = count;
+    c.async = (id % 5) == 0;
+    c.list_form = (id % 4) < 2;
+    ++cases;
+    return c;
+  };
+  for (DataType dt : kDtypes) {
+    for (std::size_t count : counts_for(n, dt)) {
+      for (int k = 0; k < kNumReduceOps; ++k) {
+        ReduceOp op(static_cast<ReduceOpKind>(k));
+        if (op.kind == ReduceOpKind::PremulSum) op.scalar = dtype_is_integer(dt) ? 3.0 : 0.5;
+        if (!reduce_op_invalid_reason(dt, op).empty()) continue;
+        for (bool inplace : {false, true}) {
+          CaseInfo c = next(dt, count);
+          c.op = op;
+          c.inplace = inplace;
+          check_all_reduce(comm, c);
+          c = next(dt, count);
+          c.op = op;
+          c.inplace = inplace;
+          check_reduce_scatter(comm, c);
+        }
+      }
+      for (int root = 0; root < n; ++root) {
+        CaseInfo c = next(dt, count);
+        c.root = root;
+        check_broadcast(comm, c);
+      }
+      for (bool inplace : {false, true}) {
+        CaseInfo c = next(dt, count);
+        c.inplace = inplace;
+        check_all_gather(comm, c);
+      }
+      CaseInfo c = next(dt, count);
+      check_all_to_all(comm, c);
+      c = next(dt, count);
+      check_all_to_all_in_place(comm, c);
+      c = next(dt, count);
+      check_all_to_all_v(comm, c);
+      if (::testing::Test::HasFailure()) return cases;  // stop at the first broken case set
+    }
+  }
+  return cases;
+}
+
+class ForcedAlgorithms : public ::testing::TestWithParam<int> {};
+
+TEST_P(ForcedAlgorithms, EveryAlgorithmOverTcp) {
+  std::uint64_t id = 700000;
+  for (const char* set : kOverrideSets) {
+    SCOPED_TRACE(set);
+    SpawnOptions o;
+    o.env = {{"TUTTI_TRANSPORT", "tcp"}, {"TUTTI_ALGO", set}, {"TUTTI_CHUNK_BYTES", std::to_string(kChunkBytes)}};
+    spawn(GetParam(), [set, id](Communicator& comm) {
+      std::size_t cases = run_cases(comm, id);
+      if (comm.rank() == 0) std::printf("world %d, %s: %zu cases\n", comm.size(), set, cases);
+    }, o);
+    id += 100000;
+    if (HasFailure()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(World, ForcedAlgorithms, ::testing::Values(1, 2, 3, 4, 5, 7, 8),
+                         [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
+
+}  // namespace
+}  // namespace tutti::testing
