@@ -121,7 +121,7 @@ class Pmi1 {
 };
 
 void split_host_port(const std::string& text, const std::string& where, std::string& host, int& port) {
-  auto sp = text.rfind(' ');
+  auto sp = text.rfind(':');
   char* end = nullptr;
   long p = sp == std::string::npos ? -1 : std::strtol(text.c_str() + sp + 1, &end, 10);
   if (sp == std::string::npos || sp == 0 || p <= 0 || p > 65535 || (end && *end != '\0' && *end != '\n'))
@@ -154,13 +154,13 @@ Rendezvous open_rendezvous(const LaunchEnv& launch, const Config& config, int ra
     rv.store = make_tcp_store_client(rv.host, rv.port, timeout, secret);
     return rv;
   }
-  // Rank 0 serves the store on a free port and publishes "host port".
+  // Rank 0 serves the store on a free port and publishes "host:port".
   const std::string host = my_hostname();
   std::string record;
   if (rank == 0) {
     rv.server = std::make_unique<TcpStoreServer>(store_listen_address(config, ""), 0, secret);
     record = host;
-    record += ' ';
+    record += ':';
     record += std::to_string(rv.server->port());
   }
   std::string where;
