@@ -36,7 +36,13 @@ case $mode in
         exit 1
       fi
       echo "a stale RANK in an srun step fails at init: $(grep -F -m1 "$want" <<<"$out")"
-    ' _ "$check" "$tour"
+      # The sbatch script of docs/launching.md, with the tour on 4 tasks.
+      log=$(mktemp -d /tmp/tutti-sbatch.XXXXXX)
+      trap "rm -rf $log" EXIT
+      SEED_TOUR="$2" timeout 90 sbatch --wait --overcommit --output="$log/out" "$3" >/dev/null || {
+        cat "$log/out" >&2; echo "the sbatch script failed" >&2; exit 1; }
+      python3 "$1" --run 4 -- cat "$log/out"
+    ' _ "$check" "$tour" "$here/seed_tour.sbatch"
     ;;
   openmpi)
     need mpirun.openmpi
