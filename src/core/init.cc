@@ -96,7 +96,8 @@ Communicator init(const InitOptions& options) {
   const TimePoint deadline = deadline_after(timeout);
   TUTTI_LOG(Debug, "init: rank " << rank << " of " << size << "; config: " << job->config.describe());
 
-  const std::string secret = !options.job_secret.empty() ? options.job_secret : job_secret_from_env();
+  std::string secret = !options.job_secret.empty() ? options.job_secret : job_secret_from_env();
+  if (secret.empty() && !options.store && options.master_addr.empty()) secret = launch.job_key;
   std::string host;
   int port = -1;
   Rendezvous rendezvous;  // rank 0's rendezvous file, if any, goes when init ends

@@ -263,6 +263,7 @@ LaunchEnv parse_launch_env(const EnvMap& env) {
     unsigned long long j = static_cast<unsigned long long>(parse_number("SLURM_JOB_ID", *job, 1ll << 40));
     unsigned long long s = step ? static_cast<unsigned long long>(parse_number("SLURM_STEP_ID", *step, 1ll << 40)) : 0;
     out.master_port = slurm_rendezvous_port(j, s);
+    out.job_key = "slurm-job-" + std::to_string(j) + "." + std::to_string(s);
     out.master_from = "derived from SLURM_JOB_ID=" + *job + " and SLURM_STEP_ID=" + (step ? *step : std::string("0"));
   };
   if (addr) {

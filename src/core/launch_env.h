@@ -42,6 +42,11 @@ struct LaunchEnv {
   std::string master_from;  // how master_addr/master_port were found, for messages
   std::string rendezvous_file;
   int pmi_fd = -1;
+  // Under Slurm with a derived port: "slurm-job-<job>.<step>", which init
+  // uses as the job secret when none is set, so that a step whose port
+  // collides with another's is refused by its store instead of joining it.
+  // Not a secret (any user can read it); TUTTI_JOB_SECRET stays the defence.
+  std::string job_key;
 };
 
 // Throws InvalidArgument for a malformed value (a non-number, one variable of

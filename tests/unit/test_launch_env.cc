@@ -102,12 +102,14 @@ TEST(LaunchEnv, SlurmDerivesAddressAndPort) {
   EXPECT_EQ(l.master_addr, "n07");  // the step's first host, not the job's
   EXPECT_EQ(l.master_port, slurm_rendezvous_port(1234, 2));
   EXPECT_NE(l.master_from.find("SLURM_STEP_NODELIST=n[07-08]"), std::string::npos) << l.master_from;
+  EXPECT_EQ(l.job_key, "slurm-job-1234.2");
   // MASTER_PORT wins over the derived port; MASTER_ADDR over the host list.
   env["MASTER_PORT"] = "31000";
   env["MASTER_ADDR"] = "10.0.0.9";
   l = parse_launch_env(env);
   EXPECT_EQ(l.master_addr, "10.0.0.9");
   EXPECT_EQ(l.master_port, 31000);
+  EXPECT_EQ(l.job_key, "");  // the user's port: no collision to guard against
   // Only the job's node list (e.g. an older Slurm): its first host.
   l = parse_launch_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "9"},
                         {"SLURM_JOB_NODELIST", "gpu[3,5]"}});
