@@ -12,6 +12,7 @@
 #include "algorithms/signature.h"
 #include "common/log.h"
 #include "core/communicator_impl.h"
+#include "core/launch_env.h"
 #include "core/tags.h"
 #include "net/auth.h"
 #include "net/ifname.h"
@@ -35,25 +36,6 @@ int parse_int(const char* name, const char* value) {
   if (end == value || *end != '\0' || v < 0 || v > (1 << 24))
     throw Error(ErrorKind::InvalidArgument, std::string(name) + "='" + value + "' is not a valid non-negative integer");
   return static_cast<int>(v);
-}
-
-// Rank and size from the first launcher whose variables are set.
-void rank_and_size_from_env(int& rank, int& size) {
-  static const char* kPairs[][2] = {{"RANK", "WORLD_SIZE"},
-                                    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                    {"PMI_RANK", "PMI_SIZE"},
-                                    {"SLURM_PROCID", "SLURM_NTASKS"}};
-  for (auto& p : kPairs) {
-    const char* r = env(p[0]);
-    const char* s = env(p[1]);
-    if (!r && !s) continue;
-    if (!r || !s)
-      throw Error(ErrorKind::InvalidArgument, std::string(r ? p[1] : p[0]) + " is not set but " + (r ? p[0] : p[1]) +
-                                                  " is; set both (or neither)");
-    if (rank < 0) rank = parse_int(p[0], r);
-    if (size < 0) size = parse_int(p[1], s);
-    return;
-  }
 }
 
 // Ranks share a host (and could share memory) when hostname, boot id and
@@ -96,8 +78,14 @@ Communicator init(const InitOptions& options) {
   job->config = Config::from_env();
   validate_algo_overrides(job->config);
   if (!job->config.socket_ifname.empty()) parse_ifname_filter(job->config.socket_ifname);  // malformed: refused here
+  // The launcher's variables (torchrun, Open MPI, hydra, Slurm): see launch_env.h.
+  LaunchEnv launch = parse_launch_env(current_environment());
   int rank = options.rank, size = options.world_size;
-  if (rank < 0 || size < 0) rank_and_size_from_env(rank, size);
+  if (rank < 0 || size < 0) {
+    if (!launch.conflict.empty()) throw Error(ErrorKind::InvalidArgument, launch.conflict);
+    if (rank < 0) rank = launch.rank;
+    if (size < 0) size = launch.size;
+  }
   if (size < 0) size = 1;  // nothing set anywhere: a job of one
   if (rank < 0) rank = 0;
   if (size < 1 || rank >= size)
@@ -108,28 +96,24 @@ Communicator init(const InitOptions& options) {
   const TimePoint deadline = deadline_after(timeout);
   TUTTI_LOG(Debug, "init: rank " << rank << " of " << size << "; config: " << job->config.describe());
 
-  const std::string secret = !options.job_secret.empty() ? options.job_secret : job_secret_from_env();
+  std::string secret = !options.job_secret.empty() ? options.job_secret : job_secret_from_env();
+  if (secret.empty() && !options.store && options.master_addr.empty()) secret = launch.job_key;
   std::string host;
   int port = -1;
+  Rendezvous rendezvous;  // rank 0's rendezvous file, if any, goes when init ends
   if (options.store) {
     job->store = options.store;
   } else if (size > 1) {
-    host = !options.master_addr.empty() ? options.master_addr : (env("MASTER_ADDR") ? env("MASTER_ADDR") : "");
-    if (options.master_port >= 0) {
-      port = options.master_port;
-    } else if (const char* p = env("MASTER_PORT")) {
-      port = parse_int("MASTER_PORT", p);
+    if (!options.master_addr.empty()) {
+      launch.rendezvous = LaunchEnv::Rendezvous::Master;
+      launch.master_addr = options.master_addr;
     }
-    if (host.empty())
-      throw Error(ErrorKind::InvalidArgument,
-                  "MASTER_ADDR is not set: rank " + std::to_string(rank) + " cannot find the rendezvous of " +
-                      std::to_string(size) + " ranks (set MASTER_ADDR and MASTER_PORT, or launch with tuttirun)");
-    if (port <= 0 || port > 65535)
-      throw Error(ErrorKind::InvalidArgument, "MASTER_PORT is not set or not a valid port (rank " +
-                                                  std::to_string(rank) + ")");
-    if (rank == 0)
-      job->server = std::make_unique<TcpStoreServer>(store_listen_address(job->config, host), port, secret);
-    job->store = make_tcp_store_client(host, port, timeout, secret);
+    if (options.master_port >= 0) launch.master_port = options.master_port;
+    rendezvous = open_rendezvous(launch, job->config, rank, size, secret, timeout);
+    job->server = std::move(rendezvous.server);
+    job->store = rendezvous.store;
+    host = rendezvous.host;
+    port = rendezvous.port;
   }
 
   // Every job gets a random id (a job of one too: it names shared memory).
@@ -165,8 +149,8 @@ Communicator init(const InitOptions& options) {
     job->host_of.push_back(static_cast<int>(it - hosts.begin()));
     if (it == hosts.end()) hosts.push_back(h);
   }
-  if (const char* v = env("LOCAL_RANK")) job->env_local_rank = parse_int("LOCAL_RANK", v);
-  if (const char* v = env("LOCAL_WORLD_SIZE")) job->env_local_size = parse_int("LOCAL_WORLD_SIZE", v);
+  job->env_local_rank = launch.local_rank;
+  job->env_local_size = launch.local_size;
   job->transport = std::make_shared<TcpTransport>(rank, size, std::move(peers), job->config.socket_buffer_bytes);
   const bool single_host =
       std::all_of(job->host_of.begin(), job->host_of.end(), [&](int h) { return h == job->host_of[0]; });

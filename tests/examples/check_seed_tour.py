@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Runs the seed tour under tuttirun on N ranks and checks every rank's lines
 against the values of the tutorial (generalized to N ranks as in
-shared/seed/README.md)."""
+shared/seed/README.md).
+
+    check_seed_tour.py TUTTIRUN SEED_TOUR N
+    check_seed_tour.py --run N -- LAUNCH COMMAND...   (srun, mpirun, mpiexec: any line prefix)
+"""
 import re
 import subprocess
 import sys
@@ -33,19 +37,29 @@ def expected(rank, n):
 
 
 def main():
-    tuttirun, tour, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    out = subprocess.run([tuttirun, "-n", str(n), "--tag-output", "--timeout", "120", tour],
-                         capture_output=True, text=True, timeout=180)
+    if sys.argv[1] == "--run":
+        n, cmd, tagged = int(sys.argv[2]), sys.argv[4:], False
+    else:
+        tuttirun, tour, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+        cmd, tagged = [tuttirun, "-n", str(n), "--tag-output", "--timeout", "120", tour], True
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     if out.returncode != 0:
         print(out.stdout, out.stderr)
         sys.exit(f"seed tour on {n} ranks exited with {out.returncode}")
     got = {}
     for line in out.stdout.splitlines():
-        m = re.match(r"\[(\d+)\] (\w+)\s+Rank (\d+) has data (.*)$", line)
-        if m:
-            tag, example, rank, data = int(m[1]), m[2], int(m[3]), m[4]
-            assert tag == rank, line
-            got[(rank, example)] = data
+        if tagged:
+            m = re.match(r"\[(\d+)\] (\w+)\s+Rank (\d+) has data (.*)$", line)
+            if m:
+                tag, example, rank, data = int(m[1]), m[2], int(m[3]), m[4]
+                assert tag == rank, line
+                got[(rank, example)] = data
+        else:
+            m = re.search(r"(\w+)\s+Rank (\d+) has data (.*)$", line)
+            if m:
+                example, rank, data = m[1], int(m[2]), m[3]
+                assert (rank, example) not in got, f"two lines for rank {rank} {example}"
+                got[(rank, example)] = data
     bad = 0
     for rank in range(n):
         for example, want in expected(rank, n).items():
