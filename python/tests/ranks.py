@@ -2,11 +2,14 @@
 worker script, with RANK, WORLD_SIZE, MASTER_ADDR and a free MASTER_PORT.
 Every rank is killed when the test's time is up or soon after one rank
 failed, so that nothing outlives the test."""
+import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -22,8 +25,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+# Flight-recorder dumps of the failure tests go to a directory of this
+# session, removed at its end (not to /tmp).
+TRACE_DIR = tempfile.mkdtemp(prefix="tutti-pytest-traces-")
+atexit.register(shutil.rmtree, TRACE_DIR, True)
+
+
 def child_env(extra=None):
     env = dict(os.environ)
+    env.setdefault("TUTTI_TRACE_DIR", TRACE_DIR)
     env["PYTHONPATH"] = PYTHONPATH + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     env.setdefault("OMP_NUM_THREADS", "1")
