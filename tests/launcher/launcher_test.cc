@@ -132,8 +132,14 @@ class Launch {
  public:
   explicit Launch(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {})
       : marker_(make_marker()) {
+    // O_APPEND: the ranks write to these files at once, and a memfd's file
+    // offset is not updated atomically between processes (no
+    // FMODE_ATOMIC_POS), so without it one rank's line can overwrite
+    // another's.
     out_fd_ = ::memfd_create("tuttirun-out", MFD_CLOEXEC);
     err_fd_ = ::memfd_create("tuttirun-err", MFD_CLOEXEC);
+    ::fcntl(out_fd_, F_SETFL, O_APPEND);
+    ::fcntl(err_fd_, F_SETFL, O_APPEND);
     int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
