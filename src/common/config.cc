@@ -72,6 +72,19 @@ Config Config::from_env() {
   if (const char* v = env("TUTTI_SMALL_BYTES")) c.small_bytes = parse_bytes(v, "TUTTI_SMALL_BYTES");
   if (const char* v = env("TUTTI_ALGO")) c.algo = parse_algo_overrides(v);
   if (const char* v = env("TUTTI_SOCKET_BUFFER_BYTES")) c.socket_buffer_bytes = parse_bytes(v, "TUTTI_SOCKET_BUFFER_BYTES");
+  if (const char* v = env("TUTTI_SOCKETS_PER_PEER")) {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    c.sockets_per_peer = *end == '\0' && n >= 1 && n <= kMaxSocketsPerPeer ? static_cast<int>(n) : 0;
+    if (c.sockets_per_peer == 0)
+      throw Error(ErrorKind::InvalidArgument, "TUTTI_SOCKETS_PER_PEER: must be between 1 and " +
+                                                  std::to_string(kMaxSocketsPerPeer) + ", got '" + v + "'");
+  }
+  if (const char* v = env("TUTTI_SOCKET_STRIPE_BYTES")) {
+    c.socket_stripe_bytes = parse_bytes(v, "TUTTI_SOCKET_STRIPE_BYTES");
+    if (c.socket_stripe_bytes < 4096)
+      throw Error(ErrorKind::InvalidArgument, "TUTTI_SOCKET_STRIPE_BYTES: must be at least 4096");
+  }
   if (const char* v = env("TUTTI_LISTEN_ADDR")) {
     c.listen_addr = v;
     c.listen_addr_set = true;
@@ -113,7 +126,8 @@ Config Config::from_env() {
 std::string Config::describe() const {
   std::ostringstream os;
   os << "timeout=" << timeout.count() << "ms chunk_bytes=" << chunk_bytes << " small_bytes=" << small_bytes
-     << " socket_buffer_bytes=" << socket_buffer_bytes << " listen_addr=" << listen_addr
+     << " socket_buffer_bytes=" << socket_buffer_bytes << " sockets_per_peer=" << sockets_per_peer
+     << " socket_stripe_bytes=" << socket_stripe_bytes << " listen_addr=" << listen_addr
      << " advertise_addr=" << (advertise_addr.empty() ? "(auto)" : advertise_addr)
      << " socket_ifname=" << (socket_ifname.empty() ? "(default)" : socket_ifname) << " transport=" << transport
      << " shm_slot_bytes=" << shm_slot_bytes << " shm_one_shot_bytes=" << shm_one_shot_bytes << " shm_cma_bytes=" << shm_cma_bytes

@@ -9,6 +9,8 @@
 
 namespace tutti::detail {
 
+inline constexpr int kMaxSocketsPerPeer = 16;
+
 struct Config {
   // TUTTI_TIMEOUT (seconds, may be fractional): deadline of init and of every op.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
@@ -21,6 +23,14 @@ struct Config {
   std::map<std::string, std::string> algo;
   // TUTTI_SOCKET_BUFFER_BYTES: SO_SNDBUF/SO_RCVBUF of peer sockets (0: kernel default).
   std::size_t socket_buffer_bytes = 4 << 20;
+  // TUTTI_SOCKETS_PER_PEER: connections that carry the payload of large
+  // messages between two ranks, each message split across all of them
+  // (1: one connection carries everything; above 1, one more connection
+  // carries headers and small messages). At most kMaxSocketsPerPeer.
+  int sockets_per_peer = 1;
+  // TUTTI_SOCKET_STRIPE_BYTES: messages of at least this size are split
+  // across the TUTTI_SOCKETS_PER_PEER connections.
+  std::size_t socket_stripe_bytes = 1 << 20;
   // TUTTI_LISTEN_ADDR: address ranks listen on for peers (default: all IPv4,
   // or the interface TUTTI_SOCKET_IFNAME picks).
   std::string listen_addr = "0.0.0.0";

@@ -139,7 +139,7 @@ Communicator init(const InitOptions& options) {
   }
   const std::string my_host = host_identity();
   if (size > 1) job->store->set("tutti/host/" + std::to_string(rank), my_host);
-  std::vector<Fd> peers(size);
+  std::vector<std::vector<Fd>> peers(size);
   if (size > 1) peers = connect_mesh(*job->store, rank, size, job->job_id, secret + "/" + link_key, job->config, host, port, deadline);
   // Every rank has published its host before its address, so these do not wait.
   std::vector<std::string> hosts;
@@ -151,7 +151,8 @@ Communicator init(const InitOptions& options) {
   }
   job->env_local_rank = launch.local_rank;
   job->env_local_size = launch.local_size;
-  job->transport = std::make_shared<TcpTransport>(rank, size, std::move(peers), job->config.socket_buffer_bytes);
+  job->transport = std::make_shared<TcpTransport>(rank, size, std::move(peers), job->config.socket_buffer_bytes,
+                                                  job->config.socket_stripe_bytes);
   const bool single_host =
       std::all_of(job->host_of.begin(), job->host_of.end(), [&](int h) { return h == job->host_of[0]; });
   // One host: point-to-point through shared memory (the network transport

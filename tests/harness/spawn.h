@@ -31,10 +31,19 @@ struct SpawnOptions {
 
 void spawn(int world, const std::function<void(Communicator&)>& fn, const SpawnOptions& options = {});
 
-// Test-name suffix for a TUTTI_TRANSPORT parameter: "auto" runs over shared
-// memory on this host ("shm"), "tcp" over loopback TCP.
+// Test-name suffix for a transport parameter: "auto" runs over shared
+// memory on this host ("shm"), "tcp" over loopback TCP, "striped" over
+// loopback TCP with three data connections per pair and every message of
+// 4 KiB or more split across them.
 inline std::string transport_name(const ::testing::TestParamInfo<std::string>& p) {
   return p.param == "auto" ? std::string("shm") : p.param;
+}
+
+// The environment of a transport parameter ("auto", "tcp", "striped").
+inline std::vector<std::pair<std::string, std::string>> transport_env(const std::string& mode) {
+  if (mode == "striped")
+    return {{"TUTTI_TRANSPORT", "tcp"}, {"TUTTI_SOCKETS_PER_PEER", "3"}, {"TUTTI_SOCKET_STRIPE_BYTES", "4096"}};
+  return {{"TUTTI_TRANSPORT", mode}};
 }
 
 }  // namespace tutti::testing

@@ -17,12 +17,14 @@ constexpr std::size_t kChunkBytes = 256;  // small, so tiny counts still cross c
 // (world size, mode): "shm" runs the shared-memory collectives copying
 // through the segment (every rank is on this host), "cma" the same with
 // every non-empty block read straight from the peers (process_vm_readv),
-// "tcp" the network algorithms.
+// "tcp" the network algorithms, "striped" the same with large messages split
+// across three data connections per pair (harness/spawn.h).
 class Collectives : public ::testing::TestWithParam<std::tuple<int, std::string>> {
  protected:
   int world() const { return std::get<0>(GetParam()); }
   std::vector<std::pair<std::string, std::string>> transport_env() const {
     const std::string& mode = std::get<1>(GetParam());
+    if (mode == "striped") return tutti::testing::transport_env(mode);
     return {{"TUTTI_TRANSPORT", mode == "tcp" ? "tcp" : "auto"}, {"TUTTI_SHM_CMA_BYTES", mode == "cma" ? "1" : "0"}};
   }
   std::vector<std::pair<std::string, std::string>> env() const {
@@ -113,6 +115,8 @@ std::string param_name(const ::testing::TestParamInfo<std::tuple<int, std::strin
 
 INSTANTIATE_TEST_SUITE_P(World, LargeCollectives,
                          ::testing::Combine(::testing::Values(1, 2, 3, 5, 8), ::testing::Values("shm", "cma", "tcp")),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(Striped, LargeCollectives, ::testing::Combine(::testing::Values(2, 5), ::testing::Values("striped")),
                          param_name);
 
 INSTANTIATE_TEST_SUITE_P(World, Collectives,

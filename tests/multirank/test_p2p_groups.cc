@@ -20,13 +20,14 @@ class MultiRank : public ::testing::TestWithParam<std::tuple<int, std::string>> 
   int world() const { return std::get<0>(GetParam()); }
   SpawnOptions opts() const {
     SpawnOptions o;
-    o.env = {{"TUTTI_TRANSPORT", std::get<1>(GetParam())}};
+    o.env = transport_env(std::get<1>(GetParam()));
     return o;
   }
 };
 
 std::string world_and_transport(const ::testing::TestParamInfo<std::tuple<int, std::string>>& p) {
-  return "n" + std::to_string(std::get<0>(p.param)) + (std::get<1>(p.param) == "tcp" ? "_tcp" : "_shm");
+  const std::string& mode = std::get<1>(p.param);
+  return "n" + std::to_string(std::get<0>(p.param)) + "_" + (mode == "auto" ? std::string("shm") : mode);
 }
 
 
@@ -402,6 +403,8 @@ TEST_P(MultiRank, TimeoutNamesThePeer) {
 
 INSTANTIATE_TEST_SUITE_P(World, MultiRank,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 8), ::testing::Values("auto", "tcp")),
+                         world_and_transport);
+INSTANTIATE_TEST_SUITE_P(Striped, MultiRank, ::testing::Combine(::testing::Values(2, 5), ::testing::Values("striped")),
                          world_and_transport);
 
 }  // namespace

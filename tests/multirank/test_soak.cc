@@ -17,12 +17,13 @@ class Soak : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Soak, TenThousandRandomOpsOverRandomGroups) {
   SpawnOptions o;
-  o.env = {{"TUTTI_TRANSPORT", GetParam()},
+  o.env = transport_env(GetParam());
+  o.env.insert(o.env.end(), {
            {"TUTTI_SHM_SLOT_BYTES", "4K"},
            {"TUTTI_SHM_ONESHOT_BYTES", "512"},
            {"TUTTI_SHM_CMA_BYTES", "2K"},
            {"TUTTI_CHUNK_BYTES", "4K"},
-           {"TUTTI_SMALL_BYTES", "256"}};
+           {"TUTTI_SMALL_BYTES", "256"}});
   o.timeout = std::chrono::seconds(600);
   spawn(5, [](Communicator& world) {
     const int r = world.rank();
@@ -83,7 +84,7 @@ TEST_P(Soak, TenThousandRandomOpsOverRandomGroups) {
   }, o);
 }
 
-INSTANTIATE_TEST_SUITE_P(World, Soak, ::testing::Values("auto", "tcp"), transport_name);
+INSTANTIATE_TEST_SUITE_P(World, Soak, ::testing::Values("auto", "tcp", "striped"), transport_name);
 
 }  // namespace
 }  // namespace tutti::testing

@@ -96,6 +96,10 @@ TEST(TcpTransportInput, BadFramesFailOnlyThatPeerNamingIt) {
   flags.flags = 64;
   d::FrameHeader goodbye_payload = header(kComm, 1, 16);
   goodbye_payload.flags = d::kFrameGoodbye;
+  d::FrameHeader striped = header(kComm, 1, 1 << 20);
+  striped.flags = d::kFrameStriped;
+  d::FrameHeader striped_goodbye = header(kComm, 1, 0);
+  striped_goodbye.flags = d::kFrameStriped | d::kFrameGoodbye;
   d::FrameHeader big_notice = header(kComm, 1, d::kMaxNoticeBytes + 1);
   big_notice.flags = d::kFrameLostNotice;
   std::vector<BadStream> cases = {
@@ -110,6 +114,9 @@ TEST(TcpTransportInput, BadFramesFailOnlyThatPeerNamingIt) {
       {"unknown version", raw(bad_version), "corrupt frame from rank 1: unsupported frame version 9"},
       {"unknown flags", raw(flags), "corrupt frame from rank 1: unknown frame flags 64"},
       {"goodbye with a payload", raw(goodbye_payload), "corrupt frame from rank 1: goodbye frame with a payload"},
+      {"striped without data connections", raw(striped),
+       "corrupt frame from rank 1: a message striped across data connections, but this pair has none"},
+      {"striped with other flags", raw(striped_goodbye), "corrupt frame from rank 1: striped frame with other flags"},
       {"oversized notice", raw(big_notice), "corrupt frame from rank 1: lost-peer notice of 1025 bytes"},
       {"oversized claim", raw(header(kComm, 1, d::kMaxFrameBytes + 1)),
        "corrupt frame from rank 1: frame claims " + std::to_string(d::kMaxFrameBytes + 1) + " bytes"},
@@ -193,6 +200,294 @@ TEST(TcpTransportInput, LargeUnexpectedMessageArrivesIntact) {
   ASSERT_TRUE(r->ok()) << r->error_message();
   EXPECT_EQ(r->bytes(), n);
   EXPECT_TRUE(got == data);
+}
+
+// Ranks 0 and 1 of a world of 2, each pair of ranks joined by one header
+// connection and three data connections (TUTTI_SOCKETS_PER_PEER=3), every
+// message of 4 KiB or more striped.
+struct StripedPair {
+  static constexpr int kLanes = 3;
+  static constexpr std::size_t kStripeBytes = 4096;
+  std::unique_ptr<d::TcpTransport> t[2];
+  explicit StripedPair(std::size_t buffer_bytes = 0) {
+    std::vector<std::vector<d::Fd>> links[2] = {std::vector<std::vector<d::Fd>>(2), std::vector<std::vector<d::Fd>>(2)};
+    for (int l = 0; l <= kLanes; ++l) {
+      int sv[2];
+      EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+      links[0][1].emplace_back(sv[0]);
+      links[1][0].emplace_back(sv[1]);
+    }
+    for (int r = 0; r < 2; ++r)
+      t[r] = std::make_unique<d::TcpTransport>(r, 2, std::move(links[r]), buffer_bytes, kStripeBytes);
+  }
+};
+
+bool wait_ok(const d::RequestPtr& r, std::chrono::seconds limit = 20s) {
+  if (!r->wait_until(d::Clock::now() + limit)) {
+    ADD_FAILURE() << "not done after " << limit.count() << " s";
+    return false;
+  }
+  EXPECT_TRUE(r->ok()) << r->error_message();
+  return r->ok();
+}
+
+// Sizes below, at and above the threshold, not multiples of the stripe
+// unit, and large enough for every data connection to fill up; half the
+// receives posted before the sends, half after (buffered); one tag shared
+// by every message, so FIFO order across striped and plain messages counts.
+TEST(TcpTransportStripes, MessagesOfEverySizeArriveWholeAndInOrder) {
+  StripedPair p;
+  const std::size_t sizes[] = {0, 1, 4095, 4096, 4097, 12289, 100000, 1 << 20, (3 << 20) + 7, 17, 9 << 20};
+  constexpr int kRounds = 2;
+  std::vector<std::vector<char>> sent, got;
+  for (int round = 0; round < kRounds; ++round)
+    for (std::size_t n : sizes) {
+      sent.push_back(random_payload(n));
+      got.emplace_back(n);
+    }
+  const std::size_t half = sent.size() / 2;
+  std::vector<d::RequestPtr> recvs, sends;
+  for (std::size_t i = 0; i < half; ++i) recvs.push_back(p.t[1]->post_recv(0, 9, 1, got[i].data(), got[i].size()));
+  for (std::size_t i = 0; i < sent.size(); ++i)
+    sends.push_back(p.t[0]->post_send(1, 9, 1, sent[i].data(), sent[i].size()));
+  std::this_thread::sleep_for(100ms);  // the rest arrive unexpected, some still arriving
+  for (std::size_t i = half; i < sent.size(); ++i)
+    recvs.push_back(p.t[1]->post_recv(0, 9, 1, got[i].data(), got[i].size()));
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    SCOPED_TRACE("message " + std::to_string(i) + " of " + std::to_string(sent[i].size()) + " bytes");
+    ASSERT_TRUE(wait_ok(sends[i]));
+    ASSERT_TRUE(wait_ok(recvs[i]));
+    EXPECT_EQ(recvs[i]->bytes(), sent[i].size());
+    EXPECT_EQ(recvs[i]->source(), 0);
+    EXPECT_TRUE(got[i] == sent[i]);
+  }
+  // Both directions at once, and a receive from any source.
+  auto a = random_payload(5 << 20), b = random_payload(5 << 20);
+  std::vector<char> ga(a.size()), gb(b.size());
+  auto ra = p.t[1]->post_recv(d::kAnyPeer, 9, 2, ga.data(), ga.size());
+  auto rb = p.t[0]->post_recv(1, 9, 2, gb.data(), gb.size());
+  auto sa = p.t[0]->post_send(1, 9, 2, a.data(), a.size());
+  auto sb = p.t[1]->post_send(0, 9, 2, b.data(), b.size());
+  for (auto& r : {sa, sb, ra, rb}) ASSERT_TRUE(wait_ok(r));
+  EXPECT_EQ(ra->source(), 0);
+  EXPECT_TRUE(ga == a);
+  EXPECT_TRUE(gb == b);
+}
+
+// A striped message into a smaller receive fails with Mismatch naming both
+// sizes; its stripes are read and dropped, and the next message is intact.
+TEST(TcpTransportStripes, MismatchedSizeFailsAndTheStreamStaysInStep) {
+  StripedPair p;
+  auto big = random_payload(2 << 20), next = random_payload(300000);
+  std::vector<char> small(1 << 20), got(next.size());
+  auto r1 = p.t[1]->post_recv(0, 4, 1, small.data(), small.size());
+  auto r2 = p.t[1]->post_recv(0, 4, 2, got.data(), got.size());
+  auto s1 = p.t[0]->post_send(1, 4, 1, big.data(), big.size());
+  auto s2 = p.t[0]->post_send(1, 4, 2, next.data(), next.size());
+  ASSERT_TRUE(r1->wait_until(d::Clock::now() + 20s));
+  EXPECT_EQ(r1->error_kind(), tutti::ErrorKind::Mismatch);
+  EXPECT_EQ(r1->error_message(), "expected a message of 1048576 bytes from rank 0, but it sent 2097152 bytes");
+  ASSERT_TRUE(wait_ok(r2));
+  EXPECT_TRUE(got == next);
+  EXPECT_TRUE(wait_ok(s1));
+  EXPECT_TRUE(wait_ok(s2));
+}
+
+// Rank 0's transport of a world of 2 with one header and three data
+// connections to rank 1, which the test plays through socket pairs.
+struct RawStripedPeer {
+  d::Fd end[4];  // the test's ends: header connection, data connections 1-3
+  std::unique_ptr<d::TcpTransport> t;
+  explicit RawStripedPeer(std::size_t buffer_bytes = 0) {
+    std::vector<std::vector<d::Fd>> links(2);
+    for (int l = 0; l < 4; ++l) {
+      int sv[2];
+      EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+      links[1].emplace_back(sv[0]);
+      end[l] = d::Fd(sv[1]);
+    }
+    t = std::make_unique<d::TcpTransport>(0, 2, std::move(links), buffer_bytes, 4096);
+  }
+  ~RawStripedPeer() {
+    for (auto& e : end) e.reset();
+    t.reset();
+  }
+  // Sends a striped message as rank 1 would; `upto` bytes of each stripe.
+  void send_striped(std::uint64_t comm, std::uint64_t tag, const std::vector<char>& data, std::size_t from = 0,
+                    std::size_t upto = ~std::size_t(0), bool header = true) {
+    if (header) {
+      d::FrameHeader h = ::header(comm, tag, data.size());
+      h.flags = d::kFrameStriped;
+      send_all(end[0].get(), &h, sizeof h);
+    }
+    for (int i = 0; i < 3; ++i) {
+      d::StripeExtent e = d::stripe_extent(data.size(), 3, i);
+      const std::size_t a = std::min(from, e.length), b = std::min(upto, e.length);
+      if (b > a) send_all(end[i + 1].get(), data.data() + e.offset + a, b - a);
+    }
+  }
+  void read(int l, void* p, std::size_t n) {
+    d::read_full(end[l].get(), p, n, d::Clock::now() + 20s, "transport under test");
+  }
+};
+
+// Aborting a communicator while its striped sends are queued: a send whose
+// header or stripes had started is finished from a copy (the streams are
+// shared), one that had not started is dropped whole from every connection,
+// and every other message goes out intact and in order.
+TEST(TcpTransportStripes, AbortDropsUnstartedSendsAndFinishesStartedOnes) {
+  RawStripedPeer p(64 << 10);  // small socket buffers: nothing finishes at once
+  auto a1 = random_payload(4 << 20), a3 = random_payload(3 << 20), b = random_payload(2 << 20);
+  const std::vector<char> a1_copy = a1;
+  // a1 (communicator 2) starts at once and fills the data connections; 300
+  // small messages fill the header connection; a3 (communicator 1) then
+  // waits everywhere.
+  auto sa1 = p.t->post_send(1, 2, 1, a1.data(), a1.size());
+  std::vector<std::vector<char>> small;
+  std::vector<d::RequestPtr> ss;
+  for (int i = 0; i < 300; ++i) {
+    small.push_back(random_payload(4000));
+    ss.push_back(p.t->post_send(1, 2, 100 + static_cast<std::uint64_t>(i), small.back().data(), 4000));
+  }
+  auto sa3 = p.t->post_send(1, 1, 1, a3.data(), a3.size());
+  ASSERT_FALSE(sa3->done());
+  p.t->abort_comm(1, tutti::ErrorKind::Aborted, "aborted on purpose");
+  ASSERT_TRUE(sa3->done());
+  EXPECT_EQ(sa3->error_kind(), tutti::ErrorKind::Aborted);
+  auto sb = p.t->post_send(1, 2, 2, b.data(), b.size());
+
+  // What rank 1 reads: a1's header, the 300 small messages, b's header; on
+  // each data connection a1's stripe, then b's. Nothing of a3.
+  auto expect_header = [&](std::uint64_t comm, std::uint64_t tag, std::size_t bytes, std::uint16_t flags) {
+    d::FrameHeader h;
+    p.read(0, &h, sizeof h);
+    EXPECT_EQ(d::validate_frame_header(h), "");
+    EXPECT_EQ(h.comm_id, comm);
+    EXPECT_EQ(h.tag, tag);
+    EXPECT_EQ(h.bytes, bytes);
+    EXPECT_EQ(h.flags, flags);
+  };
+  expect_header(2, 1, a1.size(), d::kFrameStriped);
+  for (int i = 0; i < 300; ++i) {
+    expect_header(2, 100 + static_cast<std::uint64_t>(i), 4000, 0);
+    std::vector<char> got(4000);
+    p.read(0, got.data(), got.size());
+    ASSERT_TRUE(got == small[static_cast<std::size_t>(i)]) << "small message " << i;
+  }
+  expect_header(2, 2, b.size(), d::kFrameStriped);
+  for (int i = 0; i < 3; ++i) {
+    for (const std::vector<char>* m : {&a1_copy, static_cast<const std::vector<char>*>(&b)}) {
+      d::StripeExtent e = d::stripe_extent(m->size(), 3, i);
+      std::vector<char> got(e.length);
+      p.read(i + 1, got.data(), got.size());
+      ASSERT_TRUE(std::equal(got.begin(), got.end(), m->begin() + static_cast<std::ptrdiff_t>(e.offset)))
+          << "stripe " << i << " of the " << m->size() << "-byte message";
+    }
+  }
+  for (const auto& r : ss) EXPECT_TRUE(wait_ok(r));
+  EXPECT_TRUE(wait_ok(sa1));
+  EXPECT_TRUE(wait_ok(sb));
+  // Nothing more on any connection.
+  for (int l = 0; l < 4; ++l) {
+    char c;
+    EXPECT_EQ(::recv(p.end[l].get(), &c, 1, MSG_DONTWAIT), -1) << "connection " << l;
+  }
+}
+
+// A send whose stripes started is finished from a copy when its
+// communicator is aborted: the user's buffer may be reused at once.
+TEST(TcpTransportStripes, AbortedStartedSendIsFinishedFromACopy) {
+  RawStripedPeer p(64 << 10);
+  auto a = random_payload(4 << 20), b = random_payload(1 << 20);
+  const std::vector<char> a_copy = a;
+  auto sa = p.t->post_send(1, 1, 1, a.data(), a.size());
+  auto sb = p.t->post_send(1, 2, 1, b.data(), b.size());
+  p.t->abort_comm(1, tutti::ErrorKind::Aborted, "aborted on purpose");
+  ASSERT_TRUE(sa->done());
+  EXPECT_EQ(sa->error_kind(), tutti::ErrorKind::Aborted);
+  std::fill(a.begin(), a.end(), 0);  // given back: the copy goes out
+  for (const std::vector<char>* m : {&a_copy, static_cast<const std::vector<char>*>(&b)}) {
+    d::FrameHeader h;
+    p.read(0, &h, sizeof h);
+    EXPECT_EQ(h.bytes, m->size());
+    for (int i = 0; i < 3; ++i) {
+      d::StripeExtent e = d::stripe_extent(m->size(), 3, i);
+      std::vector<char> got(e.length);
+      p.read(i + 1, got.data(), got.size());
+      ASSERT_TRUE(std::equal(got.begin(), got.end(), m->begin() + static_cast<std::ptrdiff_t>(e.offset)));
+    }
+  }
+  EXPECT_TRUE(wait_ok(sb));
+}
+
+// Aborting a communicator while a striped message into one of its receives
+// is half in: the receive fails with the cause, the rest of the stripes is
+// read and dropped, and the next messages (striped and not) arrive intact.
+TEST(TcpTransportStripes, AbortWhileReceivingKeepsTheStreamsInStep) {
+  RawStripedPeer p;
+  auto a = random_payload(3 << 20), b = random_payload((2 << 20) + 5), c = random_payload(100);
+  std::vector<char> ga(a.size()), gb(b.size()), gc(c.size());
+  auto ra = p.t->post_recv(1, 1, 1, ga.data(), ga.size());
+  p.send_striped(1, 1, a, 0, 300000);
+  std::this_thread::sleep_for(50ms);
+  ASSERT_FALSE(ra->done());
+  p.t->abort_comm(1, tutti::ErrorKind::Aborted, "aborted on purpose");
+  ASSERT_TRUE(ra->done());
+  EXPECT_EQ(ra->error_kind(), tutti::ErrorKind::Aborted);
+  p.send_striped(1, 1, a, 300000, ~std::size_t(0), false);  // the rest of a's stripes
+  p.send_striped(2, 1, b);
+  d::FrameHeader h = header(2, 2, c.size());
+  send_all(p.end[0].get(), &h, sizeof h);
+  send_all(p.end[0].get(), c.data(), c.size());
+  auto rb = p.t->post_recv(1, 2, 1, gb.data(), gb.size());
+  auto rc = p.t->post_recv(1, 2, 2, gc.data(), gc.size());
+  ASSERT_TRUE(wait_ok(rb));
+  ASSERT_TRUE(wait_ok(rc));
+  EXPECT_TRUE(gb == b);
+  EXPECT_TRUE(gc == c);
+}
+
+// A rank that sends a striped message and shuts down in order at once: its
+// header connection closes before the stripes are all read, and the message
+// still arrives whole; only then is the peer gone.
+TEST(TcpTransportStripes, MessageSentJustBeforeShutdownArrives) {
+  StripedPair p;
+  auto data = random_payload(6 << 20);
+  ASSERT_TRUE(wait_ok(p.t[0]->post_send(1, 3, 1, data.data(), data.size())));
+  p.t[0].reset();
+  std::vector<char> got(data.size());
+  auto r = p.t[1]->post_recv(0, 3, 1, got.data(), got.size());
+  ASSERT_TRUE(wait_ok(r));
+  EXPECT_TRUE(got == data);
+  auto after = p.t[1]->post_recv(0, 3, 2, got.data(), got.size());
+  ASSERT_TRUE(after->wait_until(d::Clock::now() + 5s));
+  EXPECT_EQ(after->error_kind(), tutti::ErrorKind::PeerLost);
+  EXPECT_EQ(after->error_message(), "rank 0 has shut down");
+}
+
+// A peer that dies in the middle of a stripe: the receive fails with
+// PeerLost, and a header claiming 256 GiB striped allocates nothing like it.
+TEST(TcpTransportStripes, TruncatedStripeAndHugeClaimFailTheReceive) {
+  const d::LogLevel old_level = d::log_level();
+  d::set_log_level(d::LogLevel::Off);
+  const long rss_before = max_rss_kib();
+  {
+    RawStripedPeer p;
+    d::FrameHeader h = header(5, 1, std::uint64_t{1} << 38);
+    h.flags = d::kFrameStriped;
+    send_all(p.end[0].get(), &h, sizeof h);
+    auto part = random_payload(1 << 20);
+    for (int l = 1; l < 4; ++l) send_all(p.end[l].get(), part.data(), part.size());
+    std::this_thread::sleep_for(50ms);
+    std::vector<char> small(16);
+    auto r = p.t->post_recv(1, 5, 1, small.data(), small.size());
+    p.end[2].reset();  // a data connection closes mid-stripe
+    ASSERT_TRUE(r->wait_until(d::Clock::now() + 5s));
+    EXPECT_EQ(r->error_kind(), tutti::ErrorKind::PeerLost);
+    EXPECT_EQ(r->error_message(), "rank 1 closed its connection in the middle of a message");
+  }
+  EXPECT_LT(max_rss_kib() - rss_before, 200 * 1024);
+  d::set_log_level(old_level);
 }
 
 }  // namespace

@@ -29,10 +29,10 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
-std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id, const std::string& key,
-                             const Config& config, const std::string& store_host, int store_port,
-                             TimePoint deadline) {
-  std::vector<Fd> fds(size);
+std::vector<std::vector<Fd>> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id,
+                                          const std::string& key, const Config& config,
+                                          const std::string& store_host, int store_port, TimePoint deadline) {
+  std::vector<std::vector<Fd>> fds(size);
   if (size == 1) return fds;
   // Where to listen and what to publish: TUTTI_LISTEN_ADDR, TUTTI_ADVERTISE_ADDR,
   // TUTTI_SOCKET_IFNAME and the route to the store (net/ifname.h).
@@ -58,6 +58,10 @@ std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job
                                         ")");
   }
 
+  // Every pair has `links` connections (TUTTI_SOCKETS_PER_PEER data
+  // connections and one for headers, or one for everything); the connecting
+  // rank's setting decides, and its hello says which connection each is.
+  const int links = config.sockets_per_peer > 1 ? config.sockets_per_peer + 1 : 1;
   Hello hello;
   hello.rank = rank;
   hello.world_size = size;
@@ -68,24 +72,33 @@ std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job
     std::string peer_host = v.substr(0, sp);
     int peer_port = std::stoi(v.substr(sp + 1));
     const std::string who = "rank " + std::to_string(r) + " (" + peer_host + ":" + std::to_string(peer_port) + ")";
-    fds[r] = connect_tcp(resolve(peer_host, peer_port), deadline);
-    try {
-      authenticate_to_server(fds[r].get(), key, AuthRole::Peer, deadline, who);
-    } catch (const Error& e) {
-      throw Error(e.kind(), "init: rank " + std::to_string(rank) + " connecting to " + (e.kind() == ErrorKind::Unauthenticated ? "" : who + ": ") + e.message());
+    for (int l = 0; l < links; ++l) {
+      Fd fd = connect_tcp(resolve(peer_host, peer_port), deadline);
+      try {
+        authenticate_to_server(fd.get(), key, AuthRole::Peer, deadline, who);
+      } catch (const Error& e) {
+        throw Error(e.kind(), "init: rank " + std::to_string(rank) + " connecting to " + (e.kind() == ErrorKind::Unauthenticated ? "" : who + ": ") + e.message());
+      }
+      hello.link = hello_link(links, l);
+      write_full(fd.get(), &hello, sizeof hello, deadline, who);
+      fds[r].push_back(std::move(fd));
     }
-    write_full(fds[r].get(), &hello, sizeof hello, deadline, who);
   }
 
-  int expected = size - 1 - rank;
+  // Connections still to come: one per higher rank until its first hello
+  // says how many it opens.
+  auto complete = [&](int r) {
+    return !fds[r].empty() && std::all_of(fds[r].begin(), fds[r].end(), [](const Fd& f) { return f.valid(); });
+  };
   set_nonblocking(listener.get(), true);
-  while (expected > 0) {
+  for (;;) {
+    std::vector<int> missing;
+    for (int r = rank + 1; r < size; ++r)
+      if (!complete(r)) missing.push_back(r);
+    if (missing.empty()) break;
     pollfd p{listener.get(), POLLIN, 0};
     int ms = static_cast<int>(remaining(deadline).count());
     if (Clock::now() >= deadline || ::poll(&p, 1, ms) == 0) {
-      std::vector<int> missing;
-      for (int r = rank + 1; r < size; ++r)
-        if (!fds[r].valid()) missing.push_back(r);
       throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + ": " + rank_list(missing) +
                                           (missing.size() == 1 ? " published its address" : " published their addresses") +
                                           " but never connected");
@@ -108,13 +121,19 @@ std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job
       continue;
     }
     std::string bad = check_incoming_hello(h, rank, size, job_id);
-    if (bad.empty() && fds[h.rank].valid()) bad = "rank " + std::to_string(h.rank) + " connected twice";
-    if (!bad.empty()) {
-      TUTTI_LOG(Warn, "refused connection from " << who << ": " << bad);
-      continue;
+    if (bad.empty()) {
+      std::vector<Fd>& mine = fds[h.rank];
+      const int count = hello_link_count(h), index = hello_link_index(h);
+      if (mine.empty()) mine.resize(static_cast<std::size_t>(count));
+      if (static_cast<int>(mine.size()) != count)
+        bad = "rank " + std::to_string(h.rank) + " opens " + std::to_string(count) + " connections, before " +
+              std::to_string(mine.size());
+      else if (mine[static_cast<std::size_t>(index)].valid())
+        bad = "rank " + std::to_string(h.rank) + " connected twice";
+      else
+        mine[static_cast<std::size_t>(index)] = std::move(conn);
     }
-    fds[h.rank] = std::move(conn);
-    --expected;
+    if (!bad.empty()) TUTTI_LOG(Warn, "refused connection from " << who << ": " << bad);
   }
   return fds;
 }

@@ -24,6 +24,11 @@ inline constexpr std::uint64_t kMaxNoticeBytes = 1024;
 // kind, payload = the message, at most kMaxNoticeBytes), so that members
 // waiting on other ranks fail with that cause at once.
 inline constexpr std::uint16_t kFrameCommFailed = 4;
+// flags: a message whose payload does not follow on this connection but is
+// split across the peer pair's data connections (TUTTI_SOCKETS_PER_PEER):
+// stripe i of every such message goes on data connection i, in the order of
+// their headers here (stripe_extents says where each stripe lies).
+inline constexpr std::uint16_t kFrameStriped = 8;
 
 struct FrameHeader {
   std::uint32_t magic = kFrameMagic;
@@ -44,12 +49,29 @@ inline constexpr std::uint32_t kHelloMagic = 0x4F4C4548;  // "HELO"
 struct Hello {
   std::uint32_t magic = kHelloMagic;
   std::uint16_t version = kFrameVersion;
-  std::uint16_t reserved = 0;
+  // Which of the pair's connections this is: (count - 1) << 8 | index.
+  // Index 0 (and the only one when count is 1) carries headers and small
+  // messages; 1 .. count-1 carry the stripes of large ones.
+  std::uint16_t link = 0;
   std::int32_t rank = -1;
   std::int32_t world_size = 0;
   std::uint64_t job_id = 0;  // distinguishes jobs that reuse a store address
 };
 static_assert(sizeof(Hello) == 24, "hello is 24 bytes on the wire");
+
+inline int hello_link_count(const Hello& h) { return (h.link >> 8) + 1; }
+inline int hello_link_index(const Hello& h) { return h.link & 0xff; }
+inline std::uint16_t hello_link(int count, int index) {
+  return static_cast<std::uint16_t>(((count - 1) << 8) | index);
+}
+
+// Where stripe i (0-based, of `stripes`) of a `bytes`-byte striped message
+// lies: offset and length. Stripes are equal multiples of 4 KiB but the last;
+// some trailing ones are empty when the message is short.
+struct StripeExtent {
+  std::size_t offset, length;
+};
+StripeExtent stripe_extent(std::size_t bytes, int stripes, int i);
 
 std::string validate_hello(const Hello& h, int world_size, std::uint64_t job_id);
 // What rank `rank` checks of the hello of a peer that connected to it: the

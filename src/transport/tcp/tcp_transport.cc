@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -14,6 +15,12 @@ namespace tutti::detail {
 namespace {
 
 constexpr std::uint32_t kWakeIndex = 0xffffffffu;
+// epoll data of a connection: the peer's rank in the low 24 bits, above them
+// 0 for the header connection or 1 + the index of a data connection.
+constexpr int kLaneShift = 24;
+std::uint32_t epoll_index(int peer, std::size_t lane_plus_one) {
+  return static_cast<std::uint32_t>(peer) | static_cast<std::uint32_t>(lane_plus_one << kLaneShift);
+}
 // Bytes one connection may read per readiness event before others get a turn.
 constexpr std::size_t kReadBudget = 8u << 20;
 // An unexpected message's buffer is allocated up to this size when its
@@ -25,8 +32,21 @@ std::string errno_text(int err) { return std::strerror(err); }
 
 }  // namespace
 
+namespace {
+std::vector<std::vector<Fd>> one_link_each(std::vector<Fd> peers) {
+  std::vector<std::vector<Fd>> links(peers.size());
+  for (std::size_t p = 0; p < peers.size(); ++p)
+    if (peers[p].valid()) links[p].push_back(std::move(peers[p]));
+  return links;
+}
+}  // namespace
+
 TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, std::size_t socket_buffer_bytes)
-    : rank_(rank), size_(size), conns_(size), unexpected_(size), discard_(64 << 10) {
+    : TcpTransport(rank, size, one_link_each(std::move(peers)), socket_buffer_bytes, std::size_t(1) << 20) {}
+
+TcpTransport::TcpTransport(int rank, int size, std::vector<std::vector<Fd>> links, std::size_t socket_buffer_bytes,
+                           std::size_t stripe_bytes)
+    : rank_(rank), size_(size), stripe_bytes_(stripe_bytes), conns_(size), unexpected_(size), discard_(64 << 10) {
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_.valid() || !wake_.valid()) throw Error(ErrorKind::Internal, "epoll/eventfd: " + errno_text(errno));
@@ -41,14 +61,19 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, std::size_
       c.alive = true;  // loopback to self never fails
       continue;
     }
-    c.fd = std::move(peers[p]);
-    set_nonblocking(c.fd.get(), true);
-    set_nodelay(c.fd.get());
-    set_buffer_sizes(c.fd.get(), socket_buffer_bytes);
+    if (links[p].empty()) throw Error(ErrorKind::Internal, "no connection to rank " + std::to_string(p));
+    for (std::size_t l = 0; l < links[p].size(); ++l) {
+      Fd& fd = links[p][l];
+      set_nonblocking(fd.get(), true);
+      set_nodelay(fd.get());
+      set_buffer_sizes(fd.get(), socket_buffer_bytes);
+      if (l > 0) c.lanes.push_back(Lane{std::move(fd), {}, {}, 0});
+    }
+    c.fd = std::move(links[p][0]);
     c.alive = true;
     epoll_event pev{};
     pev.events = EPOLLIN | EPOLLRDHUP;
-    pev.data.u32 = static_cast<std::uint32_t>(p);
+    pev.data.u32 = epoll_index(p, 0);
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c.fd.get(), &pev);
   }
   thread_ = std::thread([this] { progress_loop(); });
@@ -70,18 +95,28 @@ void TcpTransport::say_goodbye() {
   // What is still queued (a lost-peer notice, the rest of an aborted
   // message) gets a short chance to leave first.
   const auto until = Clock::now() + std::chrono::milliseconds(200);
+  auto lanes_idle = [](const Conn& c) {
+    return std::all_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return l.sendq.empty(); });
+  };
   for (Conn& c : conns_) {
     while (c.peer != rank_ && c.alive && c.fd.valid() && !c.sendq.empty() && Clock::now() < until) {
       if (!flush(c) || c.sendq.empty()) break;
       pollfd p{c.fd.get(), POLLOUT, 0};
       ::poll(&p, 1, 10);
     }
+    for (std::size_t i = 0; i < c.lanes.size(); ++i)  // a failure clears c.lanes
+      while (!c.lanes[i].sendq.empty() && Clock::now() < until) {
+        Lane& l = c.lanes[i];
+        if (!flush_queue(c, l.fd.get(), l.sendq) || l.sendq.empty()) break;
+        pollfd p{l.fd.get(), POLLOUT, 0};
+        ::poll(&p, 1, 10);
+      }
   }
   FrameHeader h;
   h.flags = kFrameGoodbye;
   for (Conn& c : conns_) {
     // Only between frames: a half-sent message is not followed by anything.
-    if (c.peer == rank_ || !c.alive || !c.fd.valid() || !c.sendq.empty()) continue;
+    if (c.peer == rank_ || !c.alive || !c.fd.valid() || !c.sendq.empty() || !lanes_idle(c)) continue;
     ssize_t n = ::send(c.fd.get(), &h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n;  // a full socket buffer or a dead peer: it learns from the close
   }
@@ -98,6 +133,10 @@ void TcpTransport::shutdown_connections() {
     if (c.peer == rank_ || !c.alive || !c.fd.valid()) continue;
     ::shutdown(c.fd.get(), SHUT_WR);
     fds.push_back(pollfd{c.fd.get(), POLLIN, 0});
+    for (Lane& l : c.lanes) {
+      ::shutdown(l.fd.get(), SHUT_WR);
+      fds.push_back(pollfd{l.fd.get(), POLLIN, 0});
+    }
   }
   auto deadline = Clock::now() + std::chrono::seconds(2);
   while (!fds.empty() && Clock::now() < deadline) {
@@ -117,7 +156,10 @@ void TcpTransport::shutdown_connections() {
       }
     }
   }
-  for (Conn& c : conns_) c.fd.reset();
+  for (Conn& c : conns_) {
+    c.fd.reset();
+    c.lanes.clear();
+  }
 }
 
 std::string TcpTransport::peer_failure(int peer) const {
@@ -156,16 +198,46 @@ RequestPtr TcpTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_
   op.buf = static_cast<const char*>(buf);
   op.len = len;
   op.req = req;
+  if (!c.lanes.empty() && len >= stripe_bytes_) {
+    // The header here, the payload in stripes on the data connections.
+    auto st = std::make_shared<OutStripe>();
+    st->comm = comm_id;
+    st->base = op.buf;
+    st->len = len;
+    op.hdr.flags = kFrameStriped;
+    op.len = 0;
+    op.stripe = st;
+    const int stripes = static_cast<int>(c.lanes.size());
+    for (int i = 0; i < stripes; ++i) {
+      const StripeExtent e = stripe_extent(len, stripes, i);
+      if (e.length == 0) continue;
+      SendOp part;
+      part.hdr = op.hdr;
+      part.buf = op.buf + e.offset;
+      part.len = e.length;
+      part.req = req;
+      part.raw = true;
+      part.stripe = st;
+      ++st->left;
+      Lane& l = c.lanes[static_cast<std::size_t>(i)];
+      l.sendq.push_back(std::move(part));
+      if (l.sendq.size() == 1 && !flush_queue(c, l.fd.get(), l.sendq)) return req;
+      update_lane(c, static_cast<std::size_t>(i));
+    }
+    ++st->left;  // the header
+  }
   c.sendq.push_back(std::move(op));
   // Write at once from the caller's thread when nothing is queued before us.
   if (c.sendq.size() == 1 && flush(c) && !c.sendq.empty()) update_epoll(c, true);
   return req;
 }
 
-bool TcpTransport::flush(Conn& c) {
-  while (!c.sendq.empty()) {
-    SendOp& op = c.sendq.front();
-    const std::size_t hdr_len = sizeof(FrameHeader);
+bool TcpTransport::flush(Conn& c) { return flush_queue(c, c.fd.get(), c.sendq); }
+
+bool TcpTransport::flush_queue(Conn& c, int fd, std::deque<SendOp>& q) {
+  while (!q.empty()) {
+    SendOp& op = q.front();
+    const std::size_t hdr_len = op.raw ? 0 : sizeof(FrameHeader);
     const char* payload = op.owned.empty() ? op.buf : op.owned.data();
     iovec iov[2];
     int n = 0;
@@ -186,7 +258,7 @@ bool TcpTransport::flush(Conn& c) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = n;
-    ssize_t w = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
@@ -195,11 +267,31 @@ bool TcpTransport::flush(Conn& c) {
     }
     op.off += static_cast<std::size_t>(w);
     if (op.off == hdr_len + op.len) {
-      op.req->complete(c.peer, op.len);
-      c.sendq.pop_front();
+      if (!op.stripe) {
+        op.req->complete(c.peer, op.len);
+      } else {
+        if (!op.raw) op.stripe->header_sent = true;
+        if (--op.stripe->left == 0) op.req->complete(c.peer, op.stripe->len);
+      }
+      q.pop_front();
     }
   }
   return true;
+}
+
+void TcpTransport::update_lane(Conn& c, std::size_t lane) {
+  Lane& l = c.lanes[lane];
+  if (!l.fd.valid()) return;
+  const std::uint32_t want = (l.rxq.empty() ? 0u : EPOLLIN | EPOLLRDHUP) | (l.sendq.empty() ? 0u : EPOLLOUT);
+  if (want == l.events) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.u32 = epoll_index(c.peer, lane + 1);
+  // An idle data connection is not watched at all: nothing is due on it, and
+  // a peer that goes away is noticed on the header connection.
+  ::epoll_ctl(epoll_.get(), want == 0 ? EPOLL_CTL_DEL : l.events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, l.fd.get(),
+              &ev);
+  l.events = want;
 }
 
 void TcpTransport::update_epoll(Conn& c, bool want_out) {
@@ -266,7 +358,7 @@ RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
       return req;
     }
     if (it->complete) {
-      finish_recv(r, from, it->data.data(), it->data.size());
+      deliver_unexpected(r, from, *it);
       unexpected_[from].erase(it);
     } else {
       it->has_claim = true;
@@ -290,6 +382,22 @@ void TcpTransport::finish_recv(const PostedRecv& r, int from, const char* data, 
   }
   if (bytes) std::memcpy(r.buf, data, bytes);
   r.req->complete(from, bytes);
+}
+
+void TcpTransport::deliver_unexpected(const PostedRecv& r, int from, const Unexpected& u) {
+  if (u.parts.empty()) {
+    finish_recv(r, from, u.data.data(), u.data.size());
+    return;
+  }
+  if (u.striped_bytes != r.len) {
+    finish_recv(r, from, nullptr, u.striped_bytes);  // fails with Mismatch
+    return;
+  }
+  for (std::size_t i = 0; i < u.parts.size(); ++i) {
+    const StripeExtent e = stripe_extent(u.striped_bytes, static_cast<int>(u.parts.size()), static_cast<int>(i));
+    if (e.length) std::memcpy(r.buf + e.offset, u.parts[i].data(), e.length);
+  }
+  r.req->complete(from, u.striped_bytes);
 }
 
 void TcpTransport::deliver_local(std::uint64_t comm, std::uint64_t tag, const char* buf, std::size_t len) {
@@ -330,6 +438,10 @@ void TcpTransport::abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::
       }
       if (it->has_claim) it->claim.req->fail(kind, message);
       if (conns_[p].rx_unexp == &*it) conns_[p].rx_unexp = nullptr, conns_[p].rx_buf = nullptr;
+      if (it->stripe) {  // its stripes still arrive: drop them
+        it->stripe->discard = true;
+        it->stripe->unexp = nullptr;
+      }
       it = unexpected_[p].erase(it);
     }
     Conn& c = conns_[p];
@@ -339,22 +451,60 @@ void TcpTransport::abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::
       c.rx_req.reset();
       c.rx_buf = nullptr;
     }
-    // Queued sends: drop those not started; a started one must finish (the
-    // byte stream is shared), so its payload is copied out of the user buffer.
-    for (auto it = c.sendq.begin(); it != c.sendq.end();) {
+    for (Lane& l : c.lanes)
+      for (StripeRx& x : l.rxq) {
+        InStripe& m = *x.msg;
+        if (m.hdr.comm_id != comm_id || m.discard) continue;
+        if (m.req) m.req->fail(kind, message);
+        m.discard = true;
+        m.dst = nullptr;
+        m.req.reset();
+      }
+    abort_sends(c, comm_id, kind, message);
+  }
+}
+
+// Queued sends of an aborted communicator: drop those not started; a started
+// one must finish (the byte streams are shared), so its payload is copied out
+// of the user buffer. A striped message counts as started when any of its
+// parts is.
+void TcpTransport::abort_sends(Conn& c, std::uint64_t comm_id, ErrorKind kind, const std::string& message) {
+  auto started = [&](const OutStripe* st) {
+    if (st->header_sent) return true;
+    for (const SendOp& op : c.sendq)
+      if (op.stripe.get() == st && op.off > 0) return true;
+    for (const Lane& l : c.lanes)
+      for (const SendOp& op : l.sendq)
+        if (op.stripe.get() == st && op.off > 0) return true;
+    return false;
+  };
+  auto drop = [&](std::deque<SendOp>& q) {
+    for (auto it = q.begin(); it != q.end();) {
       if (it->hdr.comm_id != comm_id) {
         ++it;
         continue;
       }
       it->req->fail(kind, message);
-      if (it->off == 0) {
-        it = c.sendq.erase(it);
-      } else {
-        if (it->owned.empty() && it->len) it->owned.assign(it->buf, it->buf + it->len);
-        ++it;
+      OutStripe* st = it->stripe.get();
+      if (st ? !started(st) : it->off == 0) {
+        it = q.erase(it);
+        continue;
       }
+      if (st) {
+        if (st->owned.empty()) st->owned.assign(st->base, st->base + st->len);
+        if (it->raw) it->buf = st->owned.data() + (it->buf - st->base);
+      } else if (it->owned.empty() && it->len) {
+        it->owned.assign(it->buf, it->buf + it->len);
+      }
+      ++it;
     }
+  };
+  // Lanes first: deciding whether a stripe started looks at the header too.
+  for (std::size_t i = 0; i < c.lanes.size(); ++i) {
+    drop(c.lanes[i].sendq);
+    update_lane(c, i);
   }
+  drop(c.sendq);
 }
 
 void TcpTransport::note_operation(std::uint64_t comm, std::uint64_t tag, std::uint64_t signature) {
@@ -405,6 +555,13 @@ void TcpTransport::fail_conn(Conn& c, const std::string& why) {
   c.rx_unexp = nullptr;
   for (SendOp& op : c.sendq) op.req->fail(ErrorKind::PeerLost, why);
   c.sendq.clear();
+  for (Lane& l : c.lanes) {
+    for (StripeRx& x : l.rxq)
+      if (x.msg->req) x.msg->req->fail(ErrorKind::PeerLost, why);
+    for (SendOp& op : l.sendq) op.req->fail(ErrorKind::PeerLost, why);
+    if (l.events) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.fd.get(), nullptr);
+  }
+  c.lanes.clear();
 }
 
 void TcpTransport::on_header(Conn& c) {
@@ -428,6 +585,12 @@ void TcpTransport::on_header(Conn& c) {
     c.rx_req.reset();
     c.rx_unexp = nullptr;
     if (c.hdr.bytes == 0) on_payload_done(c);
+    return;
+  }
+  const bool striped = c.hdr.flags & kFrameStriped;
+  if (striped && c.lanes.empty()) {
+    fail_conn(c, "corrupt frame from rank " + std::to_string(c.peer) +
+                     ": a message striped across data connections, but this pair has none");
     return;
   }
   c.rx = Rx::Payload;
@@ -483,7 +646,12 @@ void TcpTransport::on_header(Conn& c) {
       u.sig = c.hdr.signature;
       u.arrival = arrivals_++;
       try {
-        u.data.resize(std::min(bytes, kEagerUnexpectedBytes));
+        if (striped) {
+          u.parts.resize(c.lanes.size());  // each grows as its stripe arrives
+          u.striped_bytes = bytes;
+        } else {
+          u.data.resize(std::min(bytes, kEagerUnexpectedBytes));
+        }
       } catch (const std::bad_alloc&) {
         fail_conn(c, "rank " + std::to_string(c.peer) + " sent a " + std::to_string(bytes) +
                          "-byte message before its receive was posted, and it cannot be buffered");
@@ -494,7 +662,111 @@ void TcpTransport::on_header(Conn& c) {
       c.rx_buf = c.rx_unexp->data.data();
     }
   }
+  if (striped) {
+    start_striped_rx(c);
+    return;
+  }
   if (bytes == 0) on_payload_done(c);
+}
+
+// The header of a striped message is matched (or buffered, or discarded):
+// its stripes are due on the data connections, in order behind the earlier
+// ones there.
+void TcpTransport::start_striped_rx(Conn& c) {
+  auto m = std::make_shared<InStripe>();
+  m->hdr = c.hdr;
+  m->req = c.rx_req;
+  m->dst = c.rx_req ? c.rx_buf : nullptr;
+  m->unexp = c.rx_unexp;
+  m->discard = !m->req && !m->unexp;
+  if (m->unexp) m->unexp->stripe = m;
+  c.rx = Rx::Header;
+  c.hdr_got = 0;
+  c.rx_buf = nullptr;
+  c.rx_req.reset();
+  c.rx_unexp = nullptr;
+  const int stripes = static_cast<int>(c.lanes.size());
+  for (int i = 0; i < stripes; ++i) {
+    const StripeExtent e = stripe_extent(m->hdr.bytes, stripes, i);
+    if (e.length == 0) continue;
+    const auto lane = static_cast<std::size_t>(i);
+    c.lanes[lane].rxq.push_back(StripeRx{m, lane, e.offset, e.length});
+    ++m->left;
+    update_lane(c, lane);
+  }
+  if (m->left == 0) finish_stripe(c, *m);
+}
+
+void TcpTransport::finish_stripe(Conn& c, InStripe& m) {
+  if (m.discard) return;
+  if (m.req) {
+    m.req->complete(c.peer, m.hdr.bytes);
+    return;
+  }
+  Unexpected* u = m.unexp;
+  if (!u) return;
+  u->complete = true;
+  u->stripe.reset();  // the caller holds m
+  if (!u->has_claim) return;
+  deliver_unexpected(u->claim, c.peer, *u);
+  for (auto it = unexpected_[c.peer].begin(); it != unexpected_[c.peer].end(); ++it) {
+    if (&*it == u) {
+      unexpected_[c.peer].erase(it);
+      break;
+    }
+  }
+}
+
+void TcpTransport::handle_lane_readable(Conn& c, std::size_t lane) {
+  std::size_t budget = kReadBudget;
+  while (c.alive && budget > 0 && !c.lanes[lane].rxq.empty()) {
+    Lane& l = c.lanes[lane];
+    StripeRx& x = l.rxq.front();
+    InStripe& m = *x.msg;
+    std::size_t want = x.length - x.got;
+    char* dst;
+    if (m.discard) {
+      dst = discard_.data();
+      want = std::min(want, discard_.size());
+    } else if (m.dst) {
+      dst = m.dst + x.offset + x.got;
+    } else {
+      std::vector<char>& d = m.unexp->parts[x.index];
+      if (x.got == d.size()) {
+        try {
+          d.resize(std::min(x.length, std::max<std::size_t>(2 * d.size(), 1u << 20)));
+        } catch (const std::bad_alloc&) {
+          fail_conn(c, "rank " + std::to_string(c.peer) + " sent a " + std::to_string(m.hdr.bytes) +
+                           "-byte message before its receive was posted, and it cannot be buffered");
+          return;
+        }
+      }
+      dst = d.data() + x.got;
+      want = std::min(want, d.size() - x.got);
+    }
+    ssize_t n = ::recv(l.fd.get(), dst, want, MSG_DONTWAIT);
+    if (n == 0) {
+      fail_conn(c, "rank " + std::to_string(c.peer) + " closed its connection in the middle of a message");
+      return;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      fail_conn(c, "connection to rank " + std::to_string(c.peer) + " failed: " + errno_text(errno));
+      return;
+    }
+    budget -= std::min(budget, static_cast<std::size_t>(n));
+    x.got += static_cast<std::size_t>(n);
+    if (x.got == x.length) {
+      std::shared_ptr<InStripe> done = std::move(x.msg);
+      l.rxq.pop_front();
+      if (--done->left == 0) finish_stripe(c, *done);
+    }
+  }
+  if (!c.alive) return;
+  update_lane(c, lane);
+  if (c.draining && std::all_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return l.rxq.empty(); }))
+    fail_conn(c, "rank " + std::to_string(c.peer) + " has shut down");
 }
 
 void TcpTransport::on_payload_done(Conn& c) {
@@ -518,7 +790,7 @@ void TcpTransport::on_payload_done(Conn& c) {
     Unexpected* u = c.rx_unexp;
     u->complete = true;
     if (u->has_claim) {
-      finish_recv(u->claim, c.peer, u->data.data(), u->data.size());
+      deliver_unexpected(u->claim, c.peer, *u);
       for (auto it = unexpected_[c.peer].begin(); it != unexpected_[c.peer].end(); ++it) {
         if (&*it == u) {
           unexpected_[c.peer].erase(it);
@@ -569,6 +841,13 @@ void TcpTransport::handle_readable(Conn& c) {
     ssize_t n = ::recv(c.fd.get(), dst, want, MSG_DONTWAIT);
     if (n == 0) {
       bool clean = c.rx == Rx::Header && c.hdr_got == 0;
+      if (clean && c.said_goodbye && std::any_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return !l.rxq.empty(); })) {
+        // Shut down in order, with stripes still in the data connections:
+        // read them first (handle_lane_readable ends it).
+        ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+        c.draining = true;
+        return;
+      }
       fail_conn(c, !clean ? "rank " + std::to_string(c.peer) + " closed its connection in the middle of a message"
                    : c.said_goodbye ? "rank " + std::to_string(c.peer) + " has shut down"
                                     : "rank " + std::to_string(c.peer) + " closed its connection without shutting down (it exited, crashed or was killed)");
@@ -693,8 +972,22 @@ void TcpTransport::progress_loop() {
           (void)ignored;
           continue;
         }
-        Conn& c = conns_[idx];
+        Conn& c = conns_[idx & ((1u << kLaneShift) - 1)];
         if (!c.alive) continue;
+        if (const std::size_t lane = idx >> kLaneShift; lane > 0) {
+          if (lane > c.lanes.size()) continue;
+          if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+            // Only while stripes are due; an idle one is not watched.
+            if (!c.lanes[lane - 1].rxq.empty()) {
+              handle_lane_readable(c, lane - 1);
+            } else if (events[i].events & (EPOLLHUP | EPOLLERR)) {
+              fail_conn(c, "a data connection to rank " + std::to_string(c.peer) + " failed");
+            }
+          }
+          if (c.alive && (events[i].events & EPOLLOUT) && flush_queue(c, c.lanes[lane - 1].fd.get(), c.lanes[lane - 1].sendq))
+            update_lane(c, lane - 1);
+          continue;
+        }
         if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) handle_readable(c);
         if (c.alive && (events[i].events & EPOLLOUT)) {
           if (flush(c) && c.sendq.empty()) update_epoll(c, false);

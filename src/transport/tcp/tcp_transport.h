@@ -2,6 +2,15 @@
 // TCP transport: one connection per peer pair, driven by one epoll progress
 // thread per process.
 //
+// With TUTTI_SOCKETS_PER_PEER = N > 1 a pair of ranks has N + 1
+// connections: the first carries every header and small message as before;
+// a message of at least TUTTI_SOCKET_STRIPE_BYTES sends only its header
+// there (kFrameStriped) and its payload in N stripes, stripe i on data
+// connection i, in header order (frame.h). The receiver matches the header
+// as usual and reads each stripe straight into its place; the message is
+// complete when every stripe is in. A data connection is watched only while
+// a stripe is due on it.
+//
 // Thread model. The progress thread owns every peer socket's reading side and
 // flushes send queues that could not be written at once. Caller threads post
 // sends and receives; a send posted on an idle connection is written straight
@@ -16,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -33,15 +43,22 @@ namespace tutti::detail {
 // Builds the full mesh of peer connections through `store`: every rank
 // listens, publishes its address under "tutti/tcp/<rank>", connects to lower
 // ranks and accepts higher ones. Fails with Timeout naming the ranks that
-// never published or connected before `deadline`. Returns one socket per
-// peer (index = rank; the own entry is invalid).
+// never published or connected before `deadline`. Returns the
+// connections to each peer (index = rank; none for the own entry): one, or
+// config.sockets_per_peer + 1 when that is above 1 (the connecting rank's
+// setting decides for the pair).
 // Every connection authenticates with `key` (net/auth.h) before its hello.
-std::vector<Fd> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id, const std::string& key,
-                             const Config& config, const std::string& store_host, int store_port,
-                             TimePoint deadline);
+std::vector<std::vector<Fd>> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id,
+                                          const std::string& key, const Config& config,
+                                          const std::string& store_host, int store_port, TimePoint deadline);
 
 class TcpTransport final : public Transport {
  public:
+  // links[p]: the connections to rank p, the first for headers, the rest
+  // (if any) for the stripes of messages of at least stripe_bytes.
+  TcpTransport(int rank, int size, std::vector<std::vector<Fd>> links, std::size_t socket_buffer_bytes,
+               std::size_t stripe_bytes);
+  // One connection per peer.
   TcpTransport(int rank, int size, std::vector<Fd> peers, std::size_t socket_buffer_bytes);
   ~TcpTransport() override;
 
@@ -68,13 +85,28 @@ class TcpTransport final : public Transport {
     RequestPtr req;
     std::uint64_t sig = 0;
   };
+  struct InStripe;
   struct Unexpected {
     std::uint64_t comm, tag, arrival;
     std::uint64_t sig = 0;
     std::vector<char> data;
+    // A striped message: one buffer per stripe, each growing as its bytes
+    // arrive, and the stripes still being read.
+    std::vector<std::vector<char>> parts;
+    std::size_t striped_bytes = 0;
+    std::shared_ptr<InStripe> stripe;
     bool complete = false;
     bool has_claim = false;  // a receive matched it before its payload was in
     PostedRecv claim{};
+  };
+  // A striped message being sent: done when its header and every stripe are out.
+  struct OutStripe {
+    std::uint64_t comm;
+    const char* base;      // the user's buffer
+    std::size_t len;
+    int left = 0;          // parts not yet written
+    bool header_sent = false;
+    std::vector<char> owned;  // payload copy, once the user's buffer is given back
   };
   struct SendOp {
     FrameHeader hdr;
@@ -83,6 +115,28 @@ class TcpTransport final : public Transport {
     std::size_t off = 0;  // bytes of header + payload already written
     RequestPtr req;
     std::vector<char> owned;  // payload copy, once the user's buffer is given back
+    bool raw = false;         // a stripe: payload only, no header
+    std::shared_ptr<OutStripe> stripe;
+  };
+  // A striped message being received: where its stripes go.
+  struct InStripe {
+    FrameHeader hdr;
+    int left = 0;               // stripes not yet in
+    bool discard = false;       // nowhere to go (aborted, mismatched): read and drop
+    char* dst = nullptr;        // a posted receive's buffer, filled directly
+    RequestPtr req;             // that receive
+    Unexpected* unexp = nullptr;  // or the buffered message
+  };
+  struct StripeRx {
+    std::shared_ptr<InStripe> msg;
+    std::size_t index, offset, length, got = 0;
+  };
+  // A data connection of a peer pair (TUTTI_SOCKETS_PER_PEER).
+  struct Lane {
+    Fd fd;
+    std::deque<SendOp> sendq;
+    std::deque<StripeRx> rxq;
+    std::uint32_t events = 0;  // what epoll watches (0: not registered)
   };
   enum class Rx { Header, Payload };
   struct Conn {
@@ -90,6 +144,7 @@ class TcpTransport final : public Transport {
     Fd fd;
     bool alive = false;
     bool said_goodbye = false;  // the peer is shutting down in order
+    bool draining = false;      // ...and closed; stripes are still being read
     bool rx_notice = false;     // the payload being read is a notice (lost peer, failed communicator)
     bool yield = false;         // stop reading until lost peers are reported
     std::string notice;
@@ -105,6 +160,7 @@ class TcpTransport final : public Transport {
     Unexpected* rx_unexp = nullptr;
     // sending side
     std::deque<SendOp> sendq;
+    std::vector<Lane> lanes;  // data connections, stripe i on lanes[i]
   };
 
   void progress_loop();
@@ -125,6 +181,14 @@ class TcpTransport final : public Transport {
   void on_header(Conn& c);
   void on_payload_done(Conn& c);
   bool flush(Conn& c);  // returns false if the connection failed
+  bool flush_queue(Conn& c, int fd, std::deque<SendOp>& q);
+  void update_lane(Conn& c, std::size_t lane);
+  void handle_lane_readable(Conn& c, std::size_t lane);
+  void start_striped_rx(Conn& c);
+  void finish_stripe(Conn& c, InStripe& m);
+  // Completes r with a fully buffered unexpected message.
+  void deliver_unexpected(const PostedRecv& r, int from, const Unexpected& u);
+  void abort_sends(Conn& c, std::uint64_t comm_id, ErrorKind kind, const std::string& message);
   void update_epoll(Conn& c, bool want_out);
   void fail_conn(Conn& c, const std::string& why);
   void deliver_local(std::uint64_t comm, std::uint64_t tag, const char* buf, std::size_t len);
@@ -141,6 +205,7 @@ class TcpTransport final : public Transport {
   std::unordered_map<std::uint64_t, std::deque<std::pair<std::uint64_t, std::uint64_t>>> recent_ops_;
 
   const int rank_, size_;
+  const std::size_t stripe_bytes_;
   mutable std::mutex mu_;
   std::vector<Conn> conns_;
   std::list<PostedRecv> posted_;
