@@ -210,6 +210,7 @@ class CoreConfigEnv : public ::testing::Test {
   static constexpr const char* kVars[] = {
       "TUTTI_TIMEOUT",     "TUTTI_CHUNK_BYTES",    "TUTTI_SMALL_BYTES",       "TUTTI_ALGO",
       "TUTTI_SOCKET_BUFFER_BYTES", "TUTTI_LISTEN_ADDR", "TUTTI_ADVERTISE_ADDR", "TUTTI_STORE_LISTEN_ADDR",
+      "TUTTI_SOCKETS_PER_PEER", "TUTTI_SOCKET_STRIPE_BYTES",
   };
   void SetUp() override {
     for (const char* v : kVars) {
@@ -306,6 +307,31 @@ TEST_F(CoreConfigEnv, OtherVariables) {
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   EXPECT_CONTAINS(e.message(), "TUTTI_SMALL_BYTES");
   EXPECT_CONTAINS(e.message(), "'lots'");
+}
+
+TEST_F(CoreConfigEnv, SocketsPerPeerAndStripeBytes) {
+  d::Config c = d::Config::from_env();
+  EXPECT_EQ(c.sockets_per_peer, 1);
+  EXPECT_EQ(c.socket_stripe_bytes, std::size_t(1) << 20);
+  set("TUTTI_SOCKETS_PER_PEER", "4");
+  set("TUTTI_SOCKET_STRIPE_BYTES", "256K");
+  c = d::Config::from_env();
+  EXPECT_EQ(c.sockets_per_peer, 4);
+  EXPECT_EQ(c.socket_stripe_bytes, std::size_t(256) << 10);
+  EXPECT_CONTAINS(c.describe(), "sockets_per_peer=4 socket_stripe_bytes=262144");
+  set("TUTTI_SOCKETS_PER_PEER", "16");
+  EXPECT_EQ(d::Config::from_env().sockets_per_peer, 16);
+  for (const char* bad : {"0", "17", "-2", "2x", "many"}) {
+    set("TUTTI_SOCKETS_PER_PEER", bad);
+    Error e = expect_error([] { d::Config::from_env(); });
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << bad;
+    EXPECT_EQ(e.message(), std::string("TUTTI_SOCKETS_PER_PEER: must be between 1 and 16, got '") + bad + "'");
+  }
+  set("TUTTI_SOCKETS_PER_PEER", "2");
+  set("TUTTI_SOCKET_STRIPE_BYTES", "4095");
+  Error e = expect_error([] { d::Config::from_env(); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_EQ(e.message(), "TUTTI_SOCKET_STRIPE_BYTES: must be at least 4096");
 }
 
 TEST_F(CoreConfigEnv, AlgoOverrides) {
@@ -580,6 +606,45 @@ TEST(CoreFrame, IncomingHelloMustComeFromAHigherRank) {
   // validate_hello's checks come first.
   EXPECT_EQ(d::check_incoming_hello(good_hello(3, 4, 43), 1, 4, 42), "peer belongs to another job");
   EXPECT_EQ(d::check_incoming_hello(good_hello(-1, 4, 42), 1, 4, 42), "peer claims rank -1");
+}
+
+TEST(CoreFrame, HelloSaysWhichOfThePairsConnectionsItIs) {
+  d::Hello h = good_hello(2, 4, 42);
+  for (int count : {1, 2, 5, 17})
+    for (int index = 0; index < count; ++index) {
+      h.link = d::hello_link(count, index);
+      EXPECT_EQ(d::hello_link_count(h), count);
+      EXPECT_EQ(d::hello_link_index(h), index);
+      EXPECT_EQ(d::validate_hello(h, 4, 42), "");
+    }
+  EXPECT_EQ(d::hello_link(1, 0), 0);  // one connection: as before the field existed
+  h.link = d::hello_link(3, 3);
+  EXPECT_EQ(d::validate_hello(h, 4, 42), "peer opens connection 3 of 3");
+  h.link = d::hello_link(18, 0);
+  EXPECT_EQ(d::validate_hello(h, 4, 42), "peer opens connection 0 of 18");
+}
+
+// Stripes tile the message exactly, in order, in multiples of 4 KiB but the
+// last non-empty one.
+TEST(CoreFrame, StripesTileTheMessage) {
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{4096}, std::size_t{4097},
+                            std::size_t{12288}, std::size_t{12289}, std::size_t{1} << 20, (std::size_t{1} << 30) + 3})
+    for (int n = 1; n <= 16; ++n) {
+      std::size_t next = 0;
+      bool ended = false;
+      for (int i = 0; i < n; ++i) {
+        d::StripeExtent e = d::stripe_extent(bytes, n, i);
+        EXPECT_EQ(e.offset, next) << bytes << " " << n << " " << i;
+        if (ended) {
+          EXPECT_EQ(e.length, 0u);
+        }
+        EXPECT_LE(e.length, (bytes + std::size_t(n) - 1) / std::size_t(n) + 4095);  // balanced
+        if (e.length % 4096 != 0) ended = true;  // only the last may be ragged
+        if (e.length == 0) ended = true;
+        next = e.offset + e.length;
+      }
+      EXPECT_EQ(next, bytes) << bytes << " over " << n;
+    }
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 #pragma once
-// TCP transport: one connection per peer pair, driven by one epoll progress
+// TCP transport: one connection per peer pair (or several, see below), driven by one epoll progress
 // thread per process.
 //
 // With TUTTI_SOCKETS_PER_PEER = N > 1 a pair of ranks has N + 1
