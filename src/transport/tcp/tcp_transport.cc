@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_transport.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -27,6 +28,8 @@ constexpr std::size_t kReadBudget = 8u << 20;
 // header arrives; a larger one grows as its bytes do, so a header's claim
 // alone never reserves more.
 constexpr std::size_t kEagerUnexpectedBytes = 64u << 20;
+// How long a waiting caller looks for its message without sleeping (drive).
+constexpr auto kDriveSpin = std::chrono::microseconds(100);
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -297,10 +300,64 @@ void TcpTransport::update_lane(Conn& c, std::size_t lane) {
 void TcpTransport::update_epoll(Conn& c, bool want_out) {
   if (c.want_out == want_out || !c.fd.valid()) return;
   c.want_out = want_out;
+  apply_epoll(c);
+}
+
+void TcpTransport::apply_epoll(Conn& c) {
+  if (!c.fd.valid() || c.draining) return;
   epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLRDHUP | (want_out ? EPOLLOUT : 0u);
-  ev.data.u32 = static_cast<std::uint32_t>(c.peer);
+  // While a caller drives the connection, the progress thread only flushes it.
+  ev.events = (c.driven ? 0u : EPOLLIN | EPOLLRDHUP) | (c.want_out ? EPOLLOUT : 0u);
+  ev.data.u32 = epoll_index(c.peer, 0);
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
+}
+
+void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Conn& c = conns_[peer];
+    if (req.done() || stop_ || !c.alive || c.draining || c.driven || !c.fd.valid()) return;
+    c.driven = true;
+    apply_epoll(c);
+    fd = c.fd.get();
+  }
+  // First look without sleeping for a while, giving the core away between
+  // looks (a sleeping thread's wake-up costs far more than a message here),
+  // then sleep in poll().
+  const TimePoint spin_until = std::min(deadline, Clock::now() + kDriveSpin);
+  for (bool more = true; more;) {
+    int ms = 0;
+    if (Clock::now() >= spin_until) {
+      // Slices of at most 10 ms: a request failed by another thread (an
+      // abort) is noticed within one.
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      ms = deadline == TimePoint::max() ? 10 : static_cast<int>(std::clamp<long long>(left + 1, 0, 10));
+    }
+    pollfd p{fd, POLLIN | POLLRDHUP, 0};
+    const int ready = ::poll(&p, 1, ms);
+    if (ready == 0 && ms == 0 && Clock::now() < spin_until && !req.done()) {
+      ::sched_yield();
+      continue;
+    }
+    bool report;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Conn& c = conns_[peer];
+      // (A connection that failed meanwhile has no descriptor left to read.)
+      if (c.alive && ready > 0) handle_readable(c);
+      report = reports_pending();
+      more = c.alive && !c.draining && !req.done() && !(ready == 0 && ms == 0);
+      if (!more && c.alive && c.driven) {
+        c.driven = false;
+        apply_epoll(c);
+      }
+    }
+    if (report) {
+      report_lost();
+      ::sched_yield();  // another thread may be reporting
+    }
+  }
 }
 
 std::list<TcpTransport::Unexpected>::iterator TcpTransport::find_unexpected(int peer, std::uint64_t comm,
@@ -326,6 +383,12 @@ RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
                                    std::uint64_t signature) {
   auto req = std::make_shared<Completion>();
   std::lock_guard<std::mutex> lock(mu_);
+  // The waiter reads the connection itself (not for striped messages, whose
+  // stripes the progress thread reads).
+  if (peer != kAnyPeer && peer != rank_ && (conns_[peer].lanes.empty() || len < stripe_bytes_))
+    req->drive = [w = weak_from_this(), peer, c = req.get()](TimePoint deadline) {
+      if (auto t = w.lock()) t->drive(peer, *c, deadline);
+    };
   if (comm_aborted(comm_id, &req)) return req;
   PostedRecv r{peer, comm_id, tag, static_cast<char*>(buf), len, req, signature};
   if (signature) {
@@ -718,6 +781,7 @@ void TcpTransport::finish_stripe(Conn& c, InStripe& m) {
 }
 
 void TcpTransport::handle_lane_readable(Conn& c, std::size_t lane) {
+  if (reports_pending()) return;  // as handle_readable
   std::size_t budget = kReadBudget;
   while (c.alive && budget > 0 && !c.lanes[lane].rxq.empty()) {
     Lane& l = c.lanes[lane];
@@ -807,6 +871,10 @@ void TcpTransport::on_payload_done(Conn& c) {
 }
 
 void TcpTransport::handle_readable(Conn& c) {
+  // Nothing is read past a loss or failure until it is reported, by
+  // whichever thread read it: what follows (peers shutting down after it)
+  // must not become the cause.
+  if (reports_pending()) return;
   std::size_t budget = kReadBudget;
   c.yield = false;
   while (c.alive && budget > 0 && !c.yield) {
@@ -937,11 +1005,15 @@ void TcpTransport::report_lost() {
     handler = peer_lost_;
     failures.swap(comm_failures_);
     failed_handler = comm_failed_;
+    if (lost.empty() && failures.empty()) return;
+    ++reporting_;
   }
   if (handler)
     for (auto& [peer, why] : lost) handler(peer, why);
   if (failed_handler)
     for (auto& f : failures) failed_handler(f.comm, f.kind, f.why);
+  std::lock_guard<std::mutex> lock(mu_);
+  --reporting_;
 }
 
 void TcpTransport::progress_loop() {
@@ -995,6 +1067,12 @@ void TcpTransport::progress_loop() {
       }
     }
     report_lost();
+    bool pending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending = reports_pending();
+    }
+    if (pending) ::sched_yield();  // a caller is reporting: it is short
   }
 }
 

@@ -52,7 +52,7 @@ std::vector<std::vector<Fd>> connect_mesh(Store& store, int rank, int size, std:
                                           const std::string& key, const Config& config,
                                           const std::string& store_host, int store_port, TimePoint deadline);
 
-class TcpTransport final : public Transport {
+class TcpTransport final : public Transport, public std::enable_shared_from_this<TcpTransport> {
  public:
   // links[p]: the connections to rank p, the first for headers, the rest
   // (if any) for the stripes of messages of at least stripe_bytes.
@@ -145,6 +145,7 @@ class TcpTransport final : public Transport {
     bool alive = false;
     bool said_goodbye = false;  // the peer is shutting down in order
     bool draining = false;      // ...and closed; stripes are still being read
+    bool driven = false;        // a waiting caller reads this connection (drive)
     bool rx_notice = false;     // the payload being read is a notice (lost peer, failed communicator)
     bool yield = false;         // stop reading until lost peers are reported
     std::string notice;
@@ -176,6 +177,10 @@ class TcpTransport final : public Transport {
   std::vector<CommFailure> comm_failures_;  // received, not yet reported
   void queue_notice(Conn& c, std::uint16_t flags, std::uint64_t comm, std::uint64_t tag, const std::string& text);
   void report_lost();
+  // Losses or failures read but not yet reported (or being reported by
+  // another thread). Needs mu_.
+  bool reports_pending() const { return reporting_ > 0 || !lost_unreported_.empty() || !comm_failures_.empty(); }
+  int reporting_ = 0;
   void say_goodbye();
   void handle_readable(Conn& c);
   void on_header(Conn& c);
@@ -190,6 +195,11 @@ class TcpTransport final : public Transport {
   void deliver_unexpected(const PostedRecv& r, int from, const Unexpected& u);
   void abort_sends(Conn& c, std::uint64_t comm_id, ErrorKind kind, const std::string& message);
   void update_epoll(Conn& c, bool want_out);
+  void apply_epoll(Conn& c);
+  // A caller waiting for a receive from `peer` reads that peer's connection
+  // itself, sleeping in poll(), instead of waiting for the progress thread
+  // to read it and wake the caller: one thread wake-up less per message.
+  void drive(int peer, const Completion& req, TimePoint deadline);
   void fail_conn(Conn& c, const std::string& why);
   void deliver_local(std::uint64_t comm, std::uint64_t tag, const char* buf, std::size_t len);
   std::list<Unexpected>::iterator find_unexpected(int peer, std::uint64_t comm, std::uint64_t tag, int* from);
