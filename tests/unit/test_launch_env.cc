@@ -137,6 +137,33 @@ TEST(LaunchEnv, OpenMpiMeetsThroughAFileNamedAfterTheJob) {
   EXPECT_EQ(parse_launch_env(env).rendezvous, LaunchEnv::Rendezvous::Master);
 }
 
+TEST(LaunchEnv, OpenMpiMeetsThroughPmixWhenMpirunServesIt) {
+  EnvMap env{{"OMPI_COMM_WORLD_RANK", "1"},        {"OMPI_COMM_WORLD_SIZE", "2"},
+             {"OMPI_MCA_ess_base_jobid", "77"},    {"OMPI_MCA_orte_hnp_uri", "76.0;tcp://127.0.0.1:4000"},
+             {"PMIX_NAMESPACE", "77"},             {"PMIX_RANK", "1"},
+             {"PMIX_SERVER_URI4", "76.0;tcp4://127.0.0.1:4001"}};
+  auto l = parse_launch_env(env);
+  EXPECT_EQ(l.rendezvous, LaunchEnv::Rendezvous::Pmix);
+  // The file, should libpmix not load here.
+  EXPECT_EQ(l.rendezvous_file.rfind("/tmp/tutti-rendezvous-", 0), 0u) << l.rendezvous_file;
+  env["TUTTI_PMIX"] = "0";
+  EXPECT_EQ(parse_launch_env(env).rendezvous, LaunchEnv::Rendezvous::File);
+  env["TUTTI_PMIX"] = "1";
+  EXPECT_EQ(parse_launch_env(env).rendezvous, LaunchEnv::Rendezvous::Pmix);
+  env["TUTTI_PMIX"] = "yes";
+  std::string what;
+  EXPECT_EQ(kind_of([&] { parse_launch_env(env); }, &what), ErrorKind::InvalidArgument);
+  EXPECT_NE(what.find("TUTTI_PMIX='yes'"), std::string::npos) << what;
+  env.erase("TUTTI_PMIX");
+  env["MASTER_ADDR"] = "h";
+  env["MASTER_PORT"] = "5";
+  EXPECT_EQ(parse_launch_env(env).rendezvous, LaunchEnv::Rendezvous::Master);
+  // Hydra's and Slurm's PMIx variables change nothing for them.
+  l = parse_launch_env({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"PMI_FD", "7"}, {"PMIX_NAMESPACE", "x"},
+                        {"PMIX_RANK", "0"}});
+  EXPECT_EQ(l.rendezvous, LaunchEnv::Rendezvous::Pmi);
+}
+
 TEST(LaunchEnv, HydraMeetsThroughPmi) {
   auto l = parse_launch_env({{"PMI_RANK", "1"}, {"PMI_SIZE", "4"}, {"PMI_FD", "7"}, {"MPI_LOCALRANKID", "1"},
                              {"MPI_LOCALNRANKS", "4"}});
