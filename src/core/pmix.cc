@@ -74,10 +74,37 @@ const Api& api() {
   return loaded;
 }
 
+// The name of a status as pmix_common.h defines it, for the statuses these
+// calls return; PMIx_Error_string's words ("UNREACHABLE") and the number.
 std::string status_text(pmix_status_t s) {
-  const char* t = api().error_string ? api().error_string(s) : nullptr;
-  std::string out = t ? t : "PMIx status";
+  const char* name = nullptr;
+  switch (s) {
+#define TUTTI_PMIX_STATUS(x) \
+  case x:                    \
+    name = #x;               \
+    break;
+    TUTTI_PMIX_STATUS(PMIX_ERROR)
+    TUTTI_PMIX_STATUS(PMIX_ERR_TIMEOUT)
+    TUTTI_PMIX_STATUS(PMIX_ERR_UNREACH)
+    TUTTI_PMIX_STATUS(PMIX_ERR_NOT_FOUND)
+    TUTTI_PMIX_STATUS(PMIX_ERR_INIT)
+    TUTTI_PMIX_STATUS(PMIX_ERR_BAD_PARAM)
+    TUTTI_PMIX_STATUS(PMIX_ERR_NOT_SUPPORTED)
+    TUTTI_PMIX_STATUS(PMIX_ERR_LOST_CONNECTION)
+    TUTTI_PMIX_STATUS(PMIX_ERR_NOMEM)
+    TUTTI_PMIX_STATUS(PMIX_ERR_INVALID_NAMESPACE)
+    TUTTI_PMIX_STATUS(PMIX_ERR_PROC_ENTRY_NOT_FOUND)
+#undef TUTTI_PMIX_STATUS
+    default:
+      break;
+  }
+  const char* words = api().error_string ? api().error_string(s) : nullptr;
+  std::string out = name ? name : "PMIx status";
   out += " (";
+  if (words && (!name || std::strcmp(words, name) != 0)) {
+    out += words;
+    out += ", ";
+  }
   out += std::to_string(s);
   out += ')';
   return out;
@@ -150,7 +177,7 @@ class Client {
   explicit Client(TimePoint deadline) : deadline_(deadline) {
     std::memset(&me_, 0, sizeof me_);
     pmix_status_t s = api().init(&me_, nullptr, 0);
-    if (s != PMIX_SUCCESS) fail("PMIx_Init", s, "is PMIX_SERVER_URI* of a running server?");
+    if (s != PMIX_SUCCESS) fail("PMIx_Init", s, "is the mpirun that set PMIX_SERVER_URI* still running?");
     initialized_ = true;
   }
   ~Client() {

@@ -3,9 +3,14 @@
 // variables, and where each launch meets.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 
 #include "core/launch_env.h"
+#include "core/pmix.h"
 #include "tutti/error.h"
 
 namespace tutti::detail {
@@ -162,6 +167,31 @@ TEST(LaunchEnv, OpenMpiMeetsThroughPmixWhenMpirunServesIt) {
   l = parse_launch_env({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"PMI_FD", "7"}, {"PMIX_NAMESPACE", "x"},
                         {"PMIX_RANK", "0"}});
   EXPECT_EQ(l.rendezvous, LaunchEnv::Rendezvous::Pmi);
+}
+
+// Under a PMIx namespace whose server is gone, the rendezvous fails at once
+// naming the call and its status. In a child process (gtest's threadsafe
+// death-test style: a fresh exec), so that libpmix never initializes here.
+TEST(PmixRendezvous, WithoutItsServerFailsNamingTheCall) {
+  if (!pmix_unavailable().empty()) GTEST_SKIP() << "PMIx: " << pmix_unavailable();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("PMIX_NAMESPACE", "tutti-unit-test", 1);
+        ::setenv("PMIX_RANK", "1", 1);
+        for (const char* v : {"PMIX_SERVER_URI", "PMIX_SERVER_URI2", "PMIX_SERVER_URI21", "PMIX_SERVER_URI3",
+                              "PMIX_SERVER_URI4", "PMIX_SERVER_URI41", "PMIX_SYSTEM_TMPDIR", "PMIX_SERVER_TMPDIR"})
+          ::unsetenv(v);
+        try {
+          pmix_exchange(1, "", deadline_after(std::chrono::seconds(10)));
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::fflush(stderr);
+          ::_exit(e.kind() == ErrorKind::PeerLost ? 3 : 4);
+        }
+        ::_exit(5);
+      },
+      ::testing::ExitedWithCode(3), "PMIx_Init failed: PMIX_ERR_[A-Z_]+ \\(");
 }
 
 TEST(LaunchEnv, HydraMeetsThroughPmi) {
