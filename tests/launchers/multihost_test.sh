@@ -24,7 +24,10 @@
 #            host of SLURM_STEP_NODELIST at the port derived from the job
 #            and step ids; then the docs' sbatch script on 4 nodes.
 #
-# Exits 77 (skip) when the launcher is not installed.
+# Exits 77 (skip) when the launcher is not installed, or (slurm_cluster.sh)
+# when Slurm's daemons cannot start here; netbed.sh run exits 77 when the
+# test-bed cannot be built. slurm-on-the-cluster is the part of the slurm
+# test that runs on the cluster's first host.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 check=$here/../examples/check_seed_tour.py
@@ -98,7 +101,7 @@ case $mode in
   slurm)
     need srun
     # The cluster runs the rest of this script on its first host.
-    exec "$here/slurm_cluster.sh" run --netbed -- bash "$0" slurm-on-the-cluster "$tour"
+    exec "$here/slurm_cluster.sh" run --netbed -- bash "$here/multihost_test.sh" slurm-on-the-cluster "$tour"
     ;;
   slurm-on-the-cluster)
     rank_var=SLURM_PROCID

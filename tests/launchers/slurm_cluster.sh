@@ -95,11 +95,17 @@ for _ in $(seq 100); do [ -S "$tmp/munge/munge.socket" ] && break; sleep 0.05; d
 [ -S "$tmp/munge/munge.socket" ] || skip "munged did not start"
 
 # ---- slurm.conf ---------------------------------------------------------------
-# on HOST CMD...: runs CMD on a test host (--netbed), or here.
+# on HOST CMD...: runs CMD on a test host (--netbed), or here. For daemons
+# started in the background, prefix HOST sets the array `prefix` instead
+# (a function would run in a subshell, and $! would not be the daemon).
+prefix() {
+  prefix=()
+  if [ -n "$netbed" ]; then prefix=(bash "$netbed" exec "$1"); fi
+}
 on() {
-  local h=$1
+  prefix "$1"
   shift
-  if [ -n "$netbed" ]; then bash "$netbed" exec "$h" "$@"; else "$@"; fi
+  "${prefix[@]}" "$@"
 }
 cpus=$(nproc)
 if [ -n "$netbed" ]; then
@@ -159,7 +165,8 @@ export SLURM_CONF="$tmp/slurm.conf"
 
 # ---- the daemons ----------------------------------------------------------------
 # (netbed.sh exec replaces itself with the daemon: $! is the daemon.)
-on "$host" slurmctld -D -c -i -f "$SLURM_CONF" >>"$tmp/slurmctld.out" 2>&1 &
+prefix "$host"
+"${prefix[@]}" slurmctld -D -c -i -f "$SLURM_CONF" >>"$tmp/slurmctld.out" 2>&1 &
 pids+=($!)
 if [ -n "$netbed" ]; then
   # slurmd (22.05) starts only with cgroup file systems at /sys/fs/cgroup
@@ -171,12 +178,14 @@ if [ -n "$netbed" ]; then
   # with these plugins.
   for h in "${nb_hosts[@]}"; do
     mkdir -p "$tmp/spool/$h"
-    on "$h" sh -c 'mount -t tmpfs -o mode=755 tutti-netbed-cgroup /sys/fs/cgroup && mkdir /sys/fs/cgroup/systemd &&
+    prefix "$h"
+    "${prefix[@]}" sh -c 'mount -t tmpfs -o mode=755 tutti-netbed-cgroup /sys/fs/cgroup && mkdir /sys/fs/cgroup/systemd &&
       mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd && exec slurmd -D -f "$0"' \
       "$SLURM_CONF" >>"$tmp/slurmd-$h.out" 2>&1 &
     pids+=($!)
   done
 else
+  mkdir -p "$tmp/spool/$host"
   slurmd -D -f "$SLURM_CONF" -N "$host" >>"$tmp/slurmd.out" 2>&1 &
   pids+=($!)
 fi
