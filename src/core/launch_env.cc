@@ -290,8 +290,14 @@ LaunchEnv parse_launch_env(const EnvMap& env) {
     out.rendezvous = LaunchEnv::Rendezvous::Pmi;
     out.pmi_fd = parse_int("PMI_FD", *get(env, "PMI_FD"));
   } else if (out.launcher == "Open MPI") {
-    // No PMIx client here: rank 0 publishes the store in a file named after
-    // this mpirun (its job id and contact URI), in a directory the ranks share.
+    // Rank 0 publishes the store through mpirun's PMIx server when it runs
+    // one (PMIX_NAMESPACE, PMIX_RANK) and TUTTI_PMIX is not 0; otherwise, and
+    // when libpmix cannot be loaded, in a file named after this mpirun (its
+    // job id and contact URI), in a directory the ranks share.
+    const std::string* pmix = get(env, "TUTTI_PMIX");
+    if (pmix && *pmix != "0" && *pmix != "1")
+      throw invalid("TUTTI_PMIX='" + *pmix + "' is neither 0 (do not use PMIx) nor 1");
+    const bool use_pmix = get(env, "PMIX_NAMESPACE") && get(env, "PMIX_RANK") && !(pmix && *pmix == "0");
     const std::string* jobid = get(env, "OMPI_MCA_ess_base_jobid");
     if (!jobid) jobid = get(env, "PMIX_NAMESPACE");
     if (jobid) {
@@ -304,7 +310,7 @@ LaunchEnv parse_launch_env(const EnvMap& env) {
       char name[64];
       std::snprintf(name, sizeof name, "/tutti-rendezvous-%016llx", static_cast<unsigned long long>(fnv1a(key)));
       path += name;
-      out.rendezvous = LaunchEnv::Rendezvous::File;
+      out.rendezvous = use_pmix ? LaunchEnv::Rendezvous::Pmix : LaunchEnv::Rendezvous::File;
       out.rendezvous_file = path;
     }
   }

@@ -34,6 +34,8 @@ struct LaunchEnv {
   enum class Rendezvous {
     Master,  // rank 0 serves the store at master_addr:master_port
     Pmi,     // rank 0 serves it on a free port and publishes it through PMI-1 (PMI_FD)
+    Pmix,    // ... and publishes it through PMIx (Open MPI's mpirun); rendezvous_file
+             // when the PMIx client library is not available here
     File,    // ... and publishes it in a file, rendezvous_file
   };
   Rendezvous rendezvous = Rendezvous::Master;

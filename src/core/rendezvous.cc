@@ -2,7 +2,8 @@
 // With MASTER_ADDR (given, or derived under Slurm) rank 0 serves the store
 // there. Under hydra without one, rank 0 serves it on a free port and
 // publishes host and port through the PMI-1 wire protocol on PMI_FD; under
-// Open MPI, in a file (docs/launching.md).
+// Open MPI, through PMIx (pmix.h), or in a file when the PMIx client library
+// is not available (docs/launching.md).
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -15,7 +16,9 @@
 
 #include "common/completion.h"
 #include "common/config.h"
+#include "common/log.h"
 #include "core/launch_env.h"
+#include "core/pmix.h"
 #include "net/ifname.h"
 #include "tutti/error.h"
 
@@ -150,6 +153,8 @@ Rendezvous open_rendezvous(const LaunchEnv& launch, const Config& config, int ra
       throw Error(ErrorKind::InvalidArgument, "MASTER_PORT is not set or not a valid port (rank " + me + ")");
     rv.host = launch.master_addr;
     rv.port = launch.master_port;
+    TUTTI_LOG(Debug, "rendezvous at " << rv.host << ":" << rv.port
+                                      << (launch.master_from.empty() ? "" : " (" + launch.master_from + ")"));
     if (rank == 0) rv.server = std::make_unique<TcpStoreServer>(store_listen_address(config, rv.host), rv.port, secret);
     rv.store = make_tcp_store_client(rv.host, rv.port, timeout, secret);
     return rv;
@@ -164,8 +169,19 @@ Rendezvous open_rendezvous(const LaunchEnv& launch, const Config& config, int ra
     record += std::to_string(rv.server->port());
   }
   std::string where;
-  if (launch.rendezvous == LaunchEnv::Rendezvous::Pmi) {
+  LaunchEnv::Rendezvous how = launch.rendezvous;
+  std::string no_pmix;  // why PMIx could not be used, for the file's timeout message
+  if (how == LaunchEnv::Rendezvous::Pmix) {
+    no_pmix = pmix_unavailable();
+    if (!no_pmix.empty()) how = LaunchEnv::Rendezvous::File;
+  }
+  if (how == LaunchEnv::Rendezvous::Pmix) {
+    where = "PMIx";
+    TUTTI_LOG(Debug, "rendezvous through PMIx: rank 0 puts its store address, the others get it after a fence");
+    record = pmix_exchange(rank, record, deadline);
+  } else if (how == LaunchEnv::Rendezvous::Pmi) {
     where = "PMI";
+    TUTTI_LOG(Debug, "rendezvous through PMI-1 on PMI_FD=" << launch.pmi_fd);
     Pmi1 pmi(launch.pmi_fd, deadline);
     if (rank == 0) pmi.put("tutti_store", record);
     pmi.barrier();
@@ -174,6 +190,8 @@ Rendezvous open_rendezvous(const LaunchEnv& launch, const Config& config, int ra
   } else {
     const std::string& path = launch.rendezvous_file;
     where = path;
+    TUTTI_LOG(Debug, "rendezvous through the file " << path
+                                                    << (no_pmix.empty() ? "" : " (PMIx is not available: " + no_pmix + ")"));
     if (rank == 0) {
       std::string tmp = path;
       tmp += ".tmp";
@@ -206,9 +224,11 @@ Rendezvous open_rendezvous(const LaunchEnv& launch, const Config& config, int ra
           ::close(fd);
         }
         if (Clock::now() >= deadline)
-          throw Error(ErrorKind::Timeout, "rank " + me + " waited in vain for rank 0's rendezvous file " + path +
-                                              " (the ranks of an mpirun without MASTER_ADDR must share its directory, "
-                                              "TUTTI_RENDEZVOUS_DIR or /tmp)");
+          throw Error(ErrorKind::Timeout,
+                      "rank " + me + " waited in vain for rank 0's rendezvous file " + path +
+                          " (the ranks of an mpirun without MASTER_ADDR must share its directory, "
+                          "TUTTI_RENDEZVOUS_DIR or /tmp" +
+                          (no_pmix.empty() ? std::string(")") : "; PMIx was not used: " + no_pmix + ")"));
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }

@@ -4,7 +4,12 @@ against the values of the tutorial (generalized to N ranks as in
 shared/seed/README.md).
 
     check_seed_tour.py TUTTIRUN SEED_TOUR N
-    check_seed_tour.py --run N -- LAUNCH COMMAND...   (srun, mpirun, mpiexec: any line prefix)
+    check_seed_tour.py --run N [--hosts K] [--logs TEXT]... -- LAUNCH COMMAND...
+        (srun, mpirun, mpiexec: any line prefix)
+
+--hosts K: every rank must log "joined: rank R of N on K host(s)" (run with
+TUTTI_LOG=info or more). --logs TEXT: every rank must log a line containing
+TEXT (tutti's log lines, "[tutti TIME rank R pid P LEVEL] ...", on stderr).
 """
 import re
 import subprocess
@@ -37,8 +42,22 @@ def expected(rank, n):
 
 
 def main():
+    need_logs = []  # functions of a rank: the text its log must contain
     if sys.argv[1] == "--run":
-        n, cmd, tagged = int(sys.argv[2]), sys.argv[4:], False
+        n, tagged = int(sys.argv[2]), False
+        args = sys.argv[3:]
+        while args and args[0] != "--":
+            if args[0] == "--hosts" and len(args) > 1:
+                k = int(args[1])
+                need_logs.append(lambda r, k=k: f"joined: rank {r} of {n} on {k} host(s)")
+            elif args[0] == "--logs" and len(args) > 1:
+                need_logs.append(lambda r, t=args[1]: t)
+            else:
+                sys.exit(f"check_seed_tour.py: unknown option {args[0]!r}")
+            args = args[2:]
+        if not args:
+            sys.exit("check_seed_tour.py: --run N [options] -- LAUNCH COMMAND...")
+        cmd = args[1:]
     else:
         tuttirun, tour, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
         cmd, tagged = [tuttirun, "-n", str(n), "--tag-output", "--timeout", "120", tour], True
@@ -70,6 +89,18 @@ def main():
     if bad:
         print(out.stdout)
         sys.exit(f"{bad} wrong lines")
+    logs = {}
+    for line in out.stderr.splitlines():
+        m = re.search(r"\[tutti \S+ rank (\d+) pid \d+ \w+\] (.*)$", line)
+        if m:
+            logs.setdefault(int(m[1]), []).append(m[2])
+    for want in need_logs:
+        missing = [r for r in range(n) if not any(want(r) in line for line in logs.get(r, []))]
+        if missing:
+            print(out.stdout, out.stderr)
+            sys.exit(f"ranks {missing} did not log {want(missing[0])!r}")
+        print(f"every rank logged {want(0)!r}" if want(0) == want(n - 1) else
+              f"every rank logged {want(0)!r} .. {want(n - 1)!r}")
     print(f"seed tour on {n} ranks: {len(got)} lines checked, all as the tutorial says")
 
 

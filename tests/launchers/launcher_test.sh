@@ -10,14 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 check=$here/../examples/check_seed_tour.py
 mode=$1
 tour=$2
-# Nothing of another launch may leak in: no MASTER_ADDR, no rank variables.
-unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK TUTTI_LAUNCHER \
-  OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE SLURM_PROCID SLURM_NTASKS TUTTI_JOB_SECRET
-export TUTTI_TIMEOUT=30
-
-need() {
-  command -v "$1" >/dev/null 2>&1 || { echo "SKIP: $1 is not installed (scripts/setup.sh installs it)" >&2; exit 77; }
-}
+source "$here/common.sh"
 
 case $mode in
   slurm)
@@ -46,8 +39,12 @@ case $mode in
     ;;
   openmpi)
     need mpirun.openmpi
-    exec python3 "$check" --run 4 -- mpirun.openmpi --allow-run-as-root --oversubscribe -np 4 \
-      --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo "$tour"
+    mpirun=(mpirun.openmpi --allow-run-as-root --oversubscribe -np 4 --mca btl_tcp_if_include lo
+      --mca oob_tcp_if_include lo -x TUTTI_LOG -x TUTTI_TIMEOUT)
+    # Through mpirun's PMIx server; then, with TUTTI_PMIX=0, through the file.
+    TUTTI_LOG=debug python3 "$check" --run 4 --logs "rendezvous through PMIx" -- "${mpirun[@]}" "$tour" || exit 1
+    TUTTI_LOG=debug TUTTI_PMIX=0 exec python3 "$check" --run 4 --logs "rendezvous through the file /tmp/tutti-rendezvous-" \
+      -- "${mpirun[@]}" -x TUTTI_PMIX "$tour"
     ;;
   mpich)
     need mpiexec.mpich

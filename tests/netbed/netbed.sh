@@ -24,8 +24,11 @@
 # mount namespaces with the host's name as hostname and a /dev/shm of its
 # own, so that tutti sees one host per namespace (it tells hosts apart by
 # hostname, boot id and IPC namespace) and shared memory never crosses hosts.
-# It replaces itself with COMMAND (exec all the way), so signals sent to it
-# reach COMMAND. For tuttirun: --exec-prefix "bash netbed.sh exec {host}".
+# As on a cluster, every host resolves every host's name: /etc/hosts is,
+# for COMMAND, a file of the test-bed's (/run/tutti-netbed/NAME.hosts:
+# localhost and "198.18.0.<I+1> NAME-h<I>"), bind-mounted in its mount
+# namespace. It replaces itself with COMMAND (exec all the way), so signals
+# sent to it reach COMMAND. For tuttirun: --exec-prefix "bash netbed.sh exec {host}".
 #
 # --rate shapes every link in both directions with a token bucket
 # (tc qdisc tbf; RATE as tc writes it: 100mbit, 1gbit, 10gbit), so a host
@@ -47,6 +50,7 @@ set -uo pipefail
 SELF=$(readlink -f "$0")
 NET_PREFIX=198.18.0
 SKIP=77
+HOSTS_DIR=/run/tutti-netbed  # NAME.hosts: the test-bed's /etc/hosts
 
 die() { echo "netbed: $*" >&2; exit 1; }
 skip() { echo "netbed: SKIPPED: $*" >&2; exit $SKIP; }
@@ -106,6 +110,8 @@ down() {
     ip netns del "$ns" 2>/dev/null
   done
   ip link del "$name-br" 2>/dev/null
+  rm -f "$HOSTS_DIR/$name.hosts"
+  rmdir "$HOSTS_DIR" 2>/dev/null
   # veths whose namespace is gone are gone too; remove strays of a partial up.
   for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E "^$name-h[0-9]+$" || true); do
     ip link del "$link" 2>/dev/null
@@ -133,6 +139,11 @@ up() {
     burst=$b
   fi
   [ -n "$(namespaces_of "$name")" ] && die "a test-bed named '$name' exists already"
+  mkdir -p "$HOSTS_DIR" || return 1
+  {
+    printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n'
+    for ((i = 0; i < k; i++)); do printf '%s\t%s\n' "$NET_PREFIX.$((i + 1))" "$name-h$i"; done
+  } >"$HOSTS_DIR/$name.hosts" || return 1
   ip link add "$name-br" type bridge || return 1
   ip link set "$name-br" up || return 1
   for ((i = 0; i < k; i++)); do
@@ -166,8 +177,8 @@ up() {
 # SIGKILL cannot clean up after itself).
 gc() {
   local seen name pid
-  seen=$( (ip netns list 2>/dev/null | awk '{print $1}'; ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}') |
-    grep -oE '^nb[0-9]+' | sort -u)
+  seen=$( (ip netns list 2>/dev/null | awk '{print $1}'; ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}'
+    ls "$HOSTS_DIR" 2>/dev/null) | grep -oE '^nb[0-9]+' | sort -u)
   for name in $seen; do
     pid=${name#nb}
     if ! kill -0 "$pid" 2>/dev/null; then down "$name"; fi
@@ -179,10 +190,14 @@ cmd_exec() {
   local host=$1
   shift
   [[ "$host" =~ ^[a-z][a-z0-9]*-h[0-9]+$ ]] || die "bad host name '$host'"
-  # Private mount propagation (unshare's default), so the /dev/shm mounted
-  # here is seen by this host's processes only and vanishes with them.
+  local hosts_file=$HOSTS_DIR/${host%-h*}.hosts
+  [ -f "$hosts_file" ] || hosts_file=""
+  # Private mount propagation (unshare's default), so the /dev/shm and
+  # /etc/hosts mounted here are seen by this host's processes only and
+  # vanish with them.
   exec ip netns exec "$host" unshare --ipc --uts --mount \
-    sh -c 'mount -t tmpfs -o mode=1777,size=50% tutti-netbed-shm /dev/shm && hostname "$0" && exec "$@"' "$host" "$@"
+    sh -c 'mount -t tmpfs -o mode=1777,size=50% tutti-netbed-shm /dev/shm && hostname "$0" &&
+           { [ -z "$1" ] || mount --bind "$1" /etc/hosts; } && shift && exec "$@"' "$host" "$hosts_file" "$@"
 }
 
 cmd_run() {

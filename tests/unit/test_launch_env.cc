@@ -3,9 +3,14 @@
 // variables, and where each launch meets.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 
 #include "core/launch_env.h"
+#include "core/pmix.h"
 #include "tutti/error.h"
 
 namespace tutti::detail {
@@ -135,6 +140,58 @@ TEST(LaunchEnv, OpenMpiMeetsThroughAFileNamedAfterTheJob) {
   env["MASTER_ADDR"] = "h";
   env["MASTER_PORT"] = "5";
   EXPECT_EQ(parse_launch_env(env).rendezvous, LaunchEnv::Rendezvous::Master);
+}
+
+TEST(LaunchEnv, OpenMpiMeetsThroughPmixWhenMpirunServesIt) {
+  EnvMap env{{"OMPI_COMM_WORLD_RANK", "1"},        {"OMPI_COMM_WORLD_SIZE", "2"},
+             {"OMPI_MCA_ess_base_jobid", "77"},    {"OMPI_MCA_orte_hnp_uri", "76.0;tcp://127.0.0.1:4000"},
+             {"PMIX_NAMESPACE", "77"},             {"PMIX_RANK", "1"},
+             {"PMIX_SERVER_URI4", "76.0;tcp4://127.0.0.1:4001"}};
+  auto l = parse_launch_env(env);
+  EXPECT_EQ(l.rendezvous, LaunchEnv::Rendezvous::Pmix);
+  // The file, should libpmix not load here.
+  EXPECT_EQ(l.rendezvous_file.rfind("/tmp/tutti-rendezvous-", 0), 0u) << l.rendezvous_file;
+  env["TUTTI_PMIX"] = "0";
+  EXPECT_EQ(parse_launch_env(env).rendezvous, LaunchEnv::Rendezvous::File);
+  env["TUTTI_PMIX"] = "1";
+  EXPECT_EQ(parse_launch_env(env).rendezvous, LaunchEnv::Rendezvous::Pmix);
+  env["TUTTI_PMIX"] = "yes";
+  std::string what;
+  EXPECT_EQ(kind_of([&] { parse_launch_env(env); }, &what), ErrorKind::InvalidArgument);
+  EXPECT_NE(what.find("TUTTI_PMIX='yes'"), std::string::npos) << what;
+  env.erase("TUTTI_PMIX");
+  env["MASTER_ADDR"] = "h";
+  env["MASTER_PORT"] = "5";
+  EXPECT_EQ(parse_launch_env(env).rendezvous, LaunchEnv::Rendezvous::Master);
+  // Hydra's and Slurm's PMIx variables change nothing for them.
+  l = parse_launch_env({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"PMI_FD", "7"}, {"PMIX_NAMESPACE", "x"},
+                        {"PMIX_RANK", "0"}});
+  EXPECT_EQ(l.rendezvous, LaunchEnv::Rendezvous::Pmi);
+}
+
+// Under a PMIx namespace whose server is gone, the rendezvous fails at once
+// naming the call and its status. In a child process (gtest's threadsafe
+// death-test style: a fresh exec), so that libpmix never initializes here.
+TEST(PmixRendezvous, WithoutItsServerFailsNamingTheCall) {
+  if (!pmix_unavailable().empty()) GTEST_SKIP() << "PMIx: " << pmix_unavailable();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("PMIX_NAMESPACE", "tutti-unit-test", 1);
+        ::setenv("PMIX_RANK", "1", 1);
+        for (const char* v : {"PMIX_SERVER_URI", "PMIX_SERVER_URI2", "PMIX_SERVER_URI21", "PMIX_SERVER_URI3",
+                              "PMIX_SERVER_URI4", "PMIX_SERVER_URI41", "PMIX_SYSTEM_TMPDIR", "PMIX_SERVER_TMPDIR"})
+          ::unsetenv(v);
+        try {
+          pmix_exchange(1, "", deadline_after(std::chrono::seconds(10)));
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::fflush(stderr);
+          ::_exit(e.kind() == ErrorKind::PeerLost ? 3 : 4);
+        }
+        ::_exit(5);
+      },
+      ::testing::ExitedWithCode(3), "PMIx_Init failed: PMIX_ERR_[A-Z_]+ \\(");
 }
 
 TEST(LaunchEnv, HydraMeetsThroughPmi) {

@@ -18,7 +18,7 @@ for rep in $(seq "${REPS:-2}"); do
   echo "== openmpi rep $rep"
   bash "$root/tests/netbed/netbed.sh" exec "${H[0]}" env NETBED_ADDRS="$NETBED_ADDRS" NETBED_HOSTS="$NETBED_HOSTS" \
     mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -np $(( ${#H[@]} * per )) --host "$mpi_hosts" \
-    --mca plm_rsh_agent "$root/bench/peers/netbed/rsh_agent.sh" --mca mpi_yield_when_idle 1 \
+    --mca plm_rsh_agent "$root/tests/netbed/ssh_agent.sh" --mca mpi_yield_when_idle 1 \
     --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
     "$root/build/peers/mpi_bench_openmpi" $args 2>&1 | awk '/^ +[0-9]/ {print $1, $6, $7, $8, $9}'
 done
