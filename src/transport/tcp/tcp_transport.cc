@@ -30,6 +30,8 @@ constexpr std::size_t kReadBudget = 8u << 20;
 constexpr std::size_t kEagerUnexpectedBytes = 64u << 20;
 // How long a waiting caller looks for its message without sleeping (drive).
 constexpr auto kDriveSpin = std::chrono::microseconds(100);
+// Receives up to this size are read by their waiter (drive).
+constexpr std::size_t kDriveMaxBytes = 64u << 10;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -383,9 +385,10 @@ RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
                                    std::uint64_t signature) {
   auto req = std::make_shared<Completion>();
   std::lock_guard<std::mutex> lock(mu_);
-  // The waiter reads the connection itself (not for striped messages, whose
-  // stripes the progress thread reads).
-  if (peer != kAnyPeer && peer != rank_ && (conns_[peer].lanes.empty() || len < stripe_bytes_))
+  // The waiter of a small message reads the connection itself. Large ones
+  // are read by the progress thread, in parallel with the caller's work on
+  // earlier pieces (reducing, copying).
+  if (peer != kAnyPeer && peer != rank_ && len <= kDriveMaxBytes)
     req->drive = [w = weak_from_this(), peer, c = req.get()](TimePoint deadline) {
       if (auto t = w.lock()) t->drive(peer, *c, deadline);
     };
