@@ -491,3 +491,54 @@ TEST(TcpTransportStripes, TruncatedStripeAndHugeClaimFailTheReceive) {
 }
 
 }  // namespace
+
+namespace {
+
+// A receive's waiter reads the connection itself (TcpTransport::drive): a
+// look with a deadline already past (Work::test) returns at once, a wait
+// gets the message, and a request failed by another thread (an abort) ends
+// the wait within the 10 ms slice.
+TEST(TcpTransportDrive, WaiterReadsItsPeerAndLooksWithoutBlocking) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::vector<d::Fd> p0(2), p1(2);
+  p0[1] = d::Fd(sv[0]);
+  p1[0] = d::Fd(sv[1]);
+  auto t0 = std::make_shared<d::TcpTransport>(0, 2, std::move(p0), 0);
+  auto t1 = std::make_shared<d::TcpTransport>(1, 2, std::move(p1), 0);
+  std::vector<char> got(100);
+  auto r = t1->post_recv(0, 1, 1, got.data(), got.size());
+  ASSERT_TRUE(static_cast<bool>(r->drive)) << "a small receive from one peer is driven by its waiter";
+  for (d::TimePoint past : {d::TimePoint::min(), d::Clock::now() - 1s}) {
+    const auto start = d::Clock::now();
+    r->drive(past);
+    EXPECT_LT(d::Clock::now() - start, 5ms);
+    EXPECT_FALSE(r->done());
+  }
+  auto data = random_payload(got.size());
+  std::thread sender([&] {
+    std::this_thread::sleep_for(30ms);  // past the look without sleeping
+    t0->post_send(1, 1, 1, data.data(), data.size());
+  });
+  ASSERT_TRUE(wait_ok(r, 5s));
+  sender.join();
+  EXPECT_TRUE(got == data);
+  // Aborted by another thread while its waiter sleeps in poll().
+  auto r2 = t1->post_recv(0, 1, 2, got.data(), got.size());
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(50ms);
+    t1->abort_comm(1, tutti::ErrorKind::Aborted, "aborted on purpose");
+  });
+  const auto start = d::Clock::now();
+  ASSERT_TRUE(r2->wait_until(d::Clock::now() + 5s));
+  EXPECT_LT(d::Clock::now() - start, 1s);
+  aborter.join();
+  EXPECT_EQ(r2->error_kind(), tutti::ErrorKind::Aborted);
+  // Large receives are left to the progress thread.
+  std::vector<char> big(1 << 20);
+  EXPECT_FALSE(static_cast<bool>(t1->post_recv(0, 2, 1, big.data(), big.size())->drive));
+  EXPECT_FALSE(static_cast<bool>(t1->post_recv(d::kAnyPeer, 2, 2, got.data(), got.size())->drive));
+  t1->abort_comm(2, tutti::ErrorKind::Aborted, "done");
+}
+
+}  // namespace

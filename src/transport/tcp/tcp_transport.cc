@@ -330,11 +330,14 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
   const TimePoint spin_until = std::min(deadline, Clock::now() + kDriveSpin);
   for (bool more = true; more;) {
     int ms = 0;
-    if (Clock::now() >= spin_until) {
+    const TimePoint now = Clock::now();
+    if (now >= spin_until && now < deadline) {
       // Slices of at most 10 ms: a request failed by another thread (an
-      // abort) is noticed within one.
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      ms = deadline == TimePoint::max() ? 10 : static_cast<int>(std::clamp<long long>(left + 1, 0, 10));
+      // abort) is noticed within one. (No arithmetic on a deadline of
+      // TimePoint::min() or max().)
+      ms = 10;
+      if (deadline - now < std::chrono::milliseconds(10))
+        ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
     }
     pollfd p{fd, POLLIN | POLLRDHUP, 0};
     const int ready = ::poll(&p, 1, ms);
