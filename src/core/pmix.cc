@@ -154,20 +154,22 @@ int seconds_left(TimePoint deadline) {
   return static_cast<int>(std::min<long long>((ms + 999) / 1000, INT_MAX));
 }
 
-pmix_info_t info_int(const char* key, int v) {
+pmix_info_t info_of(const char* key, pmix_data_type_t type) {
   pmix_info_t i;
   std::memset(&i, 0, sizeof i);
   std::strncpy(i.key, key, PMIX_MAX_KEYLEN);
-  i.value.type = PMIX_INT;
+  i.value.type = type;
+  return i;
+}
+
+pmix_info_t info_int(const char* key, int v) {
+  pmix_info_t i = info_of(key, PMIX_INT);
   i.value.data.integer = v;
   return i;
 }
 
 pmix_info_t info_bool(const char* key, bool v) {
-  pmix_info_t i;
-  std::memset(&i, 0, sizeof i);
-  std::strncpy(i.key, key, PMIX_MAX_KEYLEN);
-  i.value.type = PMIX_BOOL;
+  pmix_info_t i = info_of(key, PMIX_BOOL);
   i.value.data.flag = v;
   return i;
 }

@@ -29,6 +29,8 @@
 #include <cstdlib>
 
 #include "launcher.h"
+
+#include "hosts.h"
 #include "shm_cleanup.h"
 
 #include <dirent.h>
@@ -36,7 +38,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -146,22 +147,11 @@ std::string make_job_secret(const JobConfig& cfg) {
                  "set it to the same random value on every node\n");
     return "";
   }
-  unsigned char bytes[32];
-  std::size_t got = 0;
-  while (got < sizeof bytes) {
-    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      std::fprintf(stderr, "tuttirun: getrandom failed: %s\n", std::strerror(errno));
-      std::exit(1);
-    }
-    got += static_cast<std::size_t>(n);
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char b : bytes) {
-    hex += kHex[b >> 4];
-    hex += kHex[b & 15];
+  std::string error;
+  std::string hex = random_secret_hex(&error);
+  if (hex.empty()) {
+    std::fprintf(stderr, "tuttirun: cannot draw a job secret: %s\n", error.c_str());
+    std::exit(1);
   }
   return hex;
 }
