@@ -257,10 +257,31 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
   const int r = g.rank();
   char* p = static_cast<char*>(buf);
   if (single_copy(g, bytes)) {
+    // The root copies too: the message is cut into n parts (whole pages);
+    // receiver q reads every part from the root but part q, which the root
+    // writes into it. Every rank then copies (n-1)/n of the message.
+    const int n = g.size();
+    const std::size_t part = (bytes / n + 4095) / 4096 * 4096;
+    auto part_of = [&](int j) -> Slice {
+      const std::size_t lo = std::min(bytes, j * part);
+      return {lo, (j == n - 1 ? bytes : std::min(bytes, lo + part)) - lo};
+    };
     const std::uint64_t k = expose(g, {buf});
-    if (r != root) {
+    if (r == root) {
+      for (int i = 1; i < n; ++i) {
+        const int q = (r + i) % n;
+        const Slice s = part_of(q);
+        g.wait_input(q, k);
+        if (s.count) g.write_peer(q, exposed(g, q, k) + s.lo, p + s.lo, s.count);
+      }
+    } else {
       g.wait_input(root, k);
-      g.read_peer(root, p, exposed(g, root, k), bytes);
+      const std::uint64_t from = exposed(g, root, k);
+      for (int i = 1; i < n; ++i) {
+        const int j = (r + i) % n;  // every part but this rank's own
+        const Slice s = part_of(j);
+        if (s.count) g.read_peer(root, p + s.lo, from + s.lo, s.count);
+      }
     }
     finish_reads(g);
     return;

@@ -161,26 +161,32 @@ void ShmGroup::check_remote_failure() {
 namespace {
 // What negotiate_cma reads from each peer: a constant at a known address.
 const std::uint64_t kCmaProbe = 0x4d43414954545554ull;  // "TUTTIACM"
+// What it writes to each peer: a word nobody reads (peers write it at will).
+std::uint64_t cma_write_probe;
 }  // namespace
 
 void ShmGroup::negotiate_cma(std::size_t min_bytes) {
   if (size_ == 1) return;
   // Round 1: publish where the probe lies; read every peer's.
   std::uint64_t k = begin_round(false);
-  const auto addr = reinterpret_cast<std::uint64_t>(&kCmaProbe);
-  std::memcpy(inline_slot(rank_, k), &addr, sizeof addr);
+  const std::uint64_t addrs[2] = {reinterpret_cast<std::uint64_t>(&kCmaProbe),
+                                  reinterpret_cast<std::uint64_t>(&cma_write_probe)};
+  std::memcpy(inline_slot(rank_, k), addrs, sizeof addrs);
   publish_input(k);
   bool ok = min_bytes > 0;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     wait_input(p, k);
-    std::uint64_t remote, value = 0;
-    std::memcpy(&remote, inline_slot(p, k), sizeof remote);
+    std::uint64_t remote[2], value = 0;
+    std::memcpy(remote, inline_slot(p, k), sizeof remote);
     if (!ok) continue;
-    iovec local_iov{&value, sizeof value}, remote_iov{reinterpret_cast<void*>(remote), sizeof value};
+    iovec local_iov{&value, sizeof value}, remote_iov{reinterpret_cast<void*>(remote[0]), sizeof value};
     ok = ::process_vm_readv(ctrl(p)->pid, &local_iov, 1, &remote_iov, 1, 0) == sizeof value && value == kCmaProbe;
+    // Writes are checked too (a seccomp filter may allow one and not the other).
+    remote_iov.iov_base = reinterpret_cast<void*>(remote[1]);
+    ok = ok && ::process_vm_writev(ctrl(p)->pid, &local_iov, 1, &remote_iov, 1, 0) == sizeof value;
     if (!ok)
-      TUTTI_LOG(Debug, "single-copy reads from rank " << p << " not possible (" << std::strerror(errno)
+      TUTTI_LOG(Debug, "single-copy reads and writes with rank " << p << " not possible (" << std::strerror(errno)
                                                       << "); shared-memory collectives copy through the segment");
   }
   // Round 2: everyone's verdict; all must agree.
@@ -196,10 +202,19 @@ void ShmGroup::negotiate_cma(std::size_t min_bytes) {
 }
 
 void ShmGroup::read_peer(int peer, void* dst, std::uint64_t remote, std::size_t bytes) {
-  char* d = static_cast<char*>(dst);
+  copy_with_peer(peer, dst, remote, bytes, false);
+}
+
+void ShmGroup::write_peer(int peer, std::uint64_t remote, const void* src, std::size_t bytes) {
+  copy_with_peer(peer, const_cast<void*>(src), remote, bytes, true);
+}
+
+void ShmGroup::copy_with_peer(int peer, void* local, std::uint64_t remote, std::size_t bytes, bool write) {
+  char* d = static_cast<char*>(local);
   while (bytes > 0) {
     iovec local_iov{d, bytes}, remote_iov{reinterpret_cast<void*>(remote), bytes};
-    ssize_t got = ::process_vm_readv(ctrl(peer)->pid, &local_iov, 1, &remote_iov, 1, 0);
+    ssize_t got = write ? ::process_vm_writev(ctrl(peer)->pid, &local_iov, 1, &remote_iov, 1, 0)
+                        : ::process_vm_readv(ctrl(peer)->pid, &local_iov, 1, &remote_iov, 1, 0);
     if (got <= 0) {
       const int err = got < 0 ? errno : EIO;
       if (err == EINTR) continue;
@@ -211,8 +226,9 @@ void ShmGroup::read_peer(int peer, void* dst, std::uint64_t remote, std::size_t 
       if (err == ESRCH)
         throw Error(ErrorKind::PeerLost, prefix + "rank " + std::to_string(peer) + " (pid " +
                                              std::to_string(ctrl(peer)->pid) + ") exited during a shared-memory step");
-      throw Error(ErrorKind::Internal, prefix + "reading " + std::to_string(bytes) + " bytes from rank " +
-                                           std::to_string(peer) + " failed: " + std::strerror(err));
+      throw Error(ErrorKind::Internal, prefix + (write ? "writing " : "reading ") + std::to_string(bytes) +
+                                           (write ? " bytes to rank " : " bytes from rank ") + std::to_string(peer) +
+                                           " failed: " + std::strerror(err));
     }
     d += got;
     remote += static_cast<std::uint64_t>(got);

@@ -119,7 +119,8 @@ class ShmGroup {
 
   // Single copy between processes. Collective (every member calls it at the
   // same point, once, before the first collective): every member checks that
-  // it may read every peer's memory with process_vm_readv (same user, no
+  // it may read and write every peer's memory with process_vm_readv and
+  // process_vm_writev (same user, no
   // ptrace restriction, same PID namespace), and all agree. Afterwards
   // cma_min_bytes() is `min_bytes` if every member allows it and wants it
   // (min_bytes > 0), else SIZE_MAX.
@@ -128,6 +129,8 @@ class ShmGroup {
   // Copies `bytes` from address `remote` of `peer`'s process into `dst`.
   // Fails with PeerLost if the peer has exited.
   void read_peer(int peer, void* dst, std::uint64_t remote, std::size_t bytes);
+  // Copies `bytes` from `src` to address `remote` of `peer`'s process.
+  void write_peer(int peer, std::uint64_t remote, const void* src, std::size_t bytes);
 
  private:
   static constexpr int kLines = 16;
@@ -153,6 +156,7 @@ class ShmGroup {
   char* area(int r) const { return base_ + SharedSegment::kHeaderBytes + r * area_bytes_; }
   Ctrl* ctrl(int r) const { return reinterpret_cast<Ctrl*>(area(r)); }
   void publish(std::uint64_t value);
+  void copy_with_peer(int peer, void* local, std::uint64_t remote, std::size_t bytes, bool write);
   void wait_for(int peer, std::uint64_t value, bool check_signature = false);
   void check_signature(int peer, std::uint64_t value);
   void check_remote_failure();
