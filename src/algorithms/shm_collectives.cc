@@ -208,7 +208,14 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   const std::size_t per_round = std::max<std::size_t>(1, g.slot_bytes() / es);
   const ReduceOpKind kind = base_kind(op);
   const bool one_shot = count * es <= one_shot_bytes;
-  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && single_copy(g, count / n * es)) {
+  // Single copy reads the peers' inputs through process_vm_readv; once the
+  // slices outgrow the caches (sooner when ranks share cores) copying through
+  // the segment, where every cross-core read hits a slot still in cache, is
+  // faster (docs/tuning.md).
+  const std::size_t slice_bytes = count / n * es;
+  const std::size_t cma_slice_max = g.oversubscribed() ? std::size_t{512} << 10 : std::size_t{8} << 20;
+  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && single_copy(g, slice_bytes) &&
+      slice_bytes < cma_slice_max) {
     reduce_single_copy(g, send, out, count, dtype, op, root);
     return;
   }
@@ -256,7 +263,9 @@ void shm_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, Da
 void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
   const int r = g.rank();
   char* p = static_cast<char*>(buf);
-  if (single_copy(g, bytes)) {
+  // With a core for every rank, root and receivers copy in parallel, which
+  // pays from a quarter of the usual block size on (docs/tuning.md).
+  if (single_copy(g, g.oversubscribed() ? bytes : 4 * bytes)) {
     // The root copies too: the message is cut into n parts (whole pages);
     // receiver q reads every part from the root but part q, which the root
     // writes into it. Every rank then copies (n-1)/n of the message.

@@ -116,6 +116,8 @@ class ShmGroup {
 
   // How long (microseconds) a waiter spins before sleeping.
   static int spin_limit(int local_ranks);
+  // More members than this host has cores.
+  bool oversubscribed() const { return spins_ == 0; }
 
   // Single copy between processes. Collective (every member calls it at the
   // same point, once, before the first collective): every member checks that
