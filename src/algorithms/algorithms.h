@@ -7,6 +7,7 @@
 // contiguous forms share one implementation.
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "algorithms/context.h"
@@ -36,30 +37,30 @@ void reduce_binomial(OpContext& ctx, const void* sendbuf, void* recvbuf, std::si
                      ReduceOpKind op, int root);
 
 // out[r] must already hold this rank's contribution (the core copies it).
-void all_gather_ring(OpContext& ctx, const std::vector<Block>& out, std::size_t elem_size);
-void all_gather_bruck(OpContext& ctx, const std::vector<Block>& out, std::size_t elem_size);
-void all_gather_recursive_doubling(OpContext& ctx, const std::vector<Block>& out, std::size_t elem_size);
+void all_gather_ring(OpContext& ctx, std::span<const Block> out, std::size_t elem_size);
+void all_gather_bruck(OpContext& ctx, std::span<const Block> out, std::size_t elem_size);
+void all_gather_recursive_doubling(OpContext& ctx, std::span<const Block> out, std::size_t elem_size);
 // in[b]: this rank's input for block b (n blocks); the reduction of block
 // `rank` is written to out (out may alias in[rank]).
-void reduce_scatter_ring(OpContext& ctx, const std::vector<ConstBlock>& in, void* out, DataType dtype,
+void reduce_scatter_ring(OpContext& ctx, std::span<const ConstBlock> in, void* out, DataType dtype,
                          ReduceOpKind op);
-void reduce_scatter_recursive_halving(OpContext& ctx, const std::vector<ConstBlock>& in, void* out, DataType dtype,
+void reduce_scatter_recursive_halving(OpContext& ctx, std::span<const ConstBlock> in, void* out, DataType dtype,
                                       ReduceOpKind op);
 // Same, but in place: blocks[b] are this rank's inputs and scratch; the
 // result for block `rank` ends in blocks[rank]. Other blocks are clobbered.
-void reduce_scatter_ring_inplace(OpContext& ctx, const std::vector<Block>& blocks, DataType dtype, ReduceOpKind op);
+void reduce_scatter_ring_inplace(OpContext& ctx, std::span<const Block> blocks, DataType dtype, ReduceOpKind op);
 
 // Byte counts and displacements per peer.
-void all_to_all_pairwise(OpContext& ctx, const char* sendbuf, const std::vector<std::size_t>& send_bytes,
-                         const std::vector<std::size_t>& send_displs, char* recvbuf,
-                         const std::vector<std::size_t>& recv_bytes, const std::vector<std::size_t>& recv_displs);
+void all_to_all_pairwise(OpContext& ctx, const char* sendbuf, std::span<const std::size_t> send_bytes,
+                         std::span<const std::size_t> send_displs, char* recvbuf,
+                         std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_displs);
 
 // Equal blocks of `block` bytes only; recvbuf may alias sendbuf.
 void all_to_all_bruck(OpContext& ctx, const char* sendbuf, char* recvbuf, std::size_t block);
 
 // Root receives block r into out[r] (out[root] must already hold its own).
-void gather_linear(OpContext& ctx, const void* sendbuf, const std::vector<char*>& out, std::size_t bytes, int root);
-void scatter_linear(OpContext& ctx, const std::vector<const char*>& in, void* recvbuf, std::size_t bytes, int root);
+void gather_linear(OpContext& ctx, const void* sendbuf, std::span<char* const> out, std::size_t bytes, int root);
+void scatter_linear(OpContext& ctx, std::span<const char* const> in, void* recvbuf, std::size_t bytes, int root);
 
 void barrier_dissemination(OpContext& ctx);
 

@@ -10,7 +10,7 @@
 
 namespace tutti::detail {
 
-void all_gather_bruck(OpContext& ctx, const std::vector<Block>& out, std::size_t es) {
+void all_gather_bruck(OpContext& ctx, std::span<const Block> out, std::size_t es) {
   const int n = ctx.size, r = ctx.rank;
   const std::size_t bytes = out[r].count * es;
   if (n == 1 || bytes == 0) return;

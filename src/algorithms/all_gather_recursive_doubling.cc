@@ -11,7 +11,7 @@
 
 namespace tutti::detail {
 
-void all_gather_recursive_doubling(OpContext& ctx, const std::vector<Block>& out, std::size_t es) {
+void all_gather_recursive_doubling(OpContext& ctx, std::span<const Block> out, std::size_t es) {
   const int n = ctx.size, r = ctx.rank;
   const std::size_t count = out[r].count, bytes = count * es;
   if (n == 1 || bytes == 0) return;

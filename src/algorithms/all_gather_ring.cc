@@ -7,7 +7,7 @@
 
 namespace tutti::detail {
 
-void all_gather_ring(OpContext& ctx, const std::vector<Block>& out, std::size_t es) {
+void all_gather_ring(OpContext& ctx, std::span<const Block> out, std::size_t es) {
   const int n = ctx.size, r = ctx.rank;
   if (n == 1) return;
   const std::size_t pc = chunk_elems(ctx.chunk_bytes, es);

@@ -8,9 +8,9 @@
 
 namespace tutti::detail {
 
-void all_to_all_pairwise(OpContext& ctx, const char* sendbuf, const std::vector<std::size_t>& send_bytes,
-                         const std::vector<std::size_t>& send_displs, char* recvbuf,
-                         const std::vector<std::size_t>& recv_bytes, const std::vector<std::size_t>& recv_displs) {
+void all_to_all_pairwise(OpContext& ctx, const char* sendbuf, std::span<const std::size_t> send_bytes,
+                         std::span<const std::size_t> send_displs, char* recvbuf,
+                         std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_displs) {
   const int n = ctx.size, r = ctx.rank;
   if (send_bytes[r] != recv_bytes[r])
     throw Error(ErrorKind::InvalidArgument, ctx.where() + "sends " + std::to_string(send_bytes[r]) +

@@ -4,7 +4,7 @@
 
 namespace tutti::detail {
 
-void gather_linear(OpContext& ctx, const void* sendbuf, const std::vector<char*>& out, std::size_t bytes, int root) {
+void gather_linear(OpContext& ctx, const void* sendbuf, std::span<char* const> out, std::size_t bytes, int root) {
   const int n = ctx.size, r = ctx.rank;
   if (bytes == 0 || n == 1) return;
   if (r != root) {
@@ -17,7 +17,7 @@ void gather_linear(OpContext& ctx, const void* sendbuf, const std::vector<char*>
   ctx.wait_all(recvs);
 }
 
-void scatter_linear(OpContext& ctx, const std::vector<const char*>& in, void* recvbuf, std::size_t bytes, int root) {
+void scatter_linear(OpContext& ctx, std::span<const char* const> in, void* recvbuf, std::size_t bytes, int root) {
   const int n = ctx.size, r = ctx.rank;
   if (bytes == 0 || n == 1) return;
   if (r != root) {

@@ -12,7 +12,7 @@
 
 namespace tutti::detail {
 
-void reduce_scatter_recursive_halving(OpContext& ctx, const std::vector<ConstBlock>& in, void* out, DataType dtype,
+void reduce_scatter_recursive_halving(OpContext& ctx, std::span<const ConstBlock> in, void* out, DataType dtype,
                                       ReduceOpKind op) {
   const int n = ctx.size, r = ctx.rank;
   const std::size_t es = dtype_size(dtype);

@@ -65,7 +65,7 @@ void ring_reduce_scatter(OpContext& ctx, const std::vector<std::size_t>& counts,
 
 }  // namespace
 
-void reduce_scatter_ring(OpContext& ctx, const std::vector<ConstBlock>& in, void* out, DataType dtype,
+void reduce_scatter_ring(OpContext& ctx, std::span<const ConstBlock> in, void* out, DataType dtype,
                          ReduceOpKind op) {
   const int n = ctx.size;
   const std::size_t es = dtype_size(dtype);
@@ -82,7 +82,7 @@ void reduce_scatter_ring(OpContext& ctx, const std::vector<ConstBlock>& in, void
       [&](int, int s) { return s == n - 2 ? static_cast<char*>(out) : slots[s % 2].data(); });
 }
 
-void reduce_scatter_ring_inplace(OpContext& ctx, const std::vector<Block>& blocks, DataType dtype, ReduceOpKind op) {
+void reduce_scatter_ring_inplace(OpContext& ctx, std::span<const Block> blocks, DataType dtype, ReduceOpKind op) {
   const int n = ctx.size;
   if (n == 1) return;
   std::vector<std::size_t> counts(n);

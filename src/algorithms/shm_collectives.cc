@@ -91,7 +91,7 @@ void finish_reads(ShmGroup& g) {
 
 // gather / all_gather with single copies: every rank exposes its block; a
 // reader copies each peer's block into out[peer].
-void read_every_block(ShmGroup& g, const void* send, const std::vector<char*>& out, std::size_t bytes, bool reader) {
+void read_every_block(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes, bool reader) {
   const int n = g.size(), r = g.rank();
   const std::uint64_t k = expose(g, {send});
   if (reader) {
@@ -309,7 +309,7 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
   }
 }
 
-void shm_gather(ShmGroup& g, const void* send, const std::vector<char*>& out, std::size_t bytes, int root) {
+void shm_gather(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes, int root) {
   const int n = g.size(), r = g.rank();
   const char* s = static_cast<const char*>(send);
   if (single_copy(g, bytes)) {
@@ -332,7 +332,7 @@ void shm_gather(ShmGroup& g, const void* send, const std::vector<char*>& out, st
   }
 }
 
-void shm_all_gather(ShmGroup& g, const void* send, const std::vector<char*>& out, std::size_t bytes) {
+void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes) {
   const int n = g.size(), r = g.rank();
   const char* s = static_cast<const char*>(send);
   if (single_copy(g, bytes)) {
@@ -354,7 +354,7 @@ void shm_all_gather(ShmGroup& g, const void* send, const std::vector<char*>& out
   }
 }
 
-void shm_scatter(ShmGroup& g, const std::vector<const char*>& in, void* recv, std::size_t bytes, int root) {
+void shm_scatter(ShmGroup& g, std::span<const char* const> in, void* recv, std::size_t bytes, int root) {
   const int n = g.size(), r = g.rank();
   char* out = static_cast<char*>(recv);
   if (single_copy(g, bytes)) {
@@ -390,7 +390,7 @@ void shm_scatter(ShmGroup& g, const std::vector<const char*>& in, void* recv, st
   }
 }
 
-void shm_reduce_scatter(ShmGroup& g, const std::vector<const char*>& in, void* recv, std::size_t count, DataType dtype,
+void shm_reduce_scatter(ShmGroup& g, std::span<const char* const> in, void* recv, std::size_t count, DataType dtype,
                         const ReduceOp& op) {
   const int n = g.size(), r = g.rank();
   const std::size_t es = dtype_size(dtype);
@@ -440,7 +440,7 @@ struct EqualBlocks {
   std::size_t recv_displ(int p) const { return p * block; }
 };
 struct VarBlocks {
-  const std::vector<std::size_t>&sb, &sd, &rb, &rd;
+  std::span<const std::size_t> sb, sd, rb, rd;
   std::size_t send_bytes(int p) const { return sb[p]; }
   std::size_t recv_bytes(int p) const { return rb[p]; }
   std::size_t send_displ(int p) const { return sd[p]; }
@@ -532,9 +532,9 @@ void shm_all_to_all(ShmGroup& g, const void* send, void* recv, std::size_t block
                     block_bytes);
 }
 
-void shm_all_to_all_v(ShmGroup& g, const char* send, const std::vector<std::size_t>& send_bytes,
-                      const std::vector<std::size_t>& send_displs, char* recv,
-                      const std::vector<std::size_t>& recv_bytes, const std::vector<std::size_t>& recv_displs) {
+void shm_all_to_all_v(ShmGroup& g, const char* send, std::span<const std::size_t> send_bytes,
+                      std::span<const std::size_t> send_displs, char* recv,
+                      std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_displs) {
   const int n = g.size(), r = g.rank();
   if (send_bytes[r] != recv_bytes[r])
     throw Error(ErrorKind::InvalidArgument, "rank " + std::to_string(r) + ": all_to_all sends " +

@@ -9,6 +9,7 @@
 // every rank in the same order), so all ranks get identical bits.
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "shm/shm_group.h"
@@ -25,19 +26,19 @@ void shm_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, Da
                 int root, std::size_t one_shot_bytes);
 void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root);
 // out[r]: where rank r's block lands (root only for gather).
-void shm_gather(ShmGroup& g, const void* send, const std::vector<char*>& out, std::size_t bytes, int root);
-void shm_all_gather(ShmGroup& g, const void* send, const std::vector<char*>& out, std::size_t bytes);
-void shm_scatter(ShmGroup& g, const std::vector<const char*>& in, void* recv, std::size_t bytes, int root);
-void shm_reduce_scatter(ShmGroup& g, const std::vector<const char*>& in, void* recv, std::size_t count, DataType dtype,
+void shm_gather(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes, int root);
+void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes);
+void shm_scatter(ShmGroup& g, std::span<const char* const> in, void* recv, std::size_t bytes, int root);
+void shm_reduce_scatter(ShmGroup& g, std::span<const char* const> in, void* recv, std::size_t count, DataType dtype,
                         const ReduceOp& op);
 // Equal blocks of block_bytes, back to back in both buffers (may be the
 // same buffer).
 void shm_all_to_all(ShmGroup& g, const void* send, void* recv, std::size_t block_bytes);
 // Byte counts and displacements per peer; a first round agrees on the
 // number of rounds.
-void shm_all_to_all_v(ShmGroup& g, const char* send, const std::vector<std::size_t>& send_bytes,
-                      const std::vector<std::size_t>& send_displs, char* recv,
-                      const std::vector<std::size_t>& recv_bytes, const std::vector<std::size_t>& recv_displs);
+void shm_all_to_all_v(ShmGroup& g, const char* send, std::span<const std::size_t> send_bytes,
+                      std::span<const std::size_t> send_displs, char* recv,
+                      std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_displs);
 void shm_barrier(ShmGroup& g);
 
 }  // namespace tutti::detail

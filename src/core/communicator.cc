@@ -6,6 +6,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/selection.h"
 #include "algorithms/shm_collectives.h"
+#include "common/small_vector.h"
 #include "core/communicator_impl.h"
 #include "core/tags.h"
 #include "core/validate.h"
@@ -245,7 +246,7 @@ Work Communicator::igather(const void* sendbuf, std::span<void* const> recvbufs,
   std::size_t bytes = v.bytes(count, dtype);
   v.root(root);
   v.buffer(sendbuf, count, "sendbuf");
-  std::vector<char*> out;
+  SmallVector<char*> out;
   if (impl_->rank == root) {
     if (recvbufs.size() != static_cast<std::size_t>(impl_->size))
       v.fail("root needs " + std::to_string(impl_->size) + " receive buffers, got " + std::to_string(recvbufs.size()));
@@ -272,13 +273,13 @@ Work Communicator::igather(const void* sendbuf, std::span<void* const> recvbufs,
 }
 
 Work Communicator::igather(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, int root) {
-  std::vector<void*> blocks;
+  SmallVector<void*> blocks;
   if (impl_->rank == root) {
     Validator{impl_->rank, impl_->size, "gather"}.buffer(recvbuf, count, "recvbuf");
     for (int r = 0; r < impl_->size; ++r)
       blocks.push_back(recvbuf ? static_cast<char*>(recvbuf) + r * count * dtype_size(dtype) : nullptr);
   }
-  return igather(sendbuf, std::span<void* const>(blocks), count, dtype, root);
+  return igather(sendbuf, std::span<void* const>(blocks.data(), blocks.size()), count, dtype, root);
 }
 
 Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvbufs, std::size_t count,
@@ -288,7 +289,7 @@ Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvb
   v.buffer(sendbuf, count, "sendbuf");
   if (recvbufs.size() != static_cast<std::size_t>(impl_->size))
     v.fail("needs " + std::to_string(impl_->size) + " receive buffers, got " + std::to_string(recvbufs.size()));
-  std::vector<Block> out;
+  SmallVector<Block> out;
   for (void* p : recvbufs) {
     v.buffer(p, count, "a receive buffer");
     out.push_back(Block{static_cast<char*>(p), count});
@@ -301,14 +302,14 @@ Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvb
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
         if (std::strcmp(x.algo, "two_level") == 0) {
-          std::vector<char*> ptrs;
+          SmallVector<char*> ptrs;
           for (const Block& b : out) ptrs.push_back(b.ptr);
           two_level_all_gather(impl->hierarchy(), sendbuf, ptrs, count, dtype);
           return;
         }
         if (bytes && out[x.rank].ptr != sendbuf) std::memmove(out[x.rank].ptr, sendbuf, bytes);
         if (std::strcmp(x.algo, "shm") == 0) {
-          std::vector<char*> ptrs;
+          SmallVector<char*> ptrs;
           for (const Block& b : out) ptrs.push_back(b.ptr);
           shm_all_gather(impl->shm(x), sendbuf, ptrs, bytes);
         } else if (std::strcmp(x.algo, "bruck") == 0) {
@@ -324,10 +325,10 @@ Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvb
 
 Work Communicator::iall_gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype) {
   Validator{impl_->rank, impl_->size, "all_gather"}.buffer(recvbuf, count, "recvbuf");
-  std::vector<void*> blocks;
+  SmallVector<void*> blocks;
   for (int r = 0; r < impl_->size; ++r)
     blocks.push_back(recvbuf ? static_cast<char*>(recvbuf) + r * count * dtype_size(dtype) : nullptr);
-  return iall_gather(sendbuf, std::span<void* const>(blocks), count, dtype);
+  return iall_gather(sendbuf, std::span<void* const>(blocks.data(), blocks.size()), count, dtype);
 }
 
 Work Communicator::iscatter(std::span<const void* const> sendbufs, void* recvbuf, std::size_t count, DataType dtype,
@@ -336,7 +337,7 @@ Work Communicator::iscatter(std::span<const void* const> sendbufs, void* recvbuf
   std::size_t bytes = v.bytes(count, dtype);
   v.root(root);
   v.buffer(recvbuf, count, "recvbuf");
-  std::vector<const char*> in;
+  SmallVector<const char*> in;
   if (impl_->rank == root) {
     if (sendbufs.size() != static_cast<std::size_t>(impl_->size))
       v.fail("root needs " + std::to_string(impl_->size) + " send buffers, got " + std::to_string(sendbufs.size()));
@@ -364,13 +365,13 @@ Work Communicator::iscatter(std::span<const void* const> sendbufs, void* recvbuf
 }
 
 Work Communicator::iscatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, int root) {
-  std::vector<const void*> blocks;
+  SmallVector<const void*> blocks;
   if (impl_->rank == root) {
     Validator{impl_->rank, impl_->size, "scatter"}.buffer(sendbuf, count, "sendbuf");
     for (int r = 0; r < impl_->size; ++r)
       blocks.push_back(sendbuf ? static_cast<const char*>(sendbuf) + r * count * dtype_size(dtype) : nullptr);
   }
-  return iscatter(std::span<const void* const>(blocks), recvbuf, count, dtype, root);
+  return iscatter(std::span<const void* const>(blocks.data(), blocks.size()), recvbuf, count, dtype, root);
 }
 
 Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* recvbuf, std::size_t count,
@@ -381,7 +382,7 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
   v.buffer(recvbuf, count, "recvbuf");
   if (sendbufs.size() != static_cast<std::size_t>(impl_->size))
     v.fail("needs " + std::to_string(impl_->size) + " send buffers, got " + std::to_string(sendbufs.size()));
-  std::vector<const void*> in(sendbufs.begin(), sendbufs.end());
+  SmallVector<const void*> in(sendbufs.begin(), sendbufs.end());
   for (const void* p : in) v.buffer(p, count, "a send buffer");
   OpContext c = impl_->make_context("reduce_scatter", bytes);
   describe_reduce(c, dtype, op);
@@ -391,7 +392,7 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
         if (std::strcmp(x.algo, "shm") == 0) {
-          std::vector<const char*> blocks;
+          SmallVector<const char*> blocks;
           for (const void* p : in) blocks.push_back(static_cast<const char*>(p));
           shm_reduce_scatter(impl->shm(x), blocks, recvbuf, count, dtype, op);
           return;
@@ -401,7 +402,7 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
           return;
         }
         std::vector<std::vector<char>> scaled(op.kind == ReduceOpKind::PremulSum ? n : 0);
-        std::vector<ConstBlock> blocks;
+        SmallVector<ConstBlock> blocks;
         for (int b = 0; b < n; ++b)
           blocks.push_back(ConstBlock{scaled.empty() ? static_cast<const char*>(in[b])
                                                      : premul_input(in[b], count, dtype, op, scaled[b]),
@@ -419,10 +420,10 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
 Work Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype,
                                    ReduceOp op) {
   Validator{impl_->rank, impl_->size, "reduce_scatter"}.buffer(sendbuf, count, "sendbuf");
-  std::vector<const void*> blocks;
+  SmallVector<const void*> blocks;
   for (int r = 0; r < impl_->size; ++r)
     blocks.push_back(sendbuf ? static_cast<const char*>(sendbuf) + r * count * dtype_size(dtype) : nullptr);
-  return ireduce_scatter(std::span<const void* const>(blocks), recvbuf, count, dtype, op);
+  return ireduce_scatter(std::span<const void* const>(blocks.data(), blocks.size()), recvbuf, count, dtype, op);
 }
 
 Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_t> sendcounts,
@@ -434,7 +435,7 @@ Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_
   if (sendcounts.size() != n || sdispls.size() != n || recvcounts.size() != n || rdispls.size() != n)
     v.fail("counts and displacements need " + std::to_string(n) + " entries each");
   std::size_t es = v.bytes(1, dtype);
-  std::vector<std::size_t> sb(n), sd(n), rb(n), rd(n);
+  SmallVector<std::size_t> sb(n, 0), sd(n, 0), rb(n, 0), rd(n, 0);
   std::size_t total_send = 0, total_recv = 0;
   for (std::size_t i = 0; i < n; ++i) {
     sb[i] = v.bytes(sendcounts[i], dtype);
@@ -518,7 +519,7 @@ Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t c
         },
         t_blocking_call);
   }
-  std::vector<std::size_t> counts(n, count), displs(n);
+  SmallVector<std::size_t> counts(n, count), displs(n, 0);
   for (std::size_t i = 0; i < n; ++i) displs[i] = i * count;
   return iall_to_all_v(sendbuf, counts, displs, recvbuf, counts, displs, dtype);
 }

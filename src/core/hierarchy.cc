@@ -118,7 +118,7 @@ void two_level_broadcast(Hierarchy& h, void* buf, std::size_t count, DataType dt
   h.local.broadcast(buf, count, dtype, root_local);
 }
 
-void two_level_all_gather(Hierarchy& h, const void* send, const std::vector<char*>& out, std::size_t count,
+void two_level_all_gather(Hierarchy& h, const void* send, std::span<char* const> out, std::size_t count,
                           DataType dtype) {
   const std::size_t bytes = count * dtype_size(dtype);
   const std::size_t H = static_cast<std::size_t>(h.hosts), L = static_cast<std::size_t>(h.per_host);
@@ -135,7 +135,7 @@ void two_level_all_gather(Hierarchy& h, const void* send, const std::vector<char
   }
 }
 
-void two_level_reduce_scatter(Hierarchy& h, const std::vector<const void*>& in, void* recv, std::size_t count,
+void two_level_reduce_scatter(Hierarchy& h, std::span<const void* const> in, void* recv, std::size_t count,
                               DataType dtype, const ReduceOp& op, int n) {
   const std::size_t es = dtype_size(dtype), bytes = count * es;
   const std::size_t H = static_cast<std::size_t>(h.hosts), L = static_cast<std::size_t>(h.per_host);

@@ -24,6 +24,7 @@
 // the parent's.
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "tutti/communicator.h"
@@ -48,10 +49,10 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
                           const ReduceOp& op, int n);
 void two_level_broadcast(Hierarchy& h, void* buf, std::size_t count, DataType dtype, int root, int rank);
 // out[r]: where rank r's block goes (out[rank] may be `send`).
-void two_level_all_gather(Hierarchy& h, const void* send, const std::vector<char*>& out, std::size_t count,
+void two_level_all_gather(Hierarchy& h, const void* send, std::span<char* const> out, std::size_t count,
                           DataType dtype);
 // in[r]: this rank's input block for rank r; recv may alias one of them.
-void two_level_reduce_scatter(Hierarchy& h, const std::vector<const void*>& in, void* recv, std::size_t count,
+void two_level_reduce_scatter(Hierarchy& h, std::span<const void* const> in, void* recv, std::size_t count,
                               DataType dtype, const ReduceOp& op, int n);
 
 }  // namespace tutti::detail
