@@ -4,6 +4,7 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "common/dtype.h"
 #include "reduce/reduce.h"
 #include "tutti/error.h"
 
@@ -20,7 +21,7 @@ void copy_in(char* dst, const char* src, std::size_t count, DataType dtype, cons
   if (op.kind == ReduceOpKind::PremulSum) {
     scale(dst, src, count, dtype, op.scalar);
   } else if (count) {
-    std::memcpy(dst, src, count * dtype_size(dtype));
+    std::memcpy(dst, src, count * elem_size(dtype));
   }
 }
 
@@ -36,7 +37,7 @@ void reduce_all_inputs(ShmGroup& g, std::uint64_t k, std::size_t offset_bytes, c
   if (count == 0) return;
   g.wait_input(0, k);
   if (n == 1) {
-    std::memcpy(out, input_of(g, 0, k, inline_data, offset_bytes), count * dtype_size(dtype));
+    std::memcpy(out, input_of(g, 0, k, inline_data, offset_bytes), count * elem_size(dtype));
     return;
   }
   g.wait_input(1, k);
@@ -112,7 +113,7 @@ template <typename Remote>
 void reduce_from_peers(ShmGroup& g, Remote remote, const char* own, char* dst, std::size_t count, DataType dtype,
                        ReduceOpKind op) {
   const int n = g.size(), r = g.rank();
-  const std::size_t es = dtype_size(dtype);
+  const std::size_t es = elem_size(dtype);
   constexpr std::size_t kStageBytes = 64 << 10;
   const std::size_t chunk = std::max<std::size_t>(1, kStageBytes / es);
   thread_local std::vector<char> stage;
@@ -148,7 +149,7 @@ void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t co
                         const ReduceOp& op, int root) {
   constexpr std::size_t kPipeBytes = 256 << 10;
   const int n = g.size(), r = g.rank();
-  const std::size_t es = dtype_size(dtype);
+  const std::size_t es = elem_size(dtype);
   const bool wants_all = root < 0 || root == r;
   const Slice mine = slice_of(count, n, r);
   thread_local std::vector<char> scratch;  // a non-root's slice of a reduce
@@ -204,7 +205,7 @@ void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t co
 void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, DataType dtype, const ReduceOp& op,
                    int root, std::size_t one_shot_bytes) {
   const int n = g.size(), r = g.rank();
-  const std::size_t es = dtype_size(dtype);
+  const std::size_t es = elem_size(dtype);
   const std::size_t per_round = std::max<std::size_t>(1, g.slot_bytes() / es);
   const ReduceOpKind kind = base_kind(op);
   const bool one_shot = count * es <= one_shot_bytes;
@@ -393,7 +394,7 @@ void shm_scatter(ShmGroup& g, std::span<const char* const> in, void* recv, std::
 void shm_reduce_scatter(ShmGroup& g, std::span<const char* const> in, void* recv, std::size_t count, DataType dtype,
                         const ReduceOp& op) {
   const int n = g.size(), r = g.rank();
-  const std::size_t es = dtype_size(dtype);
+  const std::size_t es = elem_size(dtype);
   const std::size_t per = std::max<std::size_t>(1, piece_bytes(g) / es);
   const std::size_t P = per * es;
   const ReduceOpKind kind = base_kind(op);

@@ -157,13 +157,13 @@ Work Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int 
   c.root = root;
   c.algo = impl_->select("broadcast", bytes);
   return impl_->run(std::move(c), [=, impl = impl_.get()](OpContext& x) {
-    if (std::strcmp(x.algo, "shm") == 0) {
+    if (algo_is(x.algo, "shm")) {
       shm_broadcast(impl->shm(x), buf, bytes, root);
-    } else if (std::strcmp(x.algo, "two_level") == 0) {
+    } else if (algo_is(x.algo, "two_level")) {
       two_level_broadcast(impl->hierarchy(), buf, count, dtype, root, x.rank);
-    } else if (std::strcmp(x.algo, "chain") == 0) {
+    } else if (algo_is(x.algo, "chain")) {
       broadcast_chain(x, buf, bytes, root);
-    } else if (std::strcmp(x.algo, "scatter_all_gather") == 0) {
+    } else if (algo_is(x.algo, "scatter_all_gather")) {
       broadcast_scatter_all_gather(x, buf, bytes, root);
     } else {
       broadcast_binomial(x, buf, bytes, root);
@@ -187,7 +187,7 @@ Work Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        if (std::strcmp(x.algo, "shm") == 0) {
+        if (algo_is(x.algo, "shm")) {
           shm_reduce(impl->shm(x), sendbuf, recvbuf, count, dtype, op, root, impl->job->config.shm_one_shot_bytes);
           return;
         }
@@ -208,9 +208,9 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
   OpContext c = impl_->make_context("all_reduce", bytes);
   describe_reduce(c, dtype, op);
   c.algo = impl_->select("all_reduce", bytes);
-  const bool ring = std::strcmp(c.algo, "ring") == 0;
-  const bool rabenseifner = std::strcmp(c.algo, "rabenseifner") == 0;
-  const bool shm = std::strcmp(c.algo, "shm") == 0;
+  const bool ring = algo_is(c.algo, "ring");
+  const bool rabenseifner = algo_is(c.algo, "rabenseifner");
+  const bool shm = algo_is(c.algo, "shm");
   const int n = impl_->size;
   return impl_->run(
       std::move(c),
@@ -219,7 +219,7 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
           shm_all_reduce(impl->shm(x), sendbuf, recvbuf, count, dtype, op, impl->job->config.shm_one_shot_bytes);
           return;
         }
-        if (std::strcmp(x.algo, "two_level") == 0) {
+        if (algo_is(x.algo, "two_level")) {
           two_level_all_reduce(impl->hierarchy(), sendbuf, recvbuf, count, dtype, op, n);
           return;
         }
@@ -263,7 +263,7 @@ Work Communicator::igather(const void* sendbuf, std::span<void* const> recvbufs,
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
         if (x.rank == root && bytes && out[root] != sendbuf) std::memmove(out[root], sendbuf, bytes);
-        if (std::strcmp(x.algo, "shm") == 0) {
+        if (algo_is(x.algo, "shm")) {
           shm_gather(impl->shm(x), sendbuf, out, bytes, root);
         } else {
           gather_linear(x, sendbuf, out, bytes, root);
@@ -301,20 +301,20 @@ Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvb
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        if (std::strcmp(x.algo, "two_level") == 0) {
+        if (algo_is(x.algo, "two_level")) {
           SmallVector<char*> ptrs;
           for (const Block& b : out) ptrs.push_back(b.ptr);
           two_level_all_gather(impl->hierarchy(), sendbuf, ptrs, count, dtype);
           return;
         }
         if (bytes && out[x.rank].ptr != sendbuf) std::memmove(out[x.rank].ptr, sendbuf, bytes);
-        if (std::strcmp(x.algo, "shm") == 0) {
+        if (algo_is(x.algo, "shm")) {
           SmallVector<char*> ptrs;
           for (const Block& b : out) ptrs.push_back(b.ptr);
           shm_all_gather(impl->shm(x), sendbuf, ptrs, bytes);
-        } else if (std::strcmp(x.algo, "bruck") == 0) {
+        } else if (algo_is(x.algo, "bruck")) {
           all_gather_bruck(x, out, es);
-        } else if (std::strcmp(x.algo, "recursive_doubling") == 0) {
+        } else if (algo_is(x.algo, "recursive_doubling")) {
           all_gather_recursive_doubling(x, out, es);
         } else {
           all_gather_ring(x, out, es);
@@ -353,7 +353,7 @@ Work Communicator::iscatter(std::span<const void* const> sendbufs, void* recvbuf
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        if (std::strcmp(x.algo, "shm") == 0) {
+        if (algo_is(x.algo, "shm")) {
           shm_scatter(impl->shm(x), in, recvbuf, bytes, root);
         } else {
           scatter_linear(x, in, recvbuf, bytes, root);
@@ -391,13 +391,13 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        if (std::strcmp(x.algo, "shm") == 0) {
+        if (algo_is(x.algo, "shm")) {
           SmallVector<const char*> blocks;
           for (const void* p : in) blocks.push_back(static_cast<const char*>(p));
           shm_reduce_scatter(impl->shm(x), blocks, recvbuf, count, dtype, op);
           return;
         }
-        if (std::strcmp(x.algo, "two_level") == 0) {
+        if (algo_is(x.algo, "two_level")) {
           two_level_reduce_scatter(impl->hierarchy(), in, recvbuf, count, dtype, op, n);
           return;
         }
@@ -407,7 +407,7 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
           blocks.push_back(ConstBlock{scaled.empty() ? static_cast<const char*>(in[b])
                                                      : premul_input(in[b], count, dtype, op, scaled[b]),
                                       count});
-        if (std::strcmp(x.algo, "recursive_halving") == 0) {
+        if (algo_is(x.algo, "recursive_halving")) {
           reduce_scatter_recursive_halving(x, blocks, recvbuf, dtype, base_op(op));
         } else {
           reduce_scatter_ring(x, blocks, recvbuf, dtype, base_op(op));
@@ -466,11 +466,11 @@ Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_
   c.algo = impl_->select("all_to_all", total_send * es);
   // Bruck handles equal blocks only (the equal form calls it directly);
   // per-peer sizes always go pairwise.
-  if (std::strcmp(c.algo, "shm") != 0) c.algo = "pairwise";
+  if (!algo_is(c.algo, "shm")) c.algo = "pairwise";
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        if (std::strcmp(x.algo, "shm") == 0) {
+        if (algo_is(x.algo, "shm")) {
           shm_all_to_all_v(impl->shm(x), static_cast<const char*>(sendbuf), sb, sd, static_cast<char*>(recvbuf), rb,
                            rd);
         } else {
@@ -492,7 +492,7 @@ Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t c
   Validator v{impl_->rank, impl_->size, "all_to_all"};
   const std::size_t block = v.bytes(count, dtype);
   const char* algo = impl_->select("all_to_all", block * n);
-  if (std::strcmp(algo, "shm") == 0) {
+  if (algo_is(algo, "shm")) {
     // Equal blocks over shared memory: no per-peer tables.
     v.buffer(sendbuf, count * n, "sendbuf");
     v.buffer(recvbuf, count * n, "recvbuf");
@@ -504,7 +504,7 @@ Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t c
         [=, impl = impl_.get()](OpContext& x) { shm_all_to_all(impl->shm(x), sendbuf, recvbuf, block); },
         t_blocking_call);
   }
-  if (std::strcmp(algo, "bruck") == 0) {
+  if (algo_is(algo, "bruck")) {
     v.buffer(sendbuf, count * n, "sendbuf");
     v.buffer(recvbuf, count * n, "recvbuf");
     // Its messages are not the v form's: a rank calling all_to_all_v
@@ -528,7 +528,7 @@ Work Communicator::ibarrier() {
   OpContext c = impl_->make_context("barrier", 0);
   c.algo = impl_->select("barrier", 0);
   return impl_->run(std::move(c), [impl = impl_.get()](OpContext& x) {
-    if (std::strcmp(x.algo, "shm") == 0) {
+    if (algo_is(x.algo, "shm")) {
       shm_barrier(impl->shm(x));
     } else {
       barrier_dissemination(x);

@@ -155,10 +155,12 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message, bool 
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) return;
     aborted_ = true;
+    busy_.fetch_or(kAborted);
     aborted_flag.store(true);
     abort_kind_ = kind;
     abort_reason_ = message;
     dropped.swap(queue_);
+    busy_.fetch_and(~kQueued);
   }
   TUTTI_LOG(Warn, "communicator aborted: " << message);
   job->transport->abort_comm(comm_id, kind, message);
@@ -182,20 +184,19 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message, bool 
 }
 
 bool Communicator::Impl::begin_inline() {
+  std::uint32_t idle = 0;
+  if (busy_.compare_exchange_strong(idle, kRunning, std::memory_order_acquire)) return true;
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_)
     throw Error(later_kind(),
                 "rank " + std::to_string(rank) + ": the communicator was aborted earlier: " + abort_reason_);
-  if (running_ || !queue_.empty()) return false;
-  running_ = true;
-  return true;
+  return false;
 }
 
 void Communicator::Impl::end_inline() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    running_ = false;
-  }
+  // The worker waits (under mu_) only for queued tasks: wake it if any.
+  if ((busy_.fetch_and(~kRunning, std::memory_order_acq_rel) & kQueued) == 0) return;
+  { std::lock_guard<std::mutex> lock(mu_); }
   cv_.notify_all();
 }
 
@@ -318,24 +319,21 @@ Work Communicator::Impl::submit(OpContext ctx, std::function<void(OpContext&)> b
   bool inline_run = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (blocking && !running_ && queue_.empty()) {
-      running_ = true;
+    std::uint32_t idle = 0;
+    if (blocking && busy_.compare_exchange_strong(idle, kRunning, std::memory_order_acquire)) {
       inline_run = true;
     } else {
       // No deadline on the Work itself: the op enforces its own once it runs
       // (every wait in an algorithm is bounded), and time spent queued behind
       // earlier ops must not count against it.
       queue_.push_back(t);
+      busy_.fetch_or(kQueued);
       if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
     }
   }
   if (inline_run) {
     run_task(t);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      running_ = false;
-    }
-    cv_.notify_all();
+    end_inline();
     t.done->rethrow_if_failed();
     return Work();
   }
@@ -351,16 +349,20 @@ Work Communicator::Impl::submit(OpContext ctx, std::function<void(OpContext&)> b
 void Communicator::Impl::worker_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [this] { return (stopping_ && queue_.empty()) || (!queue_.empty() && !running_); });
+    cv_.wait(lock, [this] {
+      return (stopping_ && queue_.empty()) || (!queue_.empty() && !(busy_.load() & kRunning));
+    });
     if (queue_.empty()) return;
+    // With tasks queued no caller claims the communicator (kQueued is set):
+    // only this thread, under mu_, may.
+    busy_.fetch_or(kRunning);
     Task t = std::move(queue_.front());
     queue_.pop_front();
-    running_ = true;
+    if (queue_.empty()) busy_.fetch_and(~kQueued);
     lock.unlock();
     run_task(t);
     lock.lock();
-    running_ = false;
-    cv_.notify_all();
+    busy_.fetch_and(~kRunning);
   }
 }
 

@@ -182,10 +182,16 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   } sig_cache_;  // the last operation signature (used by the thread running ops)
   void worker_loop();
 
+  // Whether the communicator is busy, readable without mu_: a blocking call
+  // on an idle communicator claims it with one compare-and-swap from 0
+  // (begin_inline). Changed under mu_ except for that claim and its release
+  // (end_inline); kQueued mirrors !queue_.empty(), kAborted aborted_.
+  static constexpr std::uint32_t kRunning = 1, kQueued = 2, kAborted = 4;
+  std::atomic<std::uint32_t> busy_{0};
+
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::deque<detail::Task> queue_;
-  bool running_ = false;  // a task is executing (inline or on the worker)
   bool stopping_ = false;
   std::thread worker_;
   bool aborted_ = false;

@@ -74,11 +74,6 @@ void ShmGroup::publish(std::uint64_t value) {
   if (c->sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&counter);
 }
 
-void ShmGroup::wait_for(int peer, std::uint64_t value, bool check) {
-  wait_until_reached(peer, value);
-  if (check) check_signature(peer, value);
-}
-
 void ShmGroup::wait_until_reached(int peer, std::uint64_t value) {
   Ctrl* c = ctrl(peer);
   std::atomic<std::uint32_t>& counter = counter_for(c, value);
@@ -127,11 +122,7 @@ void ShmGroup::wait_until_reached(int peer, std::uint64_t value) {
   }
 }
 
-void ShmGroup::check_signature(int peer, std::uint64_t value) {
-  const Line& line = ctrl(peer)->line[((value - 1) / 2) % kLines];
-  const std::uint64_t sig = line.sig.load(std::memory_order_relaxed);
-  const std::uint64_t bytes = line.sig_bytes.load(std::memory_order_relaxed);
-  if (sig == sig_ && (bytes == sig_bytes_ || bytes == kAnyBytes || sig_bytes_ == kAnyBytes)) return;
+void ShmGroup::signature_mismatch(int peer, std::uint64_t sig, std::uint64_t bytes) {
   std::string prefix = describe_ ? describe_(describe_arg_) : "rank " + std::to_string(rank_) + ": ";
   std::string theirs = describe_sig_ ? describe_sig_(sig, bytes) : "another operation";
   std::string mine = describe_sig_ ? describe_sig_(sig_, sig_bytes_) : "this one";

@@ -159,8 +159,22 @@ class ShmGroup {
   Ctrl* ctrl(int r) const { return reinterpret_cast<Ctrl*>(area(r)); }
   void publish(std::uint64_t value);
   void copy_with_peer(int peer, void* local, std::uint64_t remote, std::size_t bytes, bool write);
-  void wait_for(int peer, std::uint64_t value, bool check_signature = false);
-  void check_signature(int peer, std::uint64_t value);
+  // The common cases (already reached, same signature) inline; waiting and
+  // failing out of line.
+  void wait_for(int peer, std::uint64_t value, bool check = false) {
+    const auto target = static_cast<std::uint32_t>(value);
+    if (static_cast<std::int32_t>(counter_for(ctrl(peer), value).load(std::memory_order_acquire) - target) < 0)
+      wait_until_reached(peer, value);
+    if (check) check_signature(peer, value);
+  }
+  void check_signature(int peer, std::uint64_t value) {
+    const Line& line = ctrl(peer)->line[((value - 1) / 2) % kLines];
+    const std::uint64_t sig = line.sig.load(std::memory_order_relaxed);
+    const std::uint64_t bytes = line.sig_bytes.load(std::memory_order_relaxed);
+    if (sig == sig_ && (bytes == sig_bytes_ || bytes == kAnyBytes || sig_bytes_ == kAnyBytes)) return;
+    signature_mismatch(peer, sig, bytes);
+  }
+  [[noreturn]] void signature_mismatch(int peer, std::uint64_t sig, std::uint64_t bytes);
   void check_remote_failure();
   void wait_until_reached(int peer, std::uint64_t value);
   enum class WaitFailure { Timeout, Dead, Aborted };

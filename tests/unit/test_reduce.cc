@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
 #include "common/reference.h"
 #include "reduce/reduce.h"
 #include "tutti/error.h"
@@ -306,6 +307,13 @@ TEST(ReduceSimdLevels, EachSupportedLevelCanBeForced) {
   detail::set_reduce_simd_allowed(true);
   EXPECT_EQ(best, detail::reduce_simd_level());
   EXPECT_STREQ("avx512", detail::reduce_simd_level_name(ReduceSimdLevel::Avx512));
+}
+
+TEST(ElemSize, MatchesDtypeSizeForEveryType) {
+  for (int i = 0; i < kNumDataTypes; ++i) {
+    const auto t = static_cast<DataType>(i);
+    EXPECT_EQ(detail::elem_size(t), dtype_size(t)) << dtype_name(t);
+  }
 }
 
 TEST(ReduceKernelErrors, InvalidPairThrows) {
