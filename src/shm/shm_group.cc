@@ -44,6 +44,7 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
       segment_(name, rank, size, map_bytes_, slot_bytes_, deadline, abort_flag),
       base_(segment_.base()) {
   spins_ = spin_limit(size);
+  begun_seen_.assign(static_cast<std::size_t>(size), 0);
   yield_us_ = 200;
   ctrl(rank)->pid = static_cast<std::int32_t>(::getpid());
 }
@@ -58,8 +59,16 @@ std::uint64_t ShmGroup::begin_round(bool uses_slots) {
   const std::uint64_t lag = uses_slots ? 2 : static_cast<std::uint64_t>(kLines);
   if (k >= lag) {
     const std::uint64_t begun = k - lag + 1;
-    for (int p = 0; p < size_; ++p)
-      if (p != rank_) wait_for(p, 2 * begun + 1);
+    const std::uint64_t value = 2 * begun + 1;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_ || begun_seen_[p] > begun) continue;
+      wait_for(p, value);
+      // The counter may show a later round (of that line): progress is
+      // monotonic, so the peer has begun every round up to it.
+      const std::uint32_t now = counter_for(ctrl(p), value).load(std::memory_order_acquire);
+      const std::uint64_t reached = value + static_cast<std::uint32_t>(now - static_cast<std::uint32_t>(value));
+      begun_seen_[p] = (reached - 1) / 2 + 1;
+    }
   }
   return k;
 }

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <climits>
 #include <string>
+#include <vector>
 
 #include "common/completion.h"
 #include "tutti/error.h"
@@ -188,6 +189,11 @@ class ShmGroup {
   SharedSegment segment_;
   char* base_;
   std::uint64_t next_round_ = 0;
+  // Per peer, 1 + the latest round it was seen to have begun: begin_round
+  // reads a peer's counter only when this does not already show the lag it
+  // needs (a root running ahead would otherwise fetch a line the peer keeps
+  // writing at every round).
+  std::vector<std::uint64_t> begun_seen_;
   TimePoint deadline_ = TimePoint::max();
   const std::atomic<bool>* abort_flag_ = nullptr;
   Describe describe_ = nullptr;
