@@ -912,7 +912,23 @@ void TcpTransport::handle_readable(Conn& c) {
         want = std::min(want, discard_.size());
       }
     }
-    ssize_t n = ::recv(c.fd.get(), dst, want, MSG_DONTWAIT);
+    // The end of a data frame's payload is read together with the header
+    // that may follow it: one system call per small message, not two. (Not
+    // after a notice, which ends this loop until it is reported, nor when
+    // only part of the payload fits where it goes.)
+    const bool spill = c.rx == Rx::Payload && !c.rx_notice && want == c.hdr.bytes - c.rx_got;
+    std::size_t asked = want;
+    ssize_t n;
+    if (spill) {
+      iovec iov[2] = {{dst, want}, {c.spill, sizeof c.spill}};
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = 2;
+      asked += sizeof c.spill;
+      n = ::recvmsg(c.fd.get(), &m, MSG_DONTWAIT);
+    } else {
+      n = ::recv(c.fd.get(), dst, want, MSG_DONTWAIT);
+    }
     if (n == 0) {
       bool clean = c.rx == Rx::Header && c.hdr_got == 0;
       if (clean && c.said_goodbye && std::any_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return !l.rxq.empty(); })) {
@@ -934,13 +950,26 @@ void TcpTransport::handle_readable(Conn& c) {
       return;
     }
     budget -= std::min(budget, static_cast<std::size_t>(n));
+    // Less than asked: nothing more to read now (poll and epoll say when).
+    const bool drained = static_cast<std::size_t>(n) < asked;
+    const std::size_t got = std::min(static_cast<std::size_t>(n), want), extra = static_cast<std::size_t>(n) - got;
     if (c.rx == Rx::Header) {
-      c.hdr_got += static_cast<std::size_t>(n);
+      c.hdr_got += got;
       if (c.hdr_got == sizeof(FrameHeader)) on_header(c);
     } else {
-      c.rx_got += static_cast<std::size_t>(n);
-      if (c.rx_got == c.hdr.bytes) on_payload_done(c);
+      c.rx_got += got;
+      if (c.rx_got == c.hdr.bytes) {
+        on_payload_done(c);
+        if (extra > 0) {
+          // The next header, whole or in part (a whole one is handled now:
+          // no readiness would announce it).
+          std::memcpy(&c.hdr, c.spill, extra);
+          c.hdr_got = extra;
+          if (extra == sizeof(FrameHeader)) on_header(c);
+        }
+      }
     }
+    if (drained) break;
   }
 }
 

@@ -155,6 +155,9 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
     Rx rx = Rx::Header;
     FrameHeader hdr{};
     std::size_t hdr_got = 0;
+    // The next frame's header, or its first bytes, read in the same call as
+    // the end of a payload (handle_readable).
+    char spill[sizeof(FrameHeader)];
     char* rx_buf = nullptr;     // where the payload goes (nullptr: discard)
     std::size_t rx_got = 0;
     RequestPtr rx_req;          // a posted receive being filled directly
