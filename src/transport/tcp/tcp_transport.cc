@@ -951,6 +951,8 @@ void TcpTransport::handle_readable(Conn& c) {
     }
     budget -= std::min(budget, static_cast<std::size_t>(n));
     // Less than asked: nothing more to read now (poll and epoll say when).
+    // Between frames that ends the loop; inside a payload more may have
+    // come while this read copied, so look again.
     const bool drained = static_cast<std::size_t>(n) < asked;
     const std::size_t got = std::min(static_cast<std::size_t>(n), want), extra = static_cast<std::size_t>(n) - got;
     if (c.rx == Rx::Header) {
@@ -969,7 +971,7 @@ void TcpTransport::handle_readable(Conn& c) {
         }
       }
     }
-    if (drained) break;
+    if (drained && c.rx == Rx::Header) break;
   }
 }
 
