@@ -94,6 +94,16 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
   }
   const ReduceOp cop = child_op(op);
   const std::size_t L = static_cast<std::size_t>(h.per_host);
+  if (count * es <= kTwoLevelLeaderBytes) {
+    // Small: one leader per host talks across hosts (fewer, larger network
+    // messages; the other ranks sleep), the host reduces to it and hears
+    // the result from it.
+    h.local.reduce(out, out, count, dtype, cop, 0);
+    if (h.local.rank() == 0) h.cross.all_reduce(out, out, count, dtype, cop);
+    h.local.broadcast(out, count, dtype, 0);
+    if (op.kind == ReduceOpKind::Avg) divide_by(out, count, dtype, n);
+    return;
+  }
   const std::size_t q = count / L;
   if (q > 0) {
     // Slice l of the buffer: reduced on this host by local rank l, across

@@ -6,10 +6,11 @@
 //   local: the members on this host (comm rank order)
 //   cross: the members with this rank's local index, one per host (host order)
 //
-// all_reduce: local reduce_scatter, cross all_reduce of each slice (the L
-//   cross communicators run in parallel, each on its own slice), local
-//   all_gather; a tail of fewer than L elements is all-reduced locally then
-//   across.
+// all_reduce: up to kTwoLevelLeaderBytes, local reduce to local rank 0,
+//   cross all_reduce among those, local broadcast; above, local
+//   reduce_scatter, cross all_reduce of each slice (the L cross
+//   communicators run in parallel, each on its own slice), local all_gather;
+//   a tail of fewer than L elements is all-reduced locally then across.
 // broadcast: cross broadcast among the ranks with the root's local index,
 //   then a local broadcast from each of them.
 // all_gather: cross all_gather of each rank's block (each rank receives the
@@ -43,6 +44,12 @@ struct Hierarchy {
 // True when `world` (comm rank -> world rank) spans at least two hosts with
 // the same number (>= 2) of members on each; host_of maps world ranks to hosts.
 bool hierarchy_applies(const std::vector<int>& world, const std::vector<int>& host_of);
+
+// all_reduce up to this size: reduce to local rank 0, all_reduce among the
+// hosts' rank 0, broadcast on the host; above it: reduce-scatter on the host,
+// each local rank's slice across hosts in parallel, all-gather on the host
+// (measurements in docs/tuning.md).
+inline constexpr std::size_t kTwoLevelLeaderBytes = 64 << 10;
 
 // The operations, run inside the parent's operation (n: the parent's size).
 void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype,
