@@ -65,7 +65,6 @@ struct OpContext {
   std::string describe() const;
 };
 
-// Splits [0, bytes) into chunks of at most chunk_bytes, aligned to elem_size.
 // Whether `algo` (a selected algorithm's name) is `name`. Usually the same
 // literal, merged by the linker; otherwise most names differ in their first
 // letter: dispatching costs a compare or two, not a call.
@@ -73,6 +72,7 @@ inline bool algo_is(const char* algo, const char* name) {
   return algo == name || (algo[0] == name[0] && std::strcmp(algo, name) == 0);
 }
 
+// Splits [0, bytes) into chunks of at most chunk_bytes, aligned to elem_size.
 inline std::size_t chunk_elems(std::size_t chunk_bytes, std::size_t elem_size) {
   std::size_t e = chunk_bytes / elem_size;
   return e ? e : 1;

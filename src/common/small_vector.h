@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <memory>
 #include <span>
 #include <type_traits>
@@ -19,7 +20,7 @@ class SmallVector {
  public:
   SmallVector() = default;
   SmallVector(std::size_t n, const T& value) { resize(n, value); }
-  template <class It>
+  template <std::input_iterator It>
   SmallVector(It first, It last) {
     for (; first != last; ++first) push_back(*first);
   }
