@@ -63,6 +63,15 @@ Slice slice_of(std::size_t count, int n, int r) {
 // a round that every rank enters only after its last read, so that no rank
 // returns (and lets its caller reuse a buffer) while a peer may still read it.
 bool single_copy(const ShmGroup& g, std::size_t block_bytes) { return block_bytes >= g.cma_min_bytes(); }
+// Collectives where every rank reads a block from every peer (all_gather,
+// all_to_all, reduce_scatter) gain from single copy at an eighth of the
+// usual block size when every rank has its own core: each rank makes one
+// copy per block, all at once, instead of two through the segment
+// (docs/tuning.md). Gather and scatter, where one side copies alone, and
+// ranks that share cores keep the usual size.
+bool single_copy_all_read(const ShmGroup& g, std::size_t block_bytes) {
+  return single_copy(g, g.oversubscribed() ? block_bytes : 8 * block_bytes);
+}
 
 std::uint64_t expose(ShmGroup& g, std::initializer_list<const void*> addrs) {
   const std::uint64_t k = g.begin_round(false);
@@ -336,7 +345,7 @@ void shm_gather(ShmGroup& g, const void* send, std::span<char* const> out, std::
 void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes) {
   const int n = g.size(), r = g.rank();
   const char* s = static_cast<const char*>(send);
-  if (single_copy(g, bytes)) {
+  if (single_copy_all_read(g, bytes)) {
     read_every_block(g, send, out, bytes, true);
     return;
   }
@@ -399,7 +408,7 @@ void shm_reduce_scatter(ShmGroup& g, std::span<const char* const> in, void* recv
   const std::size_t P = per * es;
   const ReduceOpKind kind = base_kind(op);
   char* out = static_cast<char*>(recv);
-  if (n > 1 && op.kind != ReduceOpKind::PremulSum && single_copy(g, count * es)) {
+  if (n > 1 && op.kind != ReduceOpKind::PremulSum && single_copy_all_read(g, count * es)) {
     // Every rank lists where its block for each rank lies; rank r reduces
     // block r of every input, read straight from its owner.
     const std::uint64_t k = g.begin_round();
@@ -454,7 +463,7 @@ void all_to_all_blocks(ShmGroup& g, const char* send, char* recv, const Layout& 
   const int n = g.size(), r = g.rank();
   const std::size_t P = piece_bytes(g);
   std::uint64_t k;
-  if (single_copy(g, global_max)) {
+  if (single_copy_all_read(g, global_max)) {
     // Every rank lists (address, bytes) of its block for each destination in
     // its input slot; each reads its blocks straight from the senders.
     k = g.begin_round();

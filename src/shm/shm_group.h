@@ -136,7 +136,7 @@ class ShmGroup {
   void write_peer(int peer, std::uint64_t remote, const void* src, std::size_t bytes);
 
  private:
-  static constexpr int kLines = 16;
+  static constexpr int kLines = 64;
   static constexpr std::size_t kCtrlBytes = kLines * 256 + 256;
   // Rounds k use line k % kLines: its counter carries the progress of those
   // rounds (the futex word), its data their inline payload.
