@@ -64,7 +64,7 @@ Slice slice_of(std::size_t count, int n, int r) {
 // returns (and lets its caller reuse a buffer) while a peer may still read it.
 bool single_copy(const ShmGroup& g, std::size_t block_bytes) { return block_bytes >= g.cma_min_bytes(); }
 // Collectives where every rank reads a block from every peer (all_gather,
-// all_to_all, reduce_scatter) gain from single copy at an eighth of the
+// all_to_all, reduce_scatter, all_reduce) gain from single copy at an eighth of the
 // usual block size when every rank has its own core: each rank makes one
 // copy per block, all at once, instead of two through the segment
 // (docs/tuning.md). Gather and scatter, where one side copies alone, and
@@ -118,12 +118,16 @@ void read_every_block(ShmGroup& g, const void* send, std::span<char* const> out,
 // over `count` elements, where in_p is `own` for this rank and lies at
 // address remote(p) in peer p's memory otherwise, read in chunks through a
 // small staging buffer that stays in cache. dst may alias own.
-template <typename Remote>
+// `done(off, c)` runs after each chunk [off, off + c) of dst is complete.
+struct NoChunkHook {
+  void operator()(std::size_t, std::size_t) const {}
+};
+template <typename Remote, typename Done = NoChunkHook>
 void reduce_from_peers(ShmGroup& g, Remote remote, const char* own, char* dst, std::size_t count, DataType dtype,
-                       ReduceOpKind op) {
+                       ReduceOpKind op, Done done = {}) {
   const int n = g.size(), r = g.rank();
   const std::size_t es = elem_size(dtype);
-  constexpr std::size_t kStageBytes = 64 << 10;
+  constexpr std::size_t kStageBytes = 256 << 10;
   const std::size_t chunk = std::max<std::size_t>(1, kStageBytes / es);
   thread_local std::vector<char> stage;
   stage.resize(3 * chunk * es);
@@ -146,12 +150,16 @@ void reduce_from_peers(ShmGroup& g, Remote remote, const char* own, char* dst, s
     const char* b1 = input(1, st[1]);
     reduce_pair(dst + off * es, a, b1, c, dtype, op);
     for (int p = 2; p < n; ++p) reduce_inplace(dst + off * es, input(p, st[0]), c, dtype, op);
+    done(off, c);
   }
 }
 
 // Two-shot with single copies: every rank exposes its input; rank r reduces
-// slice r reading the others' inputs directly, and the ranks that need the
-// whole result read every slice from its owner. Slices go in pieces of
+// slice r reading the others' inputs directly, chunk by chunk through a
+// staging buffer. all_reduce then writes each reduced chunk, still in cache,
+// straight into every peer's output (process_vm_writev), and a last round
+// keeps every rank in the call until every peer has written its slice there.
+// reduce: the root reads every slice from its owner; slices go in pieces of
 // kPipeBytes with a round after each, so a piece is read while it is still
 // in its owner's cache and while the owner reduces the next one.
 void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t count, DataType dtype,
@@ -159,7 +167,8 @@ void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t co
   constexpr std::size_t kPipeBytes = 256 << 10;
   const int n = g.size(), r = g.rank();
   const std::size_t es = elem_size(dtype);
-  const bool wants_all = root < 0 || root == r;
+  const bool push = root < 0;
+  const bool wants_all = push || root == r;
   const Slice mine = slice_of(count, n, r);
   thread_local std::vector<char> scratch;  // a non-root's slice of a reduce
   char* dst;
@@ -169,7 +178,9 @@ void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t co
     scratch.resize(mine.count * es);
     dst = scratch.data();
   }
-  const std::uint64_t k = expose(g, {send, dst});
+  // all_reduce exposes the whole output (peers write their slices into it),
+  // reduce the reduced slice (the root reads it).
+  const std::uint64_t k = expose(g, {send, push ? out : dst});
   // Copied now: the control line is reused by later rounds.
   thread_local std::vector<std::uint64_t> in_at, out_at;
   in_at.assign(n, 0);
@@ -179,6 +190,21 @@ void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t co
     g.wait_input(p, k);
     in_at[p] = exposed(g, p, k, 0);
     out_at[p] = exposed(g, p, k, 1);
+  }
+  if (push) {
+    const std::size_t my_lo = mine.lo * es;
+    reduce_from_peers(
+        g, [&](int p) { return in_at[p] + my_lo; }, send + my_lo, dst, mine.count, dtype, base_kind(op),
+        [&](std::size_t off, std::size_t c) {
+          char* chunk = dst + off * es;
+          if (op.kind == ReduceOpKind::Avg) divide_by(chunk, c, dtype, n);
+          for (int i = 1; i < n; ++i) {
+            const int p = (r + i) % n;
+            g.write_peer(p, out_at[p] + my_lo + off * es, chunk, c * es);
+          }
+        });
+    finish_reads(g);
+    return;
   }
   const std::size_t piece = std::max<std::size_t>(1, kPipeBytes / es);
   const std::size_t largest = count / n + (count % n ? 1 : 0);
@@ -221,11 +247,13 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   // Single copy reads the peers' inputs through process_vm_readv; once the
   // slices outgrow the caches (sooner when ranks share cores) copying through
   // the segment, where every cross-core read hits a slot still in cache, is
-  // faster (docs/tuning.md).
+  // faster. all_reduce, where every rank reads and writes, starts at an
+  // eighth of the usual size when ranks have their own cores (docs/tuning.md).
   const std::size_t slice_bytes = count / n * es;
-  const std::size_t cma_slice_max = g.oversubscribed() ? std::size_t{512} << 10 : std::size_t{8} << 20;
-  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && single_copy(g, slice_bytes) &&
-      slice_bytes < cma_slice_max) {
+  const bool cache_sized =
+      g.oversubscribed() ? slice_bytes <= (std::size_t{512} << 10) : slice_bytes < (std::size_t{8} << 20);
+  const bool cma = root < 0 ? single_copy_all_read(g, slice_bytes) : single_copy(g, slice_bytes);
+  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && cma && cache_sized) {
     reduce_single_copy(g, send, out, count, dtype, op, root);
     return;
   }
