@@ -63,12 +63,12 @@ Slice slice_of(std::size_t count, int n, int r) {
 // a round that every rank enters only after its last read, so that no rank
 // returns (and lets its caller reuse a buffer) while a peer may still read it.
 bool single_copy(const ShmGroup& g, std::size_t block_bytes) { return block_bytes >= g.cma_min_bytes(); }
-// Collectives where every rank reads a block from every peer (all_gather,
-// all_to_all, reduce_scatter, all_reduce) gain from single copy at an eighth of the
-// usual block size when every rank has its own core: each rank makes one
-// copy per block, all at once, instead of two through the segment
-// (docs/tuning.md). Gather and scatter, where one side copies alone, and
-// ranks that share cores keep the usual size.
+// Collectives where every rank copies blocks from (or to) every peer
+// (all_gather, all_to_all, reduce_scatter, all_reduce, reduce) gain from
+// single copy at an eighth of the usual block size when every rank has its
+// own core: each rank makes one copy per block, all at once, instead of two
+// through the segment (docs/tuning.md). Gather and scatter, where one side
+// copies alone, and ranks that share cores keep the usual size.
 bool single_copy_all_read(const ShmGroup& g, std::size_t block_bytes) {
   return single_copy(g, g.oversubscribed() ? block_bytes : 8 * block_bytes);
 }
@@ -156,31 +156,26 @@ void reduce_from_peers(ShmGroup& g, Remote remote, const char* own, char* dst, s
 
 // Two-shot with single copies: every rank exposes its input; rank r reduces
 // slice r reading the others' inputs directly, chunk by chunk through a
-// staging buffer. all_reduce then writes each reduced chunk, still in cache,
-// straight into every peer's output (process_vm_writev), and a last round
-// keeps every rank in the call until every peer has written its slice there.
-// reduce: the root reads every slice from its owner; slices go in pieces of
-// kPipeBytes with a round after each, so a piece is read while it is still
-// in its owner's cache and while the owner reduces the next one.
+// staging buffer, and writes each reduced chunk, still in cache, straight
+// into the output of every rank that wants the result (every peer for
+// all_reduce, the root for reduce) with process_vm_writev. A last round keeps
+// every rank in the call until every peer has read its input and written its
+// slice.
 void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t count, DataType dtype,
                         const ReduceOp& op, int root) {
-  constexpr std::size_t kPipeBytes = 256 << 10;
   const int n = g.size(), r = g.rank();
   const std::size_t es = elem_size(dtype);
-  const bool push = root < 0;
-  const bool wants_all = push || root == r;
   const Slice mine = slice_of(count, n, r);
+  const std::size_t my_lo = mine.lo * es;
   thread_local std::vector<char> scratch;  // a non-root's slice of a reduce
   char* dst;
-  if (wants_all) {
-    dst = out + mine.lo * es;
+  if (root < 0 || root == r) {
+    dst = out + my_lo;
   } else {
     scratch.resize(mine.count * es);
     dst = scratch.data();
   }
-  // all_reduce exposes the whole output (peers write their slices into it),
-  // reduce the reduced slice (the root reads it).
-  const std::uint64_t k = expose(g, {send, push ? out : dst});
+  const std::uint64_t k = expose(g, {send, out});
   // Copied now: the control line is reused by later rounds.
   thread_local std::vector<std::uint64_t> in_at, out_at;
   in_at.assign(n, 0);
@@ -191,47 +186,16 @@ void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t co
     in_at[p] = exposed(g, p, k, 0);
     out_at[p] = exposed(g, p, k, 1);
   }
-  if (push) {
-    const std::size_t my_lo = mine.lo * es;
-    reduce_from_peers(
-        g, [&](int p) { return in_at[p] + my_lo; }, send + my_lo, dst, mine.count, dtype, base_kind(op),
-        [&](std::size_t off, std::size_t c) {
-          char* chunk = dst + off * es;
-          if (op.kind == ReduceOpKind::Avg) divide_by(chunk, c, dtype, n);
-          for (int i = 1; i < n; ++i) {
-            const int p = (r + i) % n;
-            g.write_peer(p, out_at[p] + my_lo + off * es, chunk, c * es);
-          }
-        });
-    finish_reads(g);
-    return;
-  }
-  const std::size_t piece = std::max<std::size_t>(1, kPipeBytes / es);
-  const std::size_t largest = count / n + (count % n ? 1 : 0);
-  const std::size_t pieces = (largest + piece - 1) / piece;
-  auto part = [&](const Slice& s, std::size_t j) -> Slice {
-    const std::size_t lo = std::min(s.count, j * piece);
-    return {lo, std::min(s.count, lo + piece) - lo};
-  };
-  for (std::size_t j = 0; j < pieces; ++j) {
-    const Slice my = part(mine, j);
-    if (my.count) {
-      reduce_from_peers(
-          g, [&](int p) { return in_at[p] + (mine.lo + my.lo) * es; }, send + (mine.lo + my.lo) * es,
-          dst + my.lo * es, my.count, dtype, base_kind(op));
-      if (op.kind == ReduceOpKind::Avg) divide_by(dst + my.lo * es, my.count, dtype, n);
-    }
-    const std::uint64_t kj = g.begin_round(false);
-    g.publish_input(kj);
-    if (!wants_all) continue;
-    for (int i = 1; i < n; ++i) {
-      const int p = (r + i) % n;
-      const Slice s = slice_of(count, n, p), theirs = part(s, j);
-      g.wait_input(p, kj);
-      if (theirs.count)
-        g.read_peer(p, out + (s.lo + theirs.lo) * es, out_at[p] + theirs.lo * es, theirs.count * es);
-    }
-  }
+  reduce_from_peers(
+      g, [&](int p) { return in_at[p] + my_lo; }, send + my_lo, dst, mine.count, dtype, base_kind(op),
+      [&](std::size_t off, std::size_t c) {
+        char* chunk = dst + off * es;
+        if (op.kind == ReduceOpKind::Avg) divide_by(chunk, c, dtype, n);
+        for (int i = 1; i < n; ++i) {
+          const int p = (r + i) % n;
+          if (root < 0 || p == root) g.write_peer(p, out_at[p] + my_lo + off * es, chunk, c * es);
+        }
+      });
   finish_reads(g);
 }
 
@@ -247,13 +211,13 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   // Single copy reads the peers' inputs through process_vm_readv; once the
   // slices outgrow the caches (sooner when ranks share cores) copying through
   // the segment, where every cross-core read hits a slot still in cache, is
-  // faster. all_reduce, where every rank reads and writes, starts at an
-  // eighth of the usual size when ranks have their own cores (docs/tuning.md).
+  // faster. Every rank reads and writes, so single copy starts at an eighth
+  // of the usual size when ranks have their own cores (docs/tuning.md).
   const std::size_t slice_bytes = count / n * es;
   const bool cache_sized =
       g.oversubscribed() ? slice_bytes <= (std::size_t{512} << 10) : slice_bytes < (std::size_t{8} << 20);
-  const bool cma = root < 0 ? single_copy_all_read(g, slice_bytes) : single_copy(g, slice_bytes);
-  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && cma && cache_sized) {
+  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && single_copy_all_read(g, slice_bytes) &&
+      cache_sized) {
     reduce_single_copy(g, send, out, count, dtype, op, root);
     return;
   }
