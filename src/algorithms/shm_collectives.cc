@@ -337,7 +337,11 @@ void shm_gather(ShmGroup& g, const void* send, std::span<char* const> out, std::
 void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes) {
   const int n = g.size(), r = g.rank();
   const char* s = static_cast<const char*>(send);
-  if (single_copy_all_read(g, bytes)) {
+  // Ranks that share cores read from memory what the segment would serve
+  // from cache: from 8 MiB gathered, copying through it is faster
+  // (docs/tuning.md).
+  const bool cache_sized = !g.oversubscribed() || bytes * n < (std::size_t{8} << 20);
+  if (single_copy_all_read(g, bytes) && cache_sized) {
     read_every_block(g, send, out, bytes, true);
     return;
   }
