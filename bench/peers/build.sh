@@ -30,11 +30,13 @@ for impl in openmpi mpich; do
 done
 
 t="$out/gloo_bench"
-if stale "$t" "$here/gloo_bench.cc" "$here/peer_common.h" "$here/build.sh"; then
+if stale "$t" "$here/gloo_bench.cc" "$here/peer_common.h" "$here/build.sh" "$root/tools/tuttirun/placement.cc" \
+    "$root/tools/tuttirun/placement.h"; then
   echo "build.sh: g++ -> $t"
   # libgloo.so is in /usr/lib; with ibverbs and redis support it needs
   # libibverbs and hiredis at run time (pulled in by libgloo-dev's dependencies).
   # shellcheck disable=SC2086
-  g++ $CXXFLAGS -o "$t" "$here/gloo_bench.cc" -L/usr/lib -lgloo -pthread -lm
+  g++ $CXXFLAGS -I"$root/tools/tuttirun" -o "$t" "$here/gloo_bench.cc" "$root/tools/tuttirun/placement.cc" \
+    -L/usr/lib -lgloo -pthread -lm
 fi
 echo "build.sh: up to date in $out"

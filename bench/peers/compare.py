@@ -66,13 +66,17 @@ COLLS = ["all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter",
 # only (btl self,vader: no TCP BTL probing eth0), mpirun's control channel on
 # lo. vader's single-copy mechanism stays the default (CMA, process_vm_readv),
 # which works here; where a container forbids it, add
-# OMPI_MCA_btl_vader_single_copy_mechanism=none. No binding (tutti and the
-# other peers do not bind either).
+# OMPI_MCA_btl_vader_single_copy_mechanism=none.
+# Placement: every system runs with the one tuttirun uses by default (each
+# rank an even share of the CPUs, round robin one CPU each when ranks
+# outnumber them): Open MPI with --bind-to core:overload-allowed, MPICH with
+# -bind-to core (both place rank i on CPU i % cores here), Gloo and torch's
+# gloo through PEERS_BIND_CORES=1, which their benchmarks read.
 OPENMPI_ENV = {
     "OMPI_MCA_btl": "self,vader",
     "OMPI_MCA_oob_tcp_if_include": "lo",
 }
-# MPICH 4.0 (hydra): ranks forked locally (-launcher fork: no ssh), no binding;
+# MPICH 4.0 (hydra): ranks forked locally (-launcher fork: no ssh);
 # intra-node data goes through MPICH's shared memory. Running as root needs nothing.
 MPICH_ENV = {}
 
@@ -129,18 +133,19 @@ def command(system, a, json_path):
     if system == "tutti":
         return [os.path.join(b, "bin", "tuttirun"), "-n", str(a.n), os.path.join(b, "bin", "tutti-bench")] + args, {}
     if system == "openmpi":
-        return (["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(a.n),
+        return (["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--bind-to", "core:overload-allowed", "-np", str(a.n),
                  os.path.join(b, "peers", "mpi_bench_openmpi")] + args, OPENMPI_ENV)
     if system == "mpich":
-        return (["mpiexec.mpich", "-launcher", "fork", "-bind-to", "none", "-np", str(a.n),
+        return (["mpiexec.mpich", "-launcher", "fork", "-bind-to", "core", "-np", str(a.n),
                  os.path.join(b, "peers", "mpi_bench_mpich")] + args, MPICH_ENV)
     if system == "gloo":
-        return [os.path.join(b, "peers", "gloo_bench"), "--np", str(a.n)] + args, {}
+        return [os.path.join(b, "peers", "gloo_bench"), "--np", str(a.n)] + args, {"PEERS_BIND_CORES": "1"}
     if system == "torch-gloo":
-        return [SYSTEM_PY, os.path.join(HERE, "torch_bench.py"), "--np", str(a.n)] + args, {"GLOO_SOCKET_IFNAME": "lo"}
+        return ([SYSTEM_PY, os.path.join(HERE, "torch_bench.py"), "--np", str(a.n)] + args,
+                {"GLOO_SOCKET_IFNAME": "lo", "PEERS_BIND_CORES": "1"})
     if system == "torch-tutti":  # tutti as a torch.distributed backend (build/python)
         return ([SYSTEM_PY, os.path.join(HERE, "torch_bench.py"), "--np", str(a.n), "--backend", "tutti"] + args,
-                {"GLOO_SOCKET_IFNAME": "lo"})
+                {"GLOO_SOCKET_IFNAME": "lo", "PEERS_BIND_CORES": "1"})
     raise ValueError(system)
 
 

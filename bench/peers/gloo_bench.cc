@@ -26,6 +26,7 @@
 // Exit status: 0 all rows correct, 1 wrong elements or a Gloo error, 2 bad
 // options.
 #include <fcntl.h>
+#include <sched.h>
 #include <ftw.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -59,6 +60,7 @@
 #include "gloo/scatter.h"
 #include "gloo/transport/tcp/device.h"
 #include "peer_common.h"
+#include "placement.h"
 
 namespace {
 
@@ -236,6 +238,20 @@ void barrier(const std::shared_ptr<gloo::Context>& ctx) {
 int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
 void remove_tree(const std::string& dir) { ::nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
+// PEERS_BIND_CORES=1 (compare.py sets it): this rank binds itself as tuttirun
+// binds its ranks (tools/tuttirun/placement.h), so that every system runs
+// with the same placement.
+void bind_like_tuttirun(int local, int n) {
+  const char* want = std::getenv("PEERS_BIND_CORES");
+  if (want == nullptr || std::strcmp(want, "1") != 0) return;
+  const std::vector<int> cpus = tuttirun::rank_cpus(tuttirun::allowed_cpus(), local, n);
+  if (cpus.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  ::sched_setaffinity(0, sizeof set, &set);
+}
+
 // --np N: starts N copies of this program (without --np) and waits for them;
 // when one fails the others are killed. Returns the exit status.
 int launch(int np, int argc, char** argv) {
@@ -329,6 +345,7 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "gloo_bench: error: bad RANK %d / WORLD_SIZE %d\n", rank, n);
     return PB_EXIT_USAGE;
   }
+  bind_like_tuttirun(rank, n);
   if (pb_colls[opt.coll].rooted && opt.root >= n) {
     if (rank == 0) std::fprintf(stderr, "gloo_bench: error: -r: root %d is not a rank of a world of %d\n", opt.root, n);
     return PB_EXIT_USAGE;

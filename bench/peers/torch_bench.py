@@ -164,6 +164,26 @@ def launch(np_, argv):
 # ---- one rank -------------------------------------------------------------------
 
 
+def bind_like_tuttirun(local, n):
+    """PEERS_BIND_CORES=1 (compare.py sets it): bind this rank as tuttirun binds
+    its ranks (tools/tuttirun/placement.h), so every system runs with the same
+    placement: an even contiguous share of the allowed CPUs, or CPU local % m of
+    m < n allowed."""
+    if os.environ.get("PEERS_BIND_CORES") != "1" or n < 1:
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    m = len(cpus)
+    if m == 0:
+        return
+    if m < n:
+        mine = {cpus[local % m]}
+    else:
+        base, extra = divmod(m, n)
+        lo = local * base + min(local, extra)
+        mine = set(cpus[lo:lo + base + (1 if local < extra else 0)])
+    os.sched_setaffinity(0, mine)
+
+
 def main(argv):
     a = parse_args(argv)
     if a.np is not None and "TORCH_BENCH_CHILD" not in os.environ:
@@ -189,6 +209,7 @@ def main(argv):
     torch.set_num_threads(1)
     rank = int(os.environ.get("RANK", "0"))
     n = int(os.environ.get("WORLD_SIZE", "1"))
+    bind_like_tuttirun(int(os.environ.get("LOCAL_RANK", rank)), n)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if "MASTER_PORT" not in os.environ:
         if n != 1:

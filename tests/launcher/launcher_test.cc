@@ -5,6 +5,7 @@
 // object's destructor kills tuttirun and every process carrying its marker
 // (found through /proc/*/environ), so nothing survives a failing test.
 #include <gtest/gtest.h>
+#include "placement.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -309,6 +310,45 @@ TEST(Tuttirun, EveryRankSeesItsEnvironment) {
     ports.insert(port);
   }
   EXPECT_EQ(ports.size(), 1u) << "all ranks must see the same MASTER_PORT";
+}
+
+// Each rank reports the CPUs it may run on; tuttirun binds them to an even
+// share of its own (placement_test.cc checks the arithmetic), --bind-to none
+// leaves them as they were.
+TEST(Tuttirun, RanksAreBoundToTheirShareOfTheCpus) {
+  const std::string script = R"(grep Cpus_allowed_list /proc/self/status | tr -d ' \t')";
+  auto cpus_of = [](const std::string& list) {
+    std::set<int> cpus;
+    std::istringstream in(list);
+    for (std::string part; std::getline(in, part, ',');) {
+      const std::size_t dash = part.find('-');
+      const int lo = std::stoi(part.substr(0, dash));
+      const int hi = dash == std::string::npos ? lo : std::stoi(part.substr(dash + 1));
+      for (int c = lo; c <= hi; ++c) cpus.insert(c);
+    }
+    return cpus;
+  };
+  const std::vector<int> allowed = tuttirun::allowed_cpus();
+  ASSERT_FALSE(allowed.empty());
+  const std::set<int> all(allowed.begin(), allowed.end());
+  const int n = 3;
+  for (const bool bind : {true, false}) {
+    std::vector<std::string> args{"-n", std::to_string(n), "--tag-output"};
+    if (!bind) args.insert(args.end(), {"--bind-to", "none"});
+    args.insert(args.end(), {"sh", "-c", script});
+    RUN_TUTTIRUN(run, 10s, args);
+    ASSERT_TRUE(run.exited_with(0)) << run.dump();
+    auto by_rank = tagged_lines(run.out());
+    ASSERT_EQ(by_rank.size(), static_cast<std::size_t>(n)) << run.dump();
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(by_rank[r].size(), 1u) << "rank " << r;
+      const std::string& line = by_rank[r][0];
+      ASSERT_EQ(line.rfind("Cpus_allowed_list:", 0), 0u) << line;
+      const std::set<int> got = cpus_of(line.substr(line.find(':') + 1));
+      const std::vector<int> want = tuttirun::rank_cpus(allowed, r, n);
+      EXPECT_EQ(got, bind ? std::set<int>(want.begin(), want.end()) : all) << "rank " << r << ": " << line;
+    }
+  }
 }
 
 TEST(Tuttirun, MultiNodeNumbering) {

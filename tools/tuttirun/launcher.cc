@@ -31,11 +31,13 @@
 #include "launcher.h"
 
 #include "hosts.h"
+#include "placement.h"
 #include "shm_cleanup.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -132,6 +134,8 @@ struct Rank {
   // tuttirun ("rank 3 (pid 99) exited with code 1; ...").
   const JobConfig::HostChild* host = nullptr;
   std::string inner_report;
+  // --bind-to cores: the CPUs the rank runs on (placement.h); empty: no binding.
+  std::vector<int> cpus;
 };
 
 // The job secret that authenticates every connection of the job: 32 random
@@ -311,6 +315,13 @@ void Job::exec_child(Rank& r, char* const* argv, char* const* envp, int out_w, i
     ::_exit(kExitNoExec);
   };
   if (::setpgid(0, pgid_) != 0) fail(0);
+  if (!r.cpus.empty()) {
+    // Best effort: a rank that cannot be bound runs where the scheduler puts it.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : r.cpus) CPU_SET(c, &set);
+    ::sched_setaffinity(0, sizeof set, &set);
+  }
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail(1);
   if (::getppid() != parent) {  // tuttirun died before PDEATHSIG was armed
     errno = ESRCH;
@@ -685,9 +696,11 @@ int Job::run() {
     }
   } else {
     ranks_.resize(static_cast<std::size_t>(cfg_.nproc));
+    const std::vector<int> allowed = cfg_.bind_cores ? allowed_cpus() : std::vector<int>{};
     for (int i = 0; i < cfg_.nproc; ++i) {
       ranks_[i].local = i;
       ranks_[i].rank = cfg_.node_rank * cfg_.nproc + i;
+      ranks_[i].cpus = rank_cpus(allowed, i, cfg_.nproc);
     }
   }
   for (Rank& r : ranks_) {

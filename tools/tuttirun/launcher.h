@@ -14,6 +14,9 @@ struct JobConfig {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;     // 1..65535 (main picks one when not given)
   bool tag_output = false;
+  // --bind-to cores (the default): each rank runs on an even share of the
+  // CPUs tuttirun may use (placement.h); --bind-to none leaves them alone.
+  bool bind_cores = true;
   double timeout_s = 0;    // 0: no limit
   double grace_s = 2;      // SIGTERM -> SIGKILL delay
   std::vector<std::string> argv;  // program and its arguments

@@ -1,7 +1,8 @@
 // tuttirun: starts the ranks of a tutti job on this node, or on many hosts.
 //
 //   tuttirun -n N [--master-addr A] [--master-port P] [--nnodes K --node-rank I]
-//            [--tag-output] [--timeout SECONDS] [--kill-grace SECONDS] [--] PROGRAM [ARGS...]
+//            [--tag-output] [--bind-to cores|none] [--timeout SECONDS] [--kill-grace SECONDS]
+//            [--] PROGRAM [ARGS...]
 //   tuttirun --hosts H1:N,H2:N,... [--exec-prefix "CMD {host} [{cmd}]"] [--master-addr A]
 //            [--master-port P] [...] [--] PROGRAM [ARGS...]
 //
@@ -222,6 +223,10 @@ int run_hosts(const CLI::App& app, JobConfig& cfg, const std::string& hosts_text
                                     master_addr,   "--master-port",   std::to_string(port),
                                     "-n",          std::to_string(nproc), "--kill-grace", grace_buf};
     if (cfg.tag_output) cmd.push_back("--tag-output");
+    if (!cfg.bind_cores) {
+      cmd.push_back("--bind-to");
+      cmd.push_back("none");
+    }
     cmd.push_back("--");
     cmd.insert(cmd.end(), cfg.argv.begin(), cfg.argv.end());
     tuttirun::HostCommand hc = tuttirun::host_command(prefix, hosts[i].name, cmd, remote_env);
@@ -272,6 +277,12 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--tag-output", cfg.tag_output, "prefix every output line with '[RANK] '");
+  std::string bind_text = "cores";
+  app.add_option("--bind-to", bind_text,
+                 "cores: each rank runs on its share of the CPUs tuttirun may use (one CPU, shared "
+                 "round robin, when ranks outnumber them); none: no binding")
+      ->check(CLI::IsMember({"cores", "none"}))
+      ->capture_default_str();
   app.add_option("--timeout", cfg.timeout_s, "wall-clock limit of the job; exit 124 past it")
       ->check(CLI::PositiveNumber)
       ->type_name("SECONDS");
@@ -286,6 +297,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     usage_error(e.what());
   }
+  cfg.bind_cores = bind_text == "cores";
 
   // The program and its arguments: prefix_command() leaves them, unchanged,
   // in remaining(), behind the "--" if one was given.
