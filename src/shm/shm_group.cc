@@ -47,6 +47,19 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
   begun_seen_.assign(static_cast<std::size_t>(size), 0);
   yield_us_ = 200;
   ctrl(rank)->pid = static_cast<std::int32_t>(::getpid());
+  // Fault the control lines in now (this rank's for writing, the peers' for
+  // reading): otherwise the first rounds of the first operations each pay
+  // page faults (64 lines are four pages per rank).
+  for (int r = 0; r < size_; ++r) {
+    volatile char* a = area(r);
+    for (std::size_t off = 0;; off = std::min(off + 4096, kCtrlBytes - 1)) {
+      if (r == rank_)
+        a[off] = a[off];
+      else
+        (void)a[off];
+      if (off == kCtrlBytes - 1) break;
+    }
+  }
 }
 
 ShmGroup::~ShmGroup() = default;

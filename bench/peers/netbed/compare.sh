@@ -11,13 +11,16 @@ per=${PER:-1}
 hosts=$(printf "%s:$per," "${H[@]}"); hosts=${hosts%,}
 mpi_hosts=$(printf "%s:$per," "${A[@]}"); mpi_hosts=${mpi_hosts%,}
 args="${COLL:-all_reduce} -b ${MINB:-8} -e ${MAXB:-16M} -f ${F:-8} -n ${ITERS:-5} -w 1 -c 1"
+# Both place ranks alike: tuttirun binds each host's local rank i to CPU i
+# (one rank per host keeps every CPU), as Open MPI's core binding does.
+mpi_bind=none; [ "$per" -gt 1 ] && mpi_bind=core:overload-allowed
 for rep in $(seq "${REPS:-2}"); do
   echo "== tutti rep $rep"
   "$root/build/bin/tuttirun" --hosts "$hosts" --exec-prefix "$NETBED_PREFIX" --master-addr "$NETBED_MASTER" \
     "$root/build/bin/tutti-bench" $args 2>&1 | awk '/^ +[0-9]/ {print $1, $6, $7, $8, $9}'
   echo "== openmpi rep $rep"
   bash "$root/tests/netbed/netbed.sh" exec "${H[0]}" env NETBED_ADDRS="$NETBED_ADDRS" NETBED_HOSTS="$NETBED_HOSTS" \
-    mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -np $(( ${#H[@]} * per )) --host "$mpi_hosts" \
+    mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to "$mpi_bind" -np $(( ${#H[@]} * per )) --host "$mpi_hosts" \
     --mca plm_rsh_agent "$root/tests/netbed/ssh_agent.sh" --mca mpi_yield_when_idle 1 \
     --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
     "$root/build/peers/mpi_bench_openmpi" $args 2>&1 | awk '/^ +[0-9]/ {print $1, $6, $7, $8, $9}'
