@@ -5,6 +5,7 @@
 #include <initializer_list>
 
 #include "common/dtype.h"
+#include "common/stream_copy.h"
 #include "reduce/reduce.h"
 #include "tutti/error.h"
 
@@ -71,6 +72,18 @@ bool single_copy(const ShmGroup& g, std::size_t block_bytes) { return block_byte
 // copies alone, and ranks that share cores keep the usual size.
 bool single_copy_all_read(const ShmGroup& g, std::size_t block_bytes) {
   return single_copy(g, g.oversubscribed() ? block_bytes : 8 * block_bytes);
+}
+
+// Outputs of 8 MiB and more leave the caches anyway: the copying paths
+// write them with stores that bypass the caches, sparing the memory the
+// reads for ownership (docs/tuning.md).
+bool streams(std::size_t out_bytes) { return out_bytes >= (std::size_t{8} << 20); }
+// dst = src, bypassing the caches when `stream`.
+void copy_out(char* dst, const char* src, std::size_t bytes, bool stream) {
+  if (stream)
+    stream_copy(dst, src, bytes);
+  else
+    std::memcpy(dst, src, bytes);
 }
 
 std::uint64_t expose(ShmGroup& g, std::initializer_list<const void*> addrs) {
@@ -221,6 +234,7 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
     reduce_single_copy(g, send, out, count, dtype, op, root);
     return;
   }
+  const bool stream_out = streams(count * es);
   for (std::size_t off = 0; off < count; off += per_round) {
     const std::size_t c = std::min(per_round, count - off);
     const bool inline_data = one_shot && c * es <= ShmGroup::kInlineBytes;
@@ -238,7 +252,7 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
           int p = (r + i) % n;  // start with our own slice, then the next ranks'
           Slice s = slice_of(c, n, p);
           if (p != r) g.wait_output(p, k);
-          if (s.count) std::memcpy(out + (off + s.lo) * es, g.out_slot(p, k) + s.lo * es, s.count * es);
+          if (s.count) copy_out(out + (off + s.lo) * es, g.out_slot(p, k) + s.lo * es, s.count * es, stream_out);
         }
       }
     }
@@ -346,6 +360,7 @@ void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, s
     return;
   }
   const std::size_t S = g.slot_bytes();
+  const bool stream_out = streams(bytes * n);
   for (std::size_t off = 0; off < bytes; off += S) {
     const std::size_t c = std::min(S, bytes - off);
     const bool inline_data = c <= ShmGroup::kInlineBytes;
@@ -355,7 +370,7 @@ void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, s
     for (int i = 1; i < n; ++i) {
       int p = (r + i) % n;
       g.wait_input(p, k);
-      std::memcpy(out[p] + off, inline_data ? g.inline_slot(p, k) : g.in_slot(p, k), c);
+      copy_out(out[p] + off, inline_data ? g.inline_slot(p, k) : g.in_slot(p, k), c, stream_out);
     }
   }
 }

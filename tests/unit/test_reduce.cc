@@ -19,6 +19,7 @@
 
 #include "common/dtype.h"
 #include "common/reference.h"
+#include "common/stream_copy.h"
 #include "reduce/reduce.h"
 #include "tutti/error.h"
 #include "tutti/types.h"
@@ -314,6 +315,23 @@ TEST(ElemSize, MatchesDtypeSizeForEveryType) {
     const auto t = static_cast<DataType>(i);
     EXPECT_EQ(detail::elem_size(t), dtype_size(t)) << dtype_name(t);
   }
+}
+
+// Every length around the 16-byte alignment and 64-byte loop steps, from
+// every source and destination misalignment; the bytes around the
+// destination stay untouched.
+TEST(StreamCopy, EqualsMemcpyAtEveryLengthAndAlignment) {
+  std::vector<unsigned char> src(600), dst(700), want(700);
+  std::uint32_t x = 12345;
+  for (auto& b : src) b = static_cast<unsigned char>((x = x * 1664525u + 1013904223u) >> 24);
+  for (std::size_t so = 0; so < 16; so += 3)
+    for (std::size_t d = 0; d < 16; ++d)
+      for (std::size_t len = 0; len <= 300; len += (len < 140 ? 1 : 37)) {
+        for (std::size_t i = 0; i < dst.size(); ++i) dst[i] = want[i] = static_cast<unsigned char>(i * 7 + 1);
+        std::memcpy(want.data() + d, src.data() + so, len);
+        detail::stream_copy(dst.data() + d, src.data() + so, len);
+        ASSERT_EQ(dst, want) << "source offset " << so << ", destination offset " << d << ", " << len << " bytes";
+      }
 }
 
 TEST(ReduceKernelErrors, InvalidPairThrows) {
