@@ -5,6 +5,7 @@
 // Ends with a store fence, so the data is visible before whatever the caller
 // publishes next.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
