@@ -5,7 +5,6 @@
 // object's destructor kills tuttirun and every process carrying its marker
 // (found through /proc/*/environ), so nothing survives a failing test.
 #include <gtest/gtest.h>
-#include "placement.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -25,6 +24,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "placement.h"
 
 extern char** environ;
 
@@ -312,10 +313,10 @@ TEST(Tuttirun, EveryRankSeesItsEnvironment) {
   EXPECT_EQ(ports.size(), 1u) << "all ranks must see the same MASTER_PORT";
 }
 
-// Each rank reports the CPUs it may run on; tuttirun binds them to an even
-// share of its own (placement_test.cc checks the arithmetic), --bind-to none
-// leaves them as they were.
-TEST(Tuttirun, RanksAreBoundToTheirShareOfTheCpus) {
+// Each of 3 ranks reports the CPUs it may run on: bound to its share of
+// tuttirun's own (placement_test.cc checks the arithmetic), or, with
+// --bind-to none, as they were. `lead` comes before the options (--hosts).
+void expect_binding(const std::vector<std::string>& lead, bool bind) {
   const std::string script = R"(grep Cpus_allowed_list /proc/self/status | tr -d ' \t')";
   auto cpus_of = [](const std::string& list) {
     std::set<int> cpus;
@@ -332,23 +333,27 @@ TEST(Tuttirun, RanksAreBoundToTheirShareOfTheCpus) {
   ASSERT_FALSE(allowed.empty());
   const std::set<int> all(allowed.begin(), allowed.end());
   const int n = 3;
-  for (const bool bind : {true, false}) {
-    std::vector<std::string> args{"-n", std::to_string(n), "--tag-output"};
-    if (!bind) args.insert(args.end(), {"--bind-to", "none"});
-    args.insert(args.end(), {"sh", "-c", script});
-    RUN_TUTTIRUN(run, 10s, args);
-    ASSERT_TRUE(run.exited_with(0)) << run.dump();
-    auto by_rank = tagged_lines(run.out());
-    ASSERT_EQ(by_rank.size(), static_cast<std::size_t>(n)) << run.dump();
-    for (int r = 0; r < n; ++r) {
-      ASSERT_EQ(by_rank[r].size(), 1u) << "rank " << r;
-      const std::string& line = by_rank[r][0];
-      ASSERT_EQ(line.rfind("Cpus_allowed_list:", 0), 0u) << line;
-      const std::set<int> got = cpus_of(line.substr(line.find(':') + 1));
-      const std::vector<int> want = tuttirun::rank_cpus(allowed, r, n);
-      EXPECT_EQ(got, bind ? std::set<int>(want.begin(), want.end()) : all) << "rank " << r << ": " << line;
-    }
+  std::vector<std::string> args = lead;
+  args.push_back("--tag-output");
+  if (!bind) args.insert(args.end(), {"--bind-to", "none"});
+  args.insert(args.end(), {"sh", "-c", script});
+  RUN_TUTTIRUN(run, 10s, args);
+  ASSERT_TRUE(run.exited_with(0)) << run.dump();
+  auto by_rank = tagged_lines(run.out());
+  ASSERT_EQ(by_rank.size(), static_cast<std::size_t>(n)) << run.dump();
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(by_rank[r].size(), 1u) << "rank " << r;
+    const std::string& line = by_rank[r][0];
+    ASSERT_EQ(line.rfind("Cpus_allowed_list:", 0), 0u) << line;
+    const std::set<int> got = cpus_of(line.substr(line.find(':') + 1));
+    const std::vector<int> want = tuttirun::rank_cpus(allowed, r, n);
+    EXPECT_EQ(got, bind ? std::set<int>(want.begin(), want.end()) : all) << "rank " << r << ": " << line;
   }
+}
+
+TEST(Tuttirun, RanksAreBoundToTheirShareOfTheCpus) {
+  expect_binding({"-n", "3"}, true);
+  expect_binding({"-n", "3"}, false);
 }
 
 TEST(Tuttirun, MultiNodeNumbering) {
@@ -656,6 +661,14 @@ TEST(TuttirunHosts, CmdPrefixCarriesQuotedCommandAndSettings) {
   std::sort(lines.begin(), lines.end());
   EXPECT_EQ(lines, (std::vector<std::string>{"[x y] [it's \"$HOME\"] info debug 64 unset 0",
                                              "[x y] [it's \"$HOME\"] info debug 64 unset 1"}));
+}
+
+// Every host's tuttirun binds its ranks, and --bind-to none reaches them.
+TEST(TuttirunHosts, BindingIsPassedToEveryHost) {
+  const std::vector<std::string> lead{"--hosts", "h0:3", "--exec-prefix", "env TEST_HOST={host}", "--master-addr",
+                                      "127.0.0.1"};
+  expect_binding(lead, true);
+  expect_binding(lead, false);
 }
 
 TEST(TuttirunHosts, FailingRankStopsEveryHost) {
