@@ -2,6 +2,7 @@
 """compare.py: tutti and its peers side by side, on this machine, one collective.
 
   python3 bench/peers/compare.py COLL N [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
+                                 [--small-iters N --small-max BYTES]
                                  [-o OP] [-r ROOT] [--reps R]
                                  [--systems tutti,openmpi,mpich,gloo,torch-gloo,torch-tutti] [--out DIR]
 
@@ -10,6 +11,10 @@ repetition (tutti, openmpi, mpich, gloo, torch-gloo, tutti, openmpi, ...) so
 that slow drifts of the machine hit them all alike. Each run is a
 tutti-bench-style sweep (same sizes, timing rule and bus-bandwidth factors)
 writing JSON lines; per size the median time over the repetitions is kept.
+With --small-iters, sizes up to --small-max run in a sweep of their own
+with that many timed iterations (and a tenth as many warm-up ones, at least
+-w), as the OSU micro-benchmarks do: an operation of a microsecond timed
+over 20 iterations measures the scheduler more than the operation.
 
 Prints one table (size; per system time in us and busbw in GB/s; tutti's
 ratio best_peer_time / tutti_time, > 1 meaning tutti is faster) and flags
@@ -101,6 +106,9 @@ def parse_args():
     p.add_argument("-f", "--stepfactor", type=int, default=2)
     p.add_argument("-n", "--iters", type=int, default=20)
     p.add_argument("-w", "--warmup", type=int, default=5)
+    p.add_argument("--small-iters", type=int, default=0,
+                   help="timed iterations for sizes up to --small-max (default: -n for every size)")
+    p.add_argument("--small-max", default="0", help="largest size timed with --small-iters")
     p.add_argument("-o", "--op", default="sum", choices=["sum", "product", "min", "max"])
     p.add_argument("-r", "--root", type=int, default=0)
     p.add_argument("--reps", type=int, default=3)
@@ -116,20 +124,38 @@ def parse_args():
         p.error("--systems is empty")
     if a.n < 1 or a.reps < 1:
         p.error("N and --reps must be at least 1")
-    for t in (a.minbytes, a.maxbytes):
+    for t in (a.minbytes, a.maxbytes, a.small_max):
         parse_size(t)
+    if a.small_iters < 0 or a.stepfactor < 2:
+        p.error("--small-iters must be at least 0 and -f at least 2")
     return a
 
 
-def bench_args(a, json_path):
-    return [a.coll, "-b", a.minbytes, "-e", a.maxbytes, "-f", str(a.stepfactor), "-n", str(a.iters),
-            "-w", str(a.warmup), "-c", "1", "-d", "float32", "-o", a.op, "-r", str(a.root), "--json", json_path]
+def sweeps(a):
+    """[(minbytes, maxbytes, iters, warmup)]: one sweep, or the small sizes and the rest apart."""
+    lo, hi = parse_size(a.minbytes), parse_size(a.maxbytes)
+    small = parse_size(a.small_max)
+    if not a.small_iters or small < lo or a.coll == "barrier":
+        return [(a.minbytes, a.maxbytes, a.iters, a.warmup)]
+    last_small = lo
+    while last_small * a.stepfactor <= min(small, hi):
+        last_small *= a.stepfactor
+    out = [(a.minbytes, str(last_small), a.small_iters, max(a.warmup, a.small_iters // 10))]
+    if last_small * a.stepfactor <= hi:
+        out.append((str(last_small * a.stepfactor), a.maxbytes, a.iters, a.warmup))
+    return out
 
 
-def command(system, a, json_path):
+def bench_args(a, json_path, sweep):
+    lo, hi, iters, warmup = sweep
+    return [a.coll, "-b", lo, "-e", hi, "-f", str(a.stepfactor), "-n", str(iters),
+            "-w", str(warmup), "-c", "1", "-d", "float32", "-o", a.op, "-r", str(a.root), "--json", json_path]
+
+
+def command(system, a, json_path, sweep):
     """(argv, extra environment) of one run."""
     b = os.path.join(ROOT, "build")
-    args = bench_args(a, json_path)
+    args = bench_args(a, json_path, sweep)
     if system == "tutti":
         return [os.path.join(b, "bin", "tuttirun"), "-n", str(a.n), os.path.join(b, "bin", "tutti-bench")] + args, {}
     if system == "openmpi":
@@ -179,12 +205,23 @@ def fmt_size(b):
 
 
 def run_one(system, a, rep, raw):
-    tag = f"{a.coll}_n{a.n}_{system}_rep{rep}"
+    """Every sweep of one system's repetition, as one run."""
+    parts = [run_sweep(system, a, rep, raw, i, sw) for i, sw in enumerate(sweeps(a))]
+    first = parts[0]
+    bad = [p for p in parts if p["exit"] != 0]
+    worst = bad[0] if bad else first
+    return {"system": system, "rep": rep, "command": " ; ".join(p["command"] for p in parts), "exit": worst["exit"],
+            "status": worst["status"], "rows": [row for p in parts for row in p["rows"]],
+            "log": " ".join(p["log"] for p in parts), "json": " ".join(p["json"] for p in parts)}
+
+
+def run_sweep(system, a, rep, raw, index, sweep):
+    tag = f"{a.coll}_n{a.n}_{system}_rep{rep}" + (f"_part{index}" if index else "")
     json_path = os.path.join(raw, tag + ".jsonl")
     log_path = os.path.join(raw, tag + ".log")
     if os.path.exists(json_path):
         os.remove(json_path)
-    argv, extra = command(system, a, json_path)
+    argv, extra = command(system, a, json_path, sweep)
     env = dict(os.environ, **extra)
     line = shell_line(argv, extra)
     print(f"[rep {rep + 1}/{a.reps}] {system}: {line}", flush=True)
@@ -304,7 +341,10 @@ def main():
     title = (f"{a.coll}, {a.n} ranks, float32" + (f", op {a.op}" if a.coll in ("all_reduce", "reduce",
                                                                              "reduce_scatter") else "")
              + (f", root {a.root}" if a.coll in ("broadcast", "reduce", "gather", "scatter") else "")
-             + f", iters {a.iters}, warmup {a.warmup}, median of {a.reps} rep(s)")
+             + ", " + ", ".join(f"iters {sw[2]}, warmup {sw[3]}"
+                                + (f" ({fmt_size(parse_size(sw[0]))}-{fmt_size(parse_size(sw[1]))})"
+                                   if len(sweeps(a)) > 1 else "") for sw in sweeps(a))
+             + f", median of {a.reps} rep(s)")
     print()
     print("# " + title)
     print("  ".join(h.rjust(w) for h, w in zip(head, widths)))

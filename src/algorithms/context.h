@@ -31,6 +31,9 @@ struct OpContext {
   int size = 1;
   const std::vector<int>* world = nullptr;  // comm rank -> world rank
   TimePoint deadline = TimePoint::max();
+  // Non-zero: the tick (common/ticks.h) the op began at, and `deadline` is
+  // not set: a shared-memory op works it out only if it has to sleep.
+  std::int64_t start_tick = 0;
   std::size_t chunk_bytes = 1 << 20;
   // Added to every step, so that composed algorithms (reduce-scatter then
   // all-gather) run in one op without sharing tags.

@@ -81,19 +81,6 @@ Communicator::Impl::~Impl() {
                                "rank " + std::to_string(rank) + ": the communicator was destroyed");
 }
 
-OpContext Communicator::Impl::make_context(const char* op_name, std::size_t bytes) {
-  OpContext c;
-  c.transport = job->transport.get();
-  c.comm_id = comm_id;
-  c.seq = next_seq++;
-  c.rank = rank;
-  c.size = size;
-  c.world = &world;
-  c.chunk_bytes = job->config.chunk_bytes;
-  c.op_name = op_name;
-  c.bytes = bytes;
-  return c;
-}
 
 void Communicator::Impl::cross_check(OpContext& ctx) {
   if (size == 1 || std::strcmp(ctx.algo, "shm") == 0) return;  // shared memory checks every round
@@ -220,37 +207,28 @@ void Communicator::Impl::fail_inline(const OpContext& ctx, std::uint64_t trace) 
   }
 }
 
-detail::ShmGroup& Communicator::Impl::shm(const OpContext& ctx) {
-  const bool fresh = !shm_;
-  if (fresh) {
-    char ids[40];
-    std::snprintf(ids, sizeof ids, "-%016llx-%016llx", static_cast<unsigned long long>(job->job_id),
-                  static_cast<unsigned long long>(comm_id));
-    std::string name = "/" + job->config.shm_prefix + ids;
-    try {
-      shm_ = std::make_unique<detail::ShmGroup>(name, rank, size, job->config.shm_slot_bytes, ctx.deadline,
-                                                &aborted_flag);
-    } catch (const Error& e) {
-      throw Error(e.kind(), ctx.where() + e.message());
-    }
+void Communicator::Impl::create_shm(const OpContext& ctx) {
+  char ids[40];
+  std::snprintf(ids, sizeof ids, "-%016llx-%016llx", static_cast<unsigned long long>(job->job_id),
+                static_cast<unsigned long long>(comm_id));
+  std::string name = "/" + job->config.shm_prefix + ids;
+  const detail::TimePoint deadline = ctx.start_tick ? detail::deadline_after(timeout.load()) : ctx.deadline;
+  try {
+    shm_ = std::make_unique<detail::ShmGroup>(name, rank, size, job->config.shm_slot_bytes, deadline, &aborted_flag);
+  } catch (const Error& e) {
+    throw Error(e.kind(), ctx.where() + e.message());
   }
-  if (fresh) shm_published_.store(shm_.get(), std::memory_order_release);
-  shm_->set_deadline(ctx.deadline);
+  shm_published_.store(shm_.get(), std::memory_order_release);
   shm_->set_abort_flag(&aborted_flag);
-  shm_->set_context([](const void* c) { return static_cast<const OpContext*>(c)->where(); }, &ctx);
-  // The names are static strings: hash them again only when they change.
-  if (ctx.op_name != sig_cache_.op || ctx.dtype_name != sig_cache_.dtype || ctx.redop_name != sig_cache_.redop ||
-      ctx.root != sig_cache_.root) {
-    sig_cache_ = {ctx.op_name, ctx.dtype_name, ctx.redop_name, ctx.root, detail::op_signature(ctx)};
-  }
-  shm_->set_signature(sig_cache_.sig, detail::op_signature_bytes(ctx), detail::describe_signature);
-  if (fresh) shm_->negotiate_cma(job->config.shm_cma_bytes);
-  return *shm_;
 }
 
-const char* Communicator::Impl::select(const char* collective, std::size_t bytes) const {
-  // The common case on one host, without a table walk (this is on the latency path).
-  if (single_host && job->config.algo.empty() && job->config.transport != "tcp") return "shm";
+void Communicator::Impl::cache_signature(const OpContext& ctx) {
+  sig_cache_ = {ctx.op_name, ctx.dtype_name, ctx.redop_name, ctx.root, detail::op_signature(ctx)};
+}
+
+std::string Communicator::Impl::describe_context(const void* ctx) { return static_cast<const OpContext*>(ctx)->where(); }
+
+const char* Communicator::Impl::select_by_table(const char* collective, std::size_t bytes) const {
   if (two_level && (!std::strcmp(collective, "all_reduce") || !std::strcmp(collective, "broadcast") ||
                     !std::strcmp(collective, "all_gather") || !std::strcmp(collective, "reduce_scatter"))) {
     auto it = job->config.algo.find(collective);
@@ -274,6 +252,7 @@ void Communicator::Impl::set_topology() {
   num_hosts = static_cast<int>(std::count_if(per_host.begin(), per_host.end(), [](int c) { return c > 0; }));
   ranks_per_host = per_host.empty() ? 1 : *std::max_element(per_host.begin(), per_host.end());
   single_host = num_hosts <= 1;
+  shm_always = single_host && job->config.algo.empty() && job->config.transport != "tcp";
   two_level = !single_host && detail::hierarchy_applies(world, job->host_of);
 }
 

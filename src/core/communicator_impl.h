@@ -25,6 +25,7 @@
 
 #include "algorithms/context.h"
 #include "algorithms/selection.h"
+#include "algorithms/signature.h"
 #include "common/config.h"
 #include "core/flight_recorder.h"
 #include "core/hierarchy.h"
@@ -82,6 +83,8 @@ struct Task {
 namespace tutti {
 
 struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, detail::TraceSource {
+  // What select() returns for shared memory.
+  static constexpr const char* kShm = "shm";
   std::shared_ptr<detail::JobState> job;
   std::uint64_t comm_id = 0;
   int rank = 0;
@@ -116,22 +119,71 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // job's host map and `world`.
   int num_hosts = 1;
   int ranks_per_host = 1;
+  // single_host, no TUTTI_ALGO and no TUTTI_TRANSPORT=tcp: every collective
+  // runs in shared memory, chosen without a table walk.
+  bool shm_always = false;
   void set_topology();
   // The communicator's shared-memory segment, mapped at the first
-  // shared-memory collective (every member runs it in the same order).
-  detail::ShmGroup& shm(const detail::OpContext& ctx);
+  // shared-memory collective (every member runs it in the same order), set
+  // up for the operation `ctx`.
+  detail::ShmGroup& shm(const detail::OpContext& ctx) {
+    const bool fresh = !shm_;
+    if (fresh) [[unlikely]]
+      create_shm(ctx);
+    detail::ShmGroup& g = *shm_;
+    if (ctx.start_tick) {
+      g.set_start(ctx.start_tick, timeout.load(std::memory_order_relaxed));
+    } else {
+      g.set_deadline(ctx.deadline);
+    }
+    g.set_context(&describe_context, &ctx);
+    // The names are static strings: hash them again only when they change.
+    if (ctx.op_name != sig_cache_.op || ctx.dtype_name != sig_cache_.dtype || ctx.redop_name != sig_cache_.redop ||
+        ctx.root != sig_cache_.root) [[unlikely]]
+      cache_signature(ctx);
+    g.set_signature(sig_cache_.sig, ctx.varying_sizes ? detail::ShmGroup::kAnyBytes : ctx.bytes,
+                    detail::describe_signature);
+    // Collective, and carries this operation's signature.
+    if (fresh) [[unlikely]]
+      g.negotiate_cma(job->config.shm_cma_bytes);
+    return g;
+  }
 
   // A context for the next operation (takes its sequence number).
-  detail::OpContext make_context(const char* op_name, std::size_t bytes);
-  const char* select(const char* collective, std::size_t bytes) const;
+  detail::OpContext make_context(const char* op_name, std::size_t bytes) {
+    detail::OpContext c;
+    c.transport = job->transport.get();
+    c.comm_id = comm_id;
+    c.seq = next_seq++;
+    c.rank = rank;
+    c.size = size;
+    c.world = &world;
+    c.chunk_bytes = job->config.chunk_bytes;
+    c.op_name = op_name;
+    c.bytes = bytes;
+    return c;
+  }
+  // The algorithm for an operation (the common case on one host without a
+  // table walk: this is on the latency path).
+  const char* select(const char* collective, std::size_t bytes) const {
+    return shm_always ? kShm : select_by_table(collective, bytes);
+  }
+  const char* select_by_table(const char* collective, std::size_t bytes) const;
 
   // Runs an operation. Blocking on an idle communicator: right here in the
   // caller's thread, no allocation, no hand-off. Otherwise through submit().
   template <class F>
   Work run(detail::OpContext ctx, F&& body, bool blocking) {
     if (blocking && begin_inline()) {
-      ctx.deadline = detail::deadline_after(timeout.load());
-      const std::uint64_t trace = recorder.begin(ctx, detail::FlightRecorder::State::Running);
+      const std::int64_t now = detail::ticks();
+      // Shared-memory waits work out the deadline from the start tick only
+      // if they have to sleep (ShmGroup::set_start): no clock read here.
+      if (detail::algo_is(ctx.algo, kShm) && !job->config.debug_detail) {
+        ctx.start_tick = now;
+      } else {
+        ctx.deadline = detail::deadline_after(timeout.load());
+      }
+      const std::uint64_t trace = recorder.begin(ctx, detail::FlightRecorder::State::Running, now);
       try {
         if (job->config.debug_detail) cross_check(ctx);
         body(ctx);
@@ -140,7 +192,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
         fail_inline(ctx, trace);
       }
       end_inline();
-      recorder.end(trace, true);
+      recorder.done(trace);
       return Work();
     }
     return submit(std::move(ctx), std::function<void(detail::OpContext&)>(std::forward<F>(body)), blocking);
@@ -171,6 +223,9 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   void end_inline();
   // Called from a catch block: aborts as fail-stop requires, then rethrows.
   [[noreturn]] void fail_inline(const detail::OpContext& ctx, std::uint64_t trace);
+  void create_shm(const detail::OpContext& ctx);
+  void cache_signature(const detail::OpContext& ctx);
+  static std::string describe_context(const void* ctx);
   std::unique_ptr<detail::ShmGroup> shm_;
   std::unique_ptr<detail::Hierarchy> hier_;
   std::atomic<detail::Hierarchy*> hier_published_{nullptr};  // hier_, for abort() from other threads

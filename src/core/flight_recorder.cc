@@ -10,51 +10,11 @@
 #include <sstream>
 #include <thread>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
-
 #include "algorithms/context.h"
 #include "common/log.h"
 
 namespace tutti::detail {
 
-std::int64_t steady_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
-}
-
-#if defined(__x86_64__) || defined(__i386__)
-namespace {
-// The counter and the steady clock read together once, as the origin of
-// the conversion.
-struct TickOrigin {
-  std::int64_t tick = static_cast<std::int64_t>(__rdtsc());
-  std::int64_t us = steady_us();
-};
-const TickOrigin& tick_origin() {
-  static const TickOrigin o;
-  return o;
-}
-}  // namespace
-
-std::int64_t ticks() { return static_cast<std::int64_t>(__rdtsc()); }
-
-std::int64_t ticks_to_steady_us(std::int64_t t) {
-  const TickOrigin& o = tick_origin();
-  // Rate measured between the origin and now (at least 1 ms apart).
-  std::int64_t now_us = steady_us(), now_tick = ticks();
-  while (now_us - o.us < 1000) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-    now_us = steady_us();
-    now_tick = ticks();
-  }
-  const double per_us = static_cast<double>(now_tick - o.tick) / static_cast<double>(now_us - o.us);
-  return o.us + static_cast<std::int64_t>(static_cast<double>(t - o.tick) / per_us);
-}
-#else
-std::int64_t ticks() { return steady_us(); }
-std::int64_t ticks_to_steady_us(std::int64_t t) { return t; }
-#endif
 
 namespace {
 
@@ -88,12 +48,6 @@ const char* state_name(FlightRecorder::State s) {
 
 }  // namespace
 
-FlightRecorder::Entry* FlightRecorder::find(std::uint64_t handle) {
-  if (handle == 0) return nullptr;
-  Entry& e = entries_[handle % entries_.size()];
-  return e.handle.load(std::memory_order_relaxed) == handle ? &e : nullptr;
-}
-
 FlightRecorder::Entry& FlightRecorder::claim() {
   const std::uint64_t h = next_.load(std::memory_order_relaxed);
   next_.store(h + 1, std::memory_order_relaxed);
@@ -102,9 +56,9 @@ FlightRecorder::Entry& FlightRecorder::claim() {
   return e;
 }
 
-std::uint64_t FlightRecorder::begin(const OpContext& ctx, State state) {
+std::uint64_t FlightRecorder::begin(const OpContext& ctx, State state, std::int64_t now) {
   if (entries_.empty()) return 0;
-  const std::int64_t now = ticks();
+  if (now == 0) now = ticks();
   const std::uint64_t h = next_.load(std::memory_order_relaxed);
   Entry& e = claim();
   e.seq.store(ctx.seq, std::memory_order_relaxed);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/completion.h"
+#include "common/ticks.h"
 
 namespace tutti::detail {
 
@@ -39,9 +40,17 @@ class FlightRecorder {
   // a time), running and end by the thread that runs them; a dump may read
   // concurrently, so fields are atomics (plain moves on x86) and only the
   // rare parts (an error message, a request) take the mutex.
-  std::uint64_t begin(const OpContext& ctx, State state);
+  // `now`: ticks() at the start, when the caller has read it already.
+  std::uint64_t begin(const OpContext& ctx, State state, std::int64_t now = 0);
   void running(std::uint64_t handle);
   void end(std::uint64_t handle, bool ok, const std::string& error = {});
+  // end(handle, true), inline: the latency path.
+  void done(std::uint64_t handle) {
+    if (Entry* e = find(handle)) {
+      e->ended.store(ticks(), std::memory_order_relaxed);
+      e->state.store(State::Done, std::memory_order_release);
+    }
+  }
   // A point-to-point request: its state is read from the request when dumped.
   void posted(const char* op, std::uint64_t number, int peer, int tag, std::size_t bytes, const char* dtype,
               const std::shared_ptr<Completion>& req);
@@ -63,19 +72,19 @@ class FlightRecorder {
     std::string error;                  // under mu_
     std::weak_ptr<Completion> request;  // under mu_
   };
-  Entry* find(std::uint64_t handle);
+  Entry* find(std::uint64_t handle) {
+    if (handle == 0) return nullptr;
+    Entry& e = entries_[handle % entries_.size()];
+    return e.handle.load(std::memory_order_relaxed) == handle ? &e : nullptr;
+  }
   Entry& claim();
   mutable std::mutex mu_;
   std::vector<Entry> entries_;
   A<std::uint64_t> next_{1};
 };
 
-// Microseconds on the steady clock.
-std::int64_t steady_us();
-// What the recorder stamps: the time-stamp counter where there is one
-// (converted to steady-clock microseconds when dumped), else steady_us().
-std::int64_t ticks();
-std::int64_t ticks_to_steady_us(std::int64_t t);
+// What the recorder stamps: ticks() (common/ticks.h), converted to
+// steady-clock microseconds when dumped.
 
 // Something whose recorder belongs in the process's dump (a communicator).
 class TraceSource {

@@ -16,18 +16,22 @@ struct Validator {
   int size;
   const char* op;
 
+  // The checks inline; building a message out of line (they are on the
+  // latency path of every call).
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(ErrorKind::InvalidArgument, "rank " + std::to_string(rank) + ": " + op + ": " + what);
   }
   std::size_t bytes(std::size_t count, DataType dtype) const {
-    if (static_cast<unsigned>(dtype) >= static_cast<unsigned>(kNumDataTypes))
-      fail("unknown data type " + std::to_string(static_cast<int>(dtype)));
+    if (static_cast<unsigned>(dtype) >= static_cast<unsigned>(kNumDataTypes)) [[unlikely]]
+      bad_dtype(dtype);
     std::size_t es = elem_size(dtype);
-    if (count > (std::size_t(1) << 52) / es) fail("count " + std::to_string(count) + " is too large");
+    if (count > (std::size_t(1) << 52) / es) [[unlikely]]
+      too_large(count);
     return count * es;
   }
   void buffer(const void* p, std::size_t count, const char* name) const {
-    if (!p && count) fail(std::string(name) + " is null but count is " + std::to_string(count));
+    if (!p && count) [[unlikely]]
+      null_buffer(count, name);
   }
   void reduce_op(DataType dtype, const ReduceOp& op) const {
     // Sum and product suit every type: decided without building a string.
@@ -38,8 +42,20 @@ struct Validator {
     if (!why.empty()) fail(why);
   }
   void root(int r) const {
-    if (r < 0 || r >= size)
-      fail("root " + std::to_string(r) + " is not a rank of this communicator (size " + std::to_string(size) + ")");
+    if (r < 0 || r >= size) [[unlikely]]
+      bad_root(r);
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void bad_dtype(DataType dtype) const {
+    fail("unknown data type " + std::to_string(static_cast<int>(dtype)));
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void too_large(std::size_t count) const {
+    fail("count " + std::to_string(count) + " is too large");
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void null_buffer(std::size_t count, const char* name) const {
+    fail(std::string(name) + " is null but count is " + std::to_string(count));
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void bad_root(int r) const {
+    fail("root " + std::to_string(r) + " is not a rank of this communicator (size " + std::to_string(size) + ")");
   }
   void tag(int t) const {
     if (t < 0) fail("tag " + std::to_string(t) + " is negative; tags are in [0, 2^31)");

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/ticks.h"
 #include "shm/futex.h"
 #include "tutti/error.h"
 
@@ -64,17 +65,17 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
 
 ShmGroup::~ShmGroup() = default;
 
-std::uint64_t ShmGroup::begin_round(bool uses_slots) {
+std::uint64_t ShmGroup::begin_round_waiting(std::uint64_t lag) {
   static_assert(sizeof(Ctrl) <= kCtrlBytes, "control block fits its reserved bytes");
   const std::uint64_t k = next_round_++;
   // Peers must have finished round `done` (published 2(done+1)+1, i.e. begun
   // round done+1), the last user of what this round overwrites.
-  const std::uint64_t lag = uses_slots ? 2 : static_cast<std::uint64_t>(kLines);
-  if (k >= lag) {
-    const std::uint64_t begun = k - lag + 1;
-    const std::uint64_t value = 2 * begun + 1;
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_ || begun_seen_[p] > begun) continue;
+  const std::uint64_t begun = k - lag + 1;
+  const std::uint64_t value = 2 * begun + 1;
+  std::uint64_t least = UINT64_MAX;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    if (begun_seen_[p] <= begun) {
       wait_for(p, value);
       // The counter may show a later round (of that line): progress is
       // monotonic, so the peer has begun every round up to it.
@@ -82,18 +83,17 @@ std::uint64_t ShmGroup::begin_round(bool uses_slots) {
       const std::uint64_t reached = value + static_cast<std::uint32_t>(now - static_cast<std::uint32_t>(value));
       begun_seen_[p] = (reached - 1) / 2 + 1;
     }
+    least = std::min(least, begun_seen_[p]);
   }
+  min_begun_seen_ = least;
   return k;
 }
 
-void ShmGroup::publish(std::uint64_t value) {
-  Ctrl* c = ctrl(rank_);
-  Line& line = c->line[((value - 1) / 2) % kLines];
-  line.sig.store(sig_, std::memory_order_relaxed);
-  line.sig_bytes.store(sig_bytes_, std::memory_order_relaxed);
-  std::atomic<std::uint32_t>& counter = line.counter;
-  counter.store(static_cast<std::uint32_t>(value), std::memory_order_seq_cst);
-  if (c->sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&counter);
+void ShmGroup::wake(std::atomic<std::uint32_t>& counter) { futex_wake_all(&counter); }
+
+TimePoint ShmGroup::deadline() {
+  if (deadline_ == kLazyDeadline) deadline_ = deadline_from_ticks(start_tick_, timeout_);
+  return deadline_;
 }
 
 void ShmGroup::wait_until_reached(int peer, std::uint64_t value) {
@@ -128,12 +128,13 @@ void ShmGroup::wait_until_reached(int peer, std::uint64_t value) {
       return;
     }
     // Sleep at most 100 ms at a time, to notice a dead peer and the deadline.
+    const TimePoint limit = deadline();
     auto now = Clock::now();
-    if (now >= deadline_) {
+    if (now >= limit) {
       c->sleepers.fetch_sub(1, std::memory_order_relaxed);
       fail_wait(peer, value, WaitFailure::Timeout);
     }
-    futex_wait(&counter, cur, std::min<Clock::duration>(deadline_ - now, std::chrono::milliseconds(100)));
+    futex_wait(&counter, cur, std::min<Clock::duration>(limit - now, std::chrono::milliseconds(100)));
     c->sleepers.fetch_sub(1, std::memory_order_relaxed);
     if (reached(counter.load(std::memory_order_acquire))) return;
     check_remote_failure();
@@ -144,10 +145,12 @@ void ShmGroup::wait_until_reached(int peer, std::uint64_t value) {
   }
 }
 
-void ShmGroup::signature_mismatch(int peer, std::uint64_t sig, std::uint64_t bytes) {
+void ShmGroup::signature_mismatch(int peer, std::uint64_t sig, std::uint64_t bytes, std::uint64_t my_sig,
+                                  std::uint64_t my_bytes, bool previous) {
   std::string prefix = describe_ ? describe_(describe_arg_) : "rank " + std::to_string(rank_) + ": ";
+  if (previous) prefix += "the previous operation did not match: ";
   std::string theirs = describe_sig_ ? describe_sig_(sig, bytes) : "another operation";
-  std::string mine = describe_sig_ ? describe_sig_(sig_, sig_bytes_) : "this one";
+  std::string mine = describe_sig_ ? describe_sig_(my_sig, my_bytes) : "this one";
   throw Error(ErrorKind::Mismatch, prefix + "rank " + std::to_string(peer) + " called " + theirs +
                                        " at the same point, where this rank called " + mine);
 }

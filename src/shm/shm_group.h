@@ -69,7 +69,16 @@ class ShmGroup {
   // previous round); a round whose data fits its inline line only waits
   // until that line is free (every peer finished the round kLines earlier),
   // so a rank may run up to kLines - 1 small rounds ahead (a broadcast root).
-  std::uint64_t begin_round(bool uses_slots = true);
+  std::uint64_t begin_round(bool uses_slots = true) {
+    const std::uint64_t k = next_round_;
+    const std::uint64_t lag = uses_slots ? 2 : static_cast<std::uint64_t>(kLines);
+    // Every peer already seen to have begun round k - lag + 1: no read.
+    if (k < lag || min_begun_seen_ > k - lag + 1) {
+      next_round_ = k + 1;
+      return k;
+    }
+    return begin_round_waiting(lag);
+  }
   // This rank's input / output of the current round is in place.
   void publish_input(std::uint64_t round) { publish(2 * round + 1); }
   void publish_output(std::uint64_t round) { publish(2 * round + 2); }
@@ -98,6 +107,14 @@ class ShmGroup {
 
   // Each wait is bounded by this deadline (the running op's).
   void set_deadline(TimePoint d) { deadline_ = d; }
+  // The same, for an op that began at tick `start` (common/ticks.h) and may
+  // take `timeout`: the deadline is worked out only if a wait has to sleep,
+  // which keeps clock reads off the latency path.
+  void set_start(std::int64_t start, std::chrono::milliseconds timeout) {
+    deadline_ = kLazyDeadline;
+    start_tick_ = start;
+    timeout_ = timeout;
+  }
   // A sleeping waiter checks this flag at least every 100 ms and fails with
   // Aborted once it is set (Communicator::abort from another thread).
   void set_abort_flag(const std::atomic<bool>* flag) { abort_flag_ = flag; }
@@ -158,7 +175,24 @@ class ShmGroup {
   }
   char* area(int r) const { return base_ + SharedSegment::kHeaderBytes + r * area_bytes_; }
   Ctrl* ctrl(int r) const { return reinterpret_cast<Ctrl*>(area(r)); }
-  void publish(std::uint64_t value);
+  void publish(std::uint64_t value) {
+    Ctrl* c = ctrl(rank_);
+    Line& line = c->line[((value - 1) / 2) % kLines];
+    if (value & 1) {
+      // A new round on this line: first a value between the old round's
+      // and the new one's (reached for waiters of the old, not of the new),
+      // so that check_previous_round never pairs the old counter with the
+      // new signature.
+      line.counter.store(static_cast<std::uint32_t>(value - 1), std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);
+    }
+    line.sig.store(sig_, std::memory_order_relaxed);
+    line.sig_bytes.store(sig_bytes_, std::memory_order_relaxed);
+    line.counter.store(static_cast<std::uint32_t>(value), std::memory_order_seq_cst);
+    if (c->sleepers.load(std::memory_order_seq_cst) != 0) wake(line.counter);
+  }
+  static void wake(std::atomic<std::uint32_t>& counter);
+  std::uint64_t begin_round_waiting(std::uint64_t lag);
   void copy_with_peer(int peer, void* local, std::uint64_t remote, std::size_t bytes, bool write);
   // The common cases (already reached, same signature) inline; waiting and
   // failing out of line.
@@ -166,16 +200,41 @@ class ShmGroup {
     const auto target = static_cast<std::uint32_t>(value);
     if (static_cast<std::int32_t>(counter_for(ctrl(peer), value).load(std::memory_order_acquire) - target) < 0)
       wait_until_reached(peer, value);
-    if (check) check_signature(peer, value);
+    if (check) {
+      check_signature(peer, value);
+      if (value > 2) check_previous_round(peer, (value - 1) / 2 - 1);
+    }
   }
   void check_signature(int peer, std::uint64_t value) {
     const Line& line = ctrl(peer)->line[((value - 1) / 2) % kLines];
     const std::uint64_t sig = line.sig.load(std::memory_order_relaxed);
     const std::uint64_t bytes = line.sig_bytes.load(std::memory_order_relaxed);
     if (sig == sig_ && (bytes == sig_bytes_ || bytes == kAnyBytes || sig_bytes_ == kAnyBytes)) return;
-    signature_mismatch(peer, sig, bytes);
+    signature_mismatch(peer, sig, bytes, sig_, sig_bytes_, false);
   }
-  [[noreturn]] void signature_mismatch(int peer, std::uint64_t sig, std::uint64_t bytes);
+  // Having waited for a peer's round, its previous round must be the same
+  // operation as this rank's previous round: an operation in which neither
+  // read the other's rounds (a gather's sender against a scatter's root)
+  // is caught at the next one that does. The peer may be overwriting that
+  // line already (a root running ahead): publish() marks the counter first,
+  // so a signature read between two equal counter reads is that round's.
+  void check_previous_round(int peer, std::uint64_t round) {
+    const Line& theirs = ctrl(peer)->line[round % kLines];
+    const auto input = static_cast<std::uint32_t>(2 * round + 1);
+    const std::uint32_t c = theirs.counter.load(std::memory_order_acquire);
+    if (c - input > 1) return;  // a later round of that line
+    const std::uint64_t sig = theirs.sig.load(std::memory_order_relaxed);
+    const std::uint64_t bytes = theirs.sig_bytes.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (theirs.counter.load(std::memory_order_relaxed) != c) return;
+    const Line& mine = ctrl(rank_)->line[round % kLines];
+    const std::uint64_t my_sig = mine.sig.load(std::memory_order_relaxed);
+    const std::uint64_t my_bytes = mine.sig_bytes.load(std::memory_order_relaxed);
+    if (sig == my_sig && (bytes == my_bytes || bytes == kAnyBytes || my_bytes == kAnyBytes)) return;
+    signature_mismatch(peer, sig, bytes, my_sig, my_bytes, true);
+  }
+  [[noreturn]] void signature_mismatch(int peer, std::uint64_t sig, std::uint64_t bytes, std::uint64_t my_sig,
+                                       std::uint64_t my_bytes, bool previous);
   void check_remote_failure();
   void wait_until_reached(int peer, std::uint64_t value);
   enum class WaitFailure { Timeout, Dead, Aborted };
@@ -194,7 +253,12 @@ class ShmGroup {
   // needs (a root running ahead would otherwise fetch a line the peer keeps
   // writing at every round).
   std::vector<std::uint64_t> begun_seen_;
+  std::uint64_t min_begun_seen_ = 0;  // over the peers
+  static constexpr TimePoint kLazyDeadline = TimePoint::min();
   TimePoint deadline_ = TimePoint::max();
+  std::int64_t start_tick_ = 0;
+  std::chrono::milliseconds timeout_{0};
+  TimePoint deadline();
   const std::atomic<bool>* abort_flag_ = nullptr;
   Describe describe_ = nullptr;
   const void* describe_arg_ = nullptr;

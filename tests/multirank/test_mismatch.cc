@@ -27,11 +27,14 @@ struct MismatchCase {
   const char* frame_normal = nullptr;
 };
 
-void run_case(Communicator& world, const MismatchCase& m, bool frames_only = false) {
+// `warm`: the group has run an operation before the mismatched one (its
+// first operation also sets up shared memory, which compares signatures).
+void run_case(Communicator& world, const MismatchCase& m, bool frames_only = false, bool warm = false) {
   std::vector<int> all(world.size());
   for (int i = 0; i < world.size(); ++i) all[i] = i;
   auto g = world.new_group(all);
   g->set_timeout(std::chrono::seconds(20));
+  if (warm) g->barrier();
   std::string error;
   ErrorKind kind = ErrorKind::Internal;
   // A rank that had nothing to wait for when the others found the mismatch
@@ -46,6 +49,7 @@ void run_case(Communicator& world, const MismatchCase& m, bool frames_only = fal
     }
   }
   SCOPED_TRACE(m.name);
+  SCOPED_TRACE(warm ? "after a first operation" : "as the group's first operation");
   ASSERT_FALSE(error.empty()) << "no error on rank " << world.rank();
   EXPECT_EQ(kind, ErrorKind::Mismatch) << error;
   const char* odd = frames_only && m.frame_odd ? m.frame_odd : m.odd;
@@ -125,7 +129,8 @@ TEST_P(Mismatch, EveryRankLearnsOfEveryKindOfMismatch) {
          "gather (16 B, float32, root 0)", "scatter (16 B, float32, root 0)", "gather (float32, root 0)",
          "scatter (float32, root 0)"},
     };
-    for (const MismatchCase& m : cases) run_case(world, m, frames_only);
+    for (const MismatchCase& m : cases)
+      for (bool warm : {false, true}) run_case(world, m, frames_only, warm);
   }, o);
 }
 
