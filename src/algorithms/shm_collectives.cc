@@ -26,27 +26,29 @@ void copy_in(char* dst, const char* src, std::size_t count, DataType dtype, cons
   }
 }
 
-// Where rank p's input of round k is: its inline line or its input slot.
-const char* input_of(const ShmGroup& g, int p, std::uint64_t k, bool inline_data, std::size_t offset_bytes) {
-  return inline_data ? g.inline_slot(p, k) : g.in_slot(p, k) + offset_bytes;
+using Space = ShmGroup::Space;
+
+// Where rank p's input of round k is.
+const char* input_of(const ShmGroup& g, int p, std::uint64_t k, Space space, std::size_t offset_bytes) {
+  return g.input(p, k, space) + offset_bytes;
 }
 
 // out = in[0] op in[1] op ... op in[n-1], waiting for each peer's input.
 void reduce_all_inputs(ShmGroup& g, std::uint64_t k, std::size_t offset_bytes, char* out, std::size_t count,
-                       DataType dtype, ReduceOpKind op, bool inline_data = false) {
+                       DataType dtype, ReduceOpKind op, Space space = Space::Slots) {
   const int n = g.size();
   if (count == 0) return;
   g.wait_input(0, k);
   if (n == 1) {
-    std::memcpy(out, input_of(g, 0, k, inline_data, offset_bytes), count * elem_size(dtype));
+    std::memcpy(out, input_of(g, 0, k, space, offset_bytes), count * elem_size(dtype));
     return;
   }
   g.wait_input(1, k);
-  reduce_pair(out, input_of(g, 0, k, inline_data, offset_bytes), input_of(g, 1, k, inline_data, offset_bytes), count,
+  reduce_pair(out, input_of(g, 0, k, space, offset_bytes), input_of(g, 1, k, space, offset_bytes), count,
               dtype, op);
   for (int p = 2; p < n; ++p) {
     g.wait_input(p, k);
-    reduce_inplace(out, input_of(g, p, k, inline_data, offset_bytes), count, dtype, op);
+    reduce_inplace(out, input_of(g, p, k, space, offset_bytes), count, dtype, op);
   }
 }
 
@@ -237,12 +239,14 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   const bool stream_out = streams(count * es);
   for (std::size_t off = 0; off < count; off += per_round) {
     const std::size_t c = std::min(per_round, count - off);
-    const bool inline_data = one_shot && c * es <= ShmGroup::kInlineBytes;
-    const std::uint64_t k = g.begin_round(!inline_data);
-    copy_in(inline_data ? g.inline_slot(r, k) : g.in_slot(r, k), send + off * es, c, dtype, op);
+    // One-shot rounds of up to 8 KiB go through the line or the ring: a
+    // reduce's senders run ahead of its root.
+    const Space space = one_shot ? ShmGroup::space_for(c * es) : Space::Slots;
+    const std::uint64_t k = g.begin_round(space);
+    copy_in(g.input(r, k, space), send + off * es, c, dtype, op);
     g.publish_input(k);
     if (one_shot) {
-      if (root < 0 || root == r) reduce_all_inputs(g, k, 0, out + off * es, c, dtype, kind, inline_data);
+      if (root < 0 || root == r) reduce_all_inputs(g, k, 0, out + off * es, c, dtype, kind, space);
     } else {
       Slice mine = slice_of(c, n, r);
       reduce_all_inputs(g, k, mine.lo * es, g.out_slot(r, k) + mine.lo * es, mine.count, dtype, kind);
@@ -311,16 +315,26 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
     finish_reads(g);
     return;
   }
-  const std::size_t S = g.slot_bytes();
-  for (std::size_t off = 0; off < bytes; off += S) {
-    const std::size_t c = std::min(S, bytes - off);
-    const bool inline_data = c <= ShmGroup::kInlineBytes;
-    const std::uint64_t k = g.begin_round(!inline_data);
-    if (r == root) std::memcpy(inline_data ? g.inline_slot(r, k) : g.in_slot(r, k), p + off, c);
+  if (const Space space = ShmGroup::space_for(bytes); space != Space::Slots) {
+    // One round, in the control line or the ring: the root runs ahead.
+    const std::uint64_t k = g.begin_round(space);
+    if (r == root) std::memcpy(g.input(r, k, space), p, bytes);
     g.publish_input(k);
     if (r != root) {
       g.wait_input(root, k);
-      std::memcpy(p + off, inline_data ? g.inline_slot(root, k) : g.in_slot(root, k), c);
+      std::memcpy(p, g.input(root, k, space), bytes);
+    }
+    return;
+  }
+  const std::size_t S = g.slot_bytes();
+  for (std::size_t off = 0; off < bytes; off += S) {
+    const std::size_t c = std::min(S, bytes - off);
+    const std::uint64_t k = g.begin_round();
+    if (r == root) std::memcpy(g.in_slot(r, k), p + off, c);
+    g.publish_input(k);
+    if (r != root) {
+      g.wait_input(root, k);
+      std::memcpy(p + off, g.in_slot(root, k), c);
     }
   }
 }
@@ -335,14 +349,16 @@ void shm_gather(ShmGroup& g, const void* send, std::span<char* const> out, std::
   const std::size_t S = g.slot_bytes();
   for (std::size_t off = 0; off < bytes; off += S) {
     const std::size_t c = std::min(S, bytes - off);
-    const std::uint64_t k = g.begin_round();
-    if (r != root) std::memcpy(g.in_slot(r, k), s + off, c);
+    // Senders of up to 8 KiB run ahead of the root (line or ring).
+    const Space space = ShmGroup::space_for(c);
+    const std::uint64_t k = g.begin_round(space);
+    if (r != root) std::memcpy(g.input(r, k, space), s + off, c);
     g.publish_input(k);
     if (r == root) {
       for (int i = 1; i < n; ++i) {
         int p = (r + i) % n;
         g.wait_input(p, k);
-        std::memcpy(out[p] + off, g.in_slot(p, k), c);
+        std::memcpy(out[p] + off, g.input(p, k, space), c);
       }
     }
   }
@@ -363,14 +379,14 @@ void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, s
   const bool stream_out = streams(bytes * n);
   for (std::size_t off = 0; off < bytes; off += S) {
     const std::size_t c = std::min(S, bytes - off);
-    const bool inline_data = c <= ShmGroup::kInlineBytes;
-    const std::uint64_t k = g.begin_round(!inline_data);
-    std::memcpy(inline_data ? g.inline_slot(r, k) : g.in_slot(r, k), s + off, c);
+    const Space space = ShmGroup::space_for(c);
+    const std::uint64_t k = g.begin_round(space);
+    std::memcpy(g.input(r, k, space), s + off, c);
     g.publish_input(k);
     for (int i = 1; i < n; ++i) {
       int p = (r + i) % n;
       g.wait_input(p, k);
-      copy_out(out[p] + off, inline_data ? g.inline_slot(p, k) : g.in_slot(p, k), c, stream_out);
+      copy_out(out[p] + off, g.input(p, k, space), c, stream_out);
     }
   }
 }
@@ -394,6 +410,20 @@ void shm_scatter(ShmGroup& g, std::span<const char* const> in, void* recv, std::
       g.read_peer(root, out, a, bytes);
     }
     finish_reads(g);
+    return;
+  }
+  if (bytes > 0 && bytes * n <= ShmGroup::kRingBytes) {
+    // One round in the line or the ring: the root runs ahead.
+    const Space space = ShmGroup::space_for(bytes * n);
+    const std::uint64_t k = g.begin_round(space);
+    if (r == root)
+      for (int p = 0; p < n; ++p)
+        if (p != root) std::memcpy(g.input(r, k, space) + p * bytes, in[p], bytes);
+    g.publish_input(k);
+    if (r != root) {
+      g.wait_input(root, k);
+      std::memcpy(out, g.input(root, k, space) + r * bytes, bytes);
+    }
     return;
   }
   const std::size_t P = piece_bytes(g);

@@ -40,7 +40,7 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
     : rank_(rank),
       size_(size),
       slot_bytes_(round_up(std::max<std::size_t>(slot_bytes, 16 * size), 64)),
-      area_bytes_(kCtrlBytes + 4 * slot_bytes_),
+      area_bytes_(kCtrlBytes + 4 * slot_bytes_ + kRing * kRingBytes),
       map_bytes_(SharedSegment::kHeaderBytes + static_cast<std::size_t>(size) * area_bytes_),
       segment_(name, rank, size, map_bytes_, slot_bytes_, deadline, abort_flag),
       base_(segment_.base()) {

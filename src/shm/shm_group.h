@@ -63,15 +63,39 @@ class ShmGroup {
   static constexpr std::size_t kInlineBytes = 232;
   char* inline_slot(int r, std::uint64_t round) const { return ctrl(r)->line[round % kLines].data; }
   char* out_slot(int r, std::uint64_t round) const { return in_slot(r, round) + slot_bytes_; }
+  // Payloads of up to kRingBytes may also travel in a ring of kRing slots
+  // per rank (round k in slot k % kRing): such a round only waits for peers
+  // to have finished round k - kRing, so a root may run kRing - 1 rounds of
+  // up to 8 KiB ahead of its readers, where the data slots' two parities
+  // allow one.
+  static constexpr int kRing = 16;
+  static constexpr std::size_t kRingBytes = 8192;
+  char* ring_slot(int r, std::uint64_t round) const {
+    return area(r) + kCtrlBytes + 4 * slot_bytes_ + (round % kRing) * kRingBytes;
+  }
+  // Where a round's payload travels: its control line, the ring or the data
+  // slots (cut to slot_bytes), by size.
+  enum class Space : std::uint8_t { Line, Ring, Slots };
+  static Space space_for(std::size_t bytes) {
+    return bytes <= kInlineBytes ? Space::Line : bytes <= kRingBytes ? Space::Ring : Space::Slots;
+  }
+  std::uint64_t begin_round(Space s) {
+    return begin_round_lag(s == Space::Line ? kLines : s == Space::Ring ? kRing : 2);
+  }
+  // Rank r's input of round k in space s.
+  char* input(int r, std::uint64_t round, Space s) const {
+    return s == Space::Line ? inline_slot(r, round) : s == Space::Ring ? ring_slot(r, round) : in_slot(r, round);
+  }
 
   // Starts the next round and returns its number. A round that uses the
   // data slots waits until their parity is free (every peer began the
   // previous round); a round whose data fits its inline line only waits
   // until that line is free (every peer finished the round kLines earlier),
   // so a rank may run up to kLines - 1 small rounds ahead (a broadcast root).
-  std::uint64_t begin_round(bool uses_slots = true) {
+  std::uint64_t begin_round(bool uses_slots = true) { return begin_round_lag(uses_slots ? 2 : kLines); }
+  // A round that may only overwrite what peers finished `lag` rounds ago.
+  std::uint64_t begin_round_lag(std::uint64_t lag) {
     const std::uint64_t k = next_round_;
-    const std::uint64_t lag = uses_slots ? 2 : static_cast<std::uint64_t>(kLines);
     // Every peer already seen to have begun round k - lag + 1: no read.
     if (k < lag || min_begun_seen_ > k - lag + 1) {
       next_round_ = k + 1;

@@ -51,6 +51,24 @@ TEST_P(Collectives, EveryOpDtypeReduceOpRootAndCount) {
   }, o);
 }
 
+// With the default slots and thresholds, messages between the control
+// line's 232 bytes and 8 KiB travel in the ring (one-shot reductions, and
+// a root's or senders' rounds running ahead): exactly 8 KiB, a little over
+// 2 KiB and a little over 300 bytes, every op, dtype, reduce op and root.
+TEST_P(Collectives, RingSizedMessagesWithDefaultSettings) {
+  if (std::get<1>(GetParam()) != "shm") GTEST_SKIP() << "shared-memory copy path only";
+  SpawnOptions o;
+  o.env = transport_env();
+  spawn(world(), [](Communicator& comm) {
+    auto counts = [](DataType dt) {
+      const std::size_t es = dtype_size(dt);
+      return std::vector<std::size_t>{8192 / es, 2048 / es + 1, 300 / es + 1};
+    };
+    std::size_t cases = run_collective_sweep(comm, counts, 2000);
+    if (comm.rank() == 0) std::printf("world %d: %zu cases\n", comm.size(), cases);
+  }, o);
+}
+
 // Bytes per rank of the large-message test: 4 MiB, or TUTTI_TEST_LARGE_BYTES
 // (the sanitizer runs of scripts/test.sh use less, to stay within time).
 std::size_t large_bytes() {
