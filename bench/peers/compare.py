@@ -2,7 +2,7 @@
 """compare.py: tutti and its peers side by side, on this machine, one collective.
 
   python3 bench/peers/compare.py COLL N [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
-                                 [--small-iters N --small-max BYTES]
+                                 [--tiers MAXBYTES:ITERS,...]
                                  [-o OP] [-r ROOT] [--reps R]
                                  [--systems tutti,openmpi,mpich,gloo,torch-gloo,torch-tutti] [--out DIR]
 
@@ -11,10 +11,12 @@ repetition (tutti, openmpi, mpich, gloo, torch-gloo, tutti, openmpi, ...) so
 that slow drifts of the machine hit them all alike. Each run is a
 tutti-bench-style sweep (same sizes, timing rule and bus-bandwidth factors)
 writing JSON lines; per size the median time over the repetitions is kept.
-With --small-iters, sizes up to --small-max run in a sweep of their own
-with that many timed iterations (and a tenth as many warm-up ones, at least
--w), as the OSU micro-benchmarks do: an operation of a microsecond timed
-over 20 iterations measures the scheduler more than the operation.
+With --tiers (e.g. 8K:2000,512K:200), the sizes up to each bound run in a
+sweep of their own with that many timed iterations (and a tenth as many
+warm-up ones, at least -w), the sizes above the last bound with -n: small
+operations get more iterations, as in the OSU micro-benchmarks. An operation
+of a microsecond timed over 20 iterations measures the scheduler more than
+the operation.
 
 Prints one table (size; per system time in us and busbw in GB/s; tutti's
 ratio best_peer_time / tutti_time, > 1 meaning tutti is faster) and flags
@@ -106,9 +108,8 @@ def parse_args():
     p.add_argument("-f", "--stepfactor", type=int, default=2)
     p.add_argument("-n", "--iters", type=int, default=20)
     p.add_argument("-w", "--warmup", type=int, default=5)
-    p.add_argument("--small-iters", type=int, default=0,
-                   help="timed iterations for sizes up to --small-max (default: -n for every size)")
-    p.add_argument("--small-max", default="0", help="largest size timed with --small-iters")
+    p.add_argument("--tiers", default="",
+                   help="MAXBYTES:ITERS,...: timed iterations for the sizes up to each bound (default: -n for all)")
     p.add_argument("-o", "--op", default="sum", choices=["sum", "product", "min", "max"])
     p.add_argument("-r", "--root", type=int, default=0)
     p.add_argument("--reps", type=int, default=3)
@@ -124,25 +125,36 @@ def parse_args():
         p.error("--systems is empty")
     if a.n < 1 or a.reps < 1:
         p.error("N and --reps must be at least 1")
-    for t in (a.minbytes, a.maxbytes, a.small_max):
+    for t in (a.minbytes, a.maxbytes):
         parse_size(t)
-    if a.small_iters < 0 or a.stepfactor < 2:
-        p.error("--small-iters must be at least 0 and -f at least 2")
+    if a.stepfactor < 2:
+        p.error("-f must be at least 2")
+    try:
+        a.tiers = [(parse_size(b), int(i)) for b, _, i in (t.partition(":") for t in a.tiers.split(",") if t)]
+    except (ValueError, argparse.ArgumentTypeError):
+        p.error(f"--tiers: expected MAXBYTES:ITERS,..., got '{a.tiers}'")
+    if any(i < 1 for _, i in a.tiers) or [b for b, _ in a.tiers] != sorted({b for b, _ in a.tiers}):
+        p.error("--tiers: bounds must increase and iterations be at least 1")
     return a
 
 
 def sweeps(a):
-    """[(minbytes, maxbytes, iters, warmup)]: one sweep, or the small sizes and the rest apart."""
+    """[(minbytes, maxbytes, iters, warmup)]: the sizes of the sweep, cut by --tiers."""
     lo, hi = parse_size(a.minbytes), parse_size(a.maxbytes)
-    small = parse_size(a.small_max)
-    if not a.small_iters or small < lo or a.coll == "barrier":
+    sizes = []
+    b = lo
+    while b <= hi:
+        sizes.append(b)
+        b = b * a.stepfactor if b else 1
+    if not a.tiers or a.coll == "barrier" or not sizes:
         return [(a.minbytes, a.maxbytes, a.iters, a.warmup)]
-    last_small = lo
-    while last_small * a.stepfactor <= min(small, hi):
-        last_small *= a.stepfactor
-    out = [(a.minbytes, str(last_small), a.small_iters, max(a.warmup, a.small_iters // 10))]
-    if last_small * a.stepfactor <= hi:
-        out.append((str(last_small * a.stepfactor), a.maxbytes, a.iters, a.warmup))
+    out = []
+    for bound, iters in a.tiers + [(None, a.iters)]:
+        part = [s for s in sizes if bound is None or s <= bound]
+        sizes = sizes[len(part):]
+        if part:
+            warm = a.warmup if bound is None else max(a.warmup, iters // 10)
+            out.append((str(part[0]), str(part[-1]), iters, warm))
     return out
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the side-by-side comparisons behind docs/performance.md and copies
 # their tables and plots into docs/perf/. Needs a quiet machine: every other
-# job on these cores shows up in the figures. Takes about 20-30 minutes.
+# job on these cores shows up in the figures. Takes about 25-35 minutes.
+# Sizes up to 8 KiB are timed over 2,000 iterations, up to 512 KiB over 200,
+# larger ones over 20 (compare.py --tiers).
 #   bench/peers/run_suite.sh [quick]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -11,7 +13,7 @@ reps=3
 max=256M
 [ "${1:-}" = quick ] && { reps=1; max=16M; }
 run() {  # coll n systems max
-  python3 bench/peers/compare.py "$1" "$2" -b 8 -e "$4" -f 4 -n 20 -w 5 --reps "$reps" --systems "$3" --out "$out" || true
+  python3 bench/peers/compare.py "$1" "$2" -b 8 -e "$4" -f 4 -n 20 -w 5 --tiers 8K:2000,512K:200 --reps "$reps" --systems "$3" --out "$out" || true
   cp "$out/$1_n$2.md" "$out/$1_n$2.png" docs/perf/ 2>/dev/null || true
 }
 all=tutti,openmpi,mpich,gloo,torch-gloo
