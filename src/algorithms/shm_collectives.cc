@@ -36,18 +36,19 @@ const char* input_of(const ShmGroup& g, int p, std::uint64_t k, Space space, std
 // out = in[0] op in[1] op ... op in[n-1], waiting for each peer's input.
 void reduce_all_inputs(ShmGroup& g, std::uint64_t k, std::size_t offset_bytes, char* out, std::size_t count,
                        DataType dtype, ReduceOpKind op, Space space = Space::Slots) {
-  const int n = g.size();
+  const int n = g.size(), me = g.rank();
   if (count == 0) return;
-  g.wait_input(0, k);
+  // This rank's own input is in place: it published it.
+  if (me != 0) g.wait_input(0, k);
   if (n == 1) {
     std::memcpy(out, input_of(g, 0, k, space, offset_bytes), count * elem_size(dtype));
     return;
   }
-  g.wait_input(1, k);
+  if (me != 1) g.wait_input(1, k);
   reduce_pair(out, input_of(g, 0, k, space, offset_bytes), input_of(g, 1, k, space, offset_bytes), count,
               dtype, op);
   for (int p = 2; p < n; ++p) {
-    g.wait_input(p, k);
+    if (p != me) g.wait_input(p, k);
     reduce_inplace(out, input_of(g, p, k, space, offset_bytes), count, dtype, op);
   }
 }
