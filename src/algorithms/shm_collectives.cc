@@ -316,7 +316,7 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
     finish_reads(g);
     return;
   }
-  if (const Space space = ShmGroup::space_for(bytes); space != Space::Slots) {
+  if (const Space space = ShmGroup::space_for(bytes); bytes > 0 && space != Space::Slots) {
     // One round, in the control line or the ring: the root runs ahead.
     const std::uint64_t k = g.begin_round(space);
     if (r == root) std::memcpy(g.input(r, k, space), p, bytes);
