@@ -219,9 +219,7 @@ def fmt_size(b):
 def run_one(system, a, rep, raw):
     """Every sweep of one system's repetition, as one run."""
     parts = [run_sweep(system, a, rep, raw, i, sw) for i, sw in enumerate(sweeps(a))]
-    first = parts[0]
-    bad = [p for p in parts if p["exit"] != 0]
-    worst = bad[0] if bad else first
+    worst = next((p for p in parts if p["exit"] != 0), parts[0])
     return {"system": system, "rep": rep, "command": " ; ".join(p["command"] for p in parts), "exit": worst["exit"],
             "status": worst["status"], "rows": [row for p in parts for row in p["rows"]],
             "log": " ".join(p["log"] for p in parts), "json": " ".join(p["json"] for p in parts)}

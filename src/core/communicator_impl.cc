@@ -81,7 +81,6 @@ Communicator::Impl::~Impl() {
                                "rank " + std::to_string(rank) + ": the communicator was destroyed");
 }
 
-
 void Communicator::Impl::cross_check(OpContext& ctx) {
   if (size == 1 || std::strcmp(ctx.algo, "shm") == 0) return;  // shared memory checks every round
   // Steps far above any algorithm's, so the exchange never meets its messages.

@@ -141,8 +141,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
     if (ctx.op_name != sig_cache_.op || ctx.dtype_name != sig_cache_.dtype || ctx.redop_name != sig_cache_.redop ||
         ctx.root != sig_cache_.root) [[unlikely]]
       cache_signature(ctx);
-    g.set_signature(sig_cache_.sig, ctx.varying_sizes ? detail::ShmGroup::kAnyBytes : ctx.bytes,
-                    detail::describe_signature);
+    g.set_signature(sig_cache_.sig, detail::op_signature_bytes(ctx), detail::describe_signature);
     // Collective, and carries this operation's signature.
     if (fresh) [[unlikely]]
       g.negotiate_cma(job->config.shm_cma_bytes);

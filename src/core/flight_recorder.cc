@@ -15,7 +15,6 @@
 
 namespace tutti::detail {
 
-
 namespace {
 
 void json_string(std::ostringstream& os, const char* s) {

@@ -68,7 +68,7 @@ class FlightRecorder {
     A<std::size_t> bytes{0};
     A<int> root{-1}, peer{-1}, tag{-1};
     A<State> state{State::Queued};
-    A<std::int64_t> enqueued{0}, started{0}, ended{0};  // ticks (see ticks())
+    A<std::int64_t> enqueued{0}, started{0}, ended{0};  // ticks() (common/ticks.h), converted when dumped
     std::string error;                  // under mu_
     std::weak_ptr<Completion> request;  // under mu_
   };
@@ -82,9 +82,6 @@ class FlightRecorder {
   std::vector<Entry> entries_;
   A<std::uint64_t> next_{1};
 };
-
-// What the recorder stamps: ticks() (common/ticks.h), converted to
-// steady-clock microseconds when dumped.
 
 // Something whose recorder belongs in the process's dump (a communicator).
 class TraceSource {
