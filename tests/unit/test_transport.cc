@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -539,6 +540,71 @@ TEST(TcpTransportDrive, WaiterReadsItsPeerAndLooksWithoutBlocking) {
   EXPECT_FALSE(static_cast<bool>(t1->post_recv(0, 2, 1, big.data(), big.size())->drive));
   EXPECT_FALSE(static_cast<bool>(t1->post_recv(d::kAnyPeer, 2, 2, got.data(), got.size())->drive));
   t1->abort_comm(2, tutti::ErrorKind::Aborted, "done");
+}
+
+// A driver that is done leaves its connection parked (the progress thread
+// does not watch it): what arrives next must still reach receives that are
+// not driven, and a peer that goes away meanwhile must still be noticed.
+TEST(TcpTransportDrive, ParkedConnectionsStillServeEveryReceiveAndNoticeALostPeer) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::vector<d::Fd> p0(2), p1(2);
+  p0[1] = d::Fd(sv[0]);
+  p1[0] = d::Fd(sv[1]);
+  auto t0 = std::make_shared<d::TcpTransport>(0, 2, std::move(p0), 0);
+  auto t1 = std::make_shared<d::TcpTransport>(1, 2, std::move(p1), 0);
+  std::mutex mu;
+  std::vector<int> lost;
+  t1->set_peer_lost_handler([&](int peer, const std::string&) {
+    std::lock_guard<std::mutex> lock(mu);
+    lost.push_back(peer);
+  });
+  auto small = random_payload(64), any = random_payload(200), large = random_payload(300 << 10);
+  for (int round = 0; round < 3; ++round) {
+    // A driven receive: its waiter reads the connection, then parks it.
+    std::vector<char> got(small.size());
+    auto r = t1->post_recv(0, 1, 10 + round, got.data(), got.size());
+    ASSERT_TRUE(wait_ok(t0->post_send(1, 1, 10 + round, small.data(), small.size())));
+    ASSERT_TRUE(r->wait_until(d::Clock::now() + 5s));
+    ASSERT_TRUE(r->ok());
+    EXPECT_TRUE(got == small);
+    // Messages that arrive while it is parked, for receives posted before
+    // (large: not driven) and after them (any source: not driven), and one
+    // nobody has posted yet, read by a later driven receive.
+    std::vector<char> got_large(large.size()), got_any(any.size()), got_late(small.size());
+    auto rl = t1->post_recv(0, 2, round, got_large.data(), got_large.size());
+    EXPECT_FALSE(static_cast<bool>(rl->drive));
+    auto sl = t0->post_send(1, 2, round, large.data(), large.size());
+    auto sa = t0->post_send(1, 3, round, any.data(), any.size());
+    auto sn = t0->post_send(1, 4, round, small.data(), small.size());
+    std::this_thread::sleep_for(20ms);
+    auto ra = t1->post_recv(d::kAnyPeer, 3, round, got_any.data(), got_any.size());
+    for (auto& q : {sl, sa, sn, rl, ra}) ASSERT_TRUE(wait_ok(q));
+    auto rn = t1->post_recv(0, 4, round, got_late.data(), got_late.size());
+    ASSERT_TRUE(wait_ok(rn));
+    EXPECT_TRUE(got_large == large);
+    EXPECT_TRUE(got_any == any);
+    EXPECT_TRUE(got_late == small);
+    EXPECT_EQ(ra->source(), 0);
+  }
+  // The peer goes away while the connection is parked and nobody waits.
+  std::vector<char> got(small.size());
+  auto r = t1->post_recv(0, 5, 1, got.data(), got.size());
+  ASSERT_TRUE(wait_ok(t0->post_send(1, 5, 1, small.data(), small.size())));
+  ASSERT_TRUE(wait_ok(r));
+  ::shutdown(sv[0], SHUT_WR);  // read side open: no hang-up event, only data (EOF) to read
+  const auto start = d::Clock::now();
+  while (d::Clock::now() - start < 2s) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!lost.empty()) break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(lost, std::vector<int>{0}) << "the parked connection's loss was not noticed";
+  EXPECT_LT(d::Clock::now() - start, 500ms);
+  EXPECT_NE(t1->peer_failure(0).find("rank 0"), std::string::npos) << t1->peer_failure(0);
 }
 
 }  // namespace

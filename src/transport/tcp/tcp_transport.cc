@@ -32,6 +32,10 @@ constexpr std::size_t kEagerUnexpectedBytes = 64u << 20;
 constexpr auto kDriveSpin = std::chrono::microseconds(100);
 // Receives up to this size are read by their waiter (drive).
 constexpr std::size_t kDriveMaxBytes = 64u << 10;
+// What one read of a connection may bring beyond the frame part it is for.
+constexpr std::size_t kStageBytes = 4096;
+// How often the progress thread looks at parked connections (park).
+constexpr auto kTick = std::chrono::milliseconds(1);
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -75,6 +79,7 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<std::vector<Fd>> link
       if (l > 0) c.lanes.push_back(Lane{std::move(fd), {}, {}, 0});
     }
     c.fd = std::move(links[p][0]);
+    c.stage.resize(kStageBytes);
     c.alive = true;
     epoll_event pev{};
     pev.events = EPOLLIN | EPOLLRDHUP;
@@ -89,9 +94,7 @@ TcpTransport::~TcpTransport() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  std::uint64_t one = 1;
-  ssize_t ignored = ::write(wake_.get(), &one, sizeof one);
-  (void)ignored;
+  wake_progress();
   if (thread_.joinable()) thread_.join();
   shutdown_connections();
 }
@@ -307,11 +310,69 @@ void TcpTransport::update_epoll(Conn& c, bool want_out) {
 
 void TcpTransport::apply_epoll(Conn& c) {
   if (!c.fd.valid() || c.draining) return;
+  // While a caller drives the connection, or it is parked, the progress
+  // thread only flushes it.
+  const std::uint32_t want = (c.driven || c.parked ? 0u : EPOLLIN | EPOLLRDHUP) | (c.want_out ? EPOLLOUT : 0u);
+  if (want == c.events) return;
   epoll_event ev{};
-  // While a caller drives the connection, the progress thread only flushes it.
-  ev.events = (c.driven ? 0u : EPOLLIN | EPOLLRDHUP) | (c.want_out ? EPOLLOUT : 0u);
+  ev.events = want;
   ev.data.u32 = epoll_index(c.peer, 0);
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
+  c.events = want;
+}
+
+bool TcpTransport::may_park(const Conn& c) const {
+  // Between frames, and no receive waits on it that nobody will drive.
+  if (c.rx != Rx::Header || c.hdr_got != 0 || staged(c) || !c.alive || c.draining) return false;
+  for (const PostedRecv& r : posted_)
+    if ((r.peer == c.peer || r.peer == kAnyPeer) && !r.req->drive) return false;
+  for (const Unexpected& u : unexpected_[c.peer])
+    if (u.has_claim && !u.complete) return false;
+  return true;
+}
+
+void TcpTransport::unpark(Conn& c) {
+  if (!c.parked) return;
+  c.parked = false;
+  apply_epoll(c);
+}
+
+bool TcpTransport::park(Conn& c) {
+  c.parked = may_park(c);
+  apply_epoll(c);
+  // Bytes left in the stage (reading stopped at a notice) are the progress
+  // thread's to take: no readiness will announce them.
+  if (staged(c)) return true;
+  if (!c.parked || ticking_) return false;
+  ticking_ = true;
+  next_tick_ = Clock::now() + kTick;
+  return true;
+}
+
+void TcpTransport::tick() {
+  next_tick_ = Clock::now() + kTick;
+  if (drives_ == 0) {
+    // No caller has waited since the last tick: watch everything again.
+    for (Conn& c : conns_)
+      if (!c.driven) unpark(c);
+    ticking_ = false;
+    return;
+  }
+  drives_ = 0;
+  // Read what came on parked connections while no caller waited for it.
+  tick_fds_.clear();
+  for (const Conn& c : conns_)
+    if (c.parked && !c.driven && c.alive && c.fd.valid()) tick_fds_.push_back(pollfd{c.fd.get(), POLLIN | POLLRDHUP, 0});
+  if (tick_fds_.empty() || ::poll(tick_fds_.data(), tick_fds_.size(), 0) <= 0) return;
+  for (const pollfd& p : tick_fds_) {
+    if (p.revents == 0) continue;
+    for (Conn& c : conns_)
+      if (c.fd.valid() && c.fd.get() == p.fd && c.parked && !c.driven) {
+        handle_readable(c);
+        if (!may_park(c)) unpark(c);
+        break;
+      }
+  }
 }
 
 void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
@@ -321,13 +382,17 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
     Conn& c = conns_[peer];
     if (req.done() || stop_ || !c.alive || c.draining || c.driven || !c.fd.valid()) return;
     c.driven = true;
+    c.parked = false;
+    ++drives_;
     apply_epoll(c);
     fd = c.fd.get();
   }
+  bool kick = false;
   // First look without sleeping for a while, giving the core away between
   // looks (a sleeping thread's wake-up costs far more than a message here),
   // then sleep in poll().
   const TimePoint spin_until = std::min(deadline, Clock::now() + kDriveSpin);
+  bool staged_left = false;  // read already, in the stage
   for (bool more = true; more;) {
     int ms = 0;
     const TimePoint now = Clock::now();
@@ -340,7 +405,7 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
         ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
     }
     pollfd p{fd, POLLIN | POLLRDHUP, 0};
-    const int ready = ::poll(&p, 1, ms);
+    const int ready = staged_left ? 1 : ::poll(&p, 1, ms);
     if (ready == 0 && ms == 0 && Clock::now() < spin_until && !req.done()) {
       ::sched_yield();
       continue;
@@ -352,10 +417,11 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
       // (A connection that failed meanwhile has no descriptor left to read.)
       if (c.alive && ready > 0) handle_readable(c);
       report = reports_pending();
+      staged_left = c.alive && staged(c);
       more = c.alive && !c.draining && !req.done() && !(ready == 0 && ms == 0);
       if (!more && c.alive && c.driven) {
         c.driven = false;
-        apply_epoll(c);
+        kick = park(c);
       }
     }
     if (report) {
@@ -363,6 +429,13 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
       ::sched_yield();  // another thread may be reporting
     }
   }
+  if (kick) wake_progress();
+}
+
+void TcpTransport::wake_progress() {
+  std::uint64_t one = 1;
+  ssize_t ignored = ::write(wake_.get(), &one, sizeof one);
+  (void)ignored;
 }
 
 std::list<TcpTransport::Unexpected>::iterator TcpTransport::find_unexpected(int peer, std::uint64_t comm,
@@ -391,10 +464,15 @@ RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
   // The waiter of a small message reads the connection itself. Large ones
   // are read by the progress thread, in parallel with the caller's work on
   // earlier pieces (reducing, copying).
-  if (peer != kAnyPeer && peer != rank_ && len <= kDriveMaxBytes)
+  if (peer != kAnyPeer && peer != rank_ && len <= kDriveMaxBytes) {
     req->drive = [w = weak_from_this(), peer, c = req.get()](TimePoint deadline) {
       if (auto t = w.lock()) t->drive(peer, *c, deadline);
     };
+  } else if (peer == kAnyPeer) {
+    for (Conn& c : conns_) unpark(c);  // the progress thread reads for it
+  } else {
+    unpark(conns_[peer]);
+  }
   if (comm_aborted(comm_id, &req)) return req;
   PostedRecv r{peer, comm_id, tag, static_cast<char*>(buf), len, req, signature};
   if (signature) {
@@ -599,6 +677,7 @@ void TcpTransport::fail_conn(Conn& c, const std::string& why) {
   if (!c.alive) return;
   c.alive = false;
   c.failure = why;
+  c.stage_off = c.stage_len = 0;
   if (!c.said_goodbye && !stop_) lost_unreported_.emplace_back(c.peer, why);
   TUTTI_LOG(Info, "peer rank " << c.peer << ": " << why);
   if (c.fd.valid()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
@@ -883,7 +962,9 @@ void TcpTransport::handle_readable(Conn& c) {
   if (reports_pending()) return;
   std::size_t budget = kReadBudget;
   c.yield = false;
-  while (c.alive && budget > 0 && !c.yield) {
+  // Bytes already read into the stage are taken first, whatever the budget:
+  // no readiness would announce them.
+  while (c.alive && !c.yield && (budget > 0 || staged(c))) {
     char* dst;
     std::size_t want;
     if (c.rx == Rx::Header) {
@@ -912,64 +993,61 @@ void TcpTransport::handle_readable(Conn& c) {
         want = std::min(want, discard_.size());
       }
     }
-    // The end of a data frame's payload is read together with the header
-    // that may follow it: one system call per small message, not two. (Not
-    // after a notice, which ends this loop until it is reported, nor when
-    // only part of the payload fits where it goes.)
-    const bool spill = c.rx == Rx::Payload && !c.rx_notice && want == c.hdr.bytes - c.rx_got;
-    std::size_t asked = want;
-    ssize_t n;
-    if (spill) {
-      iovec iov[2] = {{dst, want}, {c.spill, sizeof c.spill}};
+    std::size_t got;
+    bool drained;
+    if (staged(c)) {
+      got = std::min(want, c.stage_len - c.stage_off);
+      std::memcpy(dst, c.stage.data() + c.stage_off, got);
+      c.stage_off += got;
+      // Emptied, and the read that filled it found the socket empty.
+      drained = !staged(c) && c.stage_short;
+    } else {
+      // A header is read together with what follows it (a small message's
+      // payload, the next frames) into the stage: one system call per small
+      // message. So is the end of a payload that goes where it belongs.
+      const bool stage = c.rx == Rx::Header || want == c.hdr.bytes - c.rx_got;
+      iovec iov[2] = {{dst, want}, {c.stage.data(), c.stage.size()}};
       msghdr m{};
       m.msg_iov = iov;
-      m.msg_iovlen = 2;
-      asked += sizeof c.spill;
-      n = ::recvmsg(c.fd.get(), &m, MSG_DONTWAIT);
-    } else {
-      n = ::recv(c.fd.get(), dst, want, MSG_DONTWAIT);
-    }
-    if (n == 0) {
-      bool clean = c.rx == Rx::Header && c.hdr_got == 0;
-      if (clean && c.said_goodbye && std::any_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return !l.rxq.empty(); })) {
-        // Shut down in order, with stripes still in the data connections:
-        // read them first (handle_lane_readable ends it).
-        ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
-        c.draining = true;
+      m.msg_iovlen = stage ? 2 : 1;
+      const std::size_t asked = want + (stage ? c.stage.size() : 0);
+      const ssize_t n = ::recvmsg(c.fd.get(), &m, MSG_DONTWAIT);
+      if (n == 0) {
+        bool clean = c.rx == Rx::Header && c.hdr_got == 0;
+        if (clean && c.said_goodbye && std::any_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return !l.rxq.empty(); })) {
+          // Shut down in order, with stripes still in the data connections:
+          // read them first (handle_lane_readable ends it).
+          ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+          c.draining = true;
+          return;
+        }
+        fail_conn(c, !clean ? "rank " + std::to_string(c.peer) + " closed its connection in the middle of a message"
+                     : c.said_goodbye ? "rank " + std::to_string(c.peer) + " has shut down"
+                                      : "rank " + std::to_string(c.peer) + " closed its connection without shutting down (it exited, crashed or was killed)");
         return;
       }
-      fail_conn(c, !clean ? "rank " + std::to_string(c.peer) + " closed its connection in the middle of a message"
-                   : c.said_goodbye ? "rank " + std::to_string(c.peer) + " has shut down"
-                                    : "rank " + std::to_string(c.peer) + " closed its connection without shutting down (it exited, crashed or was killed)");
-      return;
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        fail_conn(c, "connection to rank " + std::to_string(c.peer) + " failed: " + errno_text(errno));
+        return;
+      }
+      budget -= std::min(budget, static_cast<std::size_t>(n));
+      got = std::min(static_cast<std::size_t>(n), want);
+      c.stage_off = 0;
+      c.stage_len = static_cast<std::size_t>(n) - got;
+      // Less than asked: nothing more to read now (poll and epoll say when).
+      // Between frames that ends the loop; inside a payload more may have
+      // come while this read copied, so look again.
+      c.stage_short = static_cast<std::size_t>(n) < asked;
+      drained = c.stage_short && !staged(c);
     }
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      fail_conn(c, "connection to rank " + std::to_string(c.peer) + " failed: " + errno_text(errno));
-      return;
-    }
-    budget -= std::min(budget, static_cast<std::size_t>(n));
-    // Less than asked: nothing more to read now (poll and epoll say when).
-    // Between frames that ends the loop; inside a payload more may have
-    // come while this read copied, so look again.
-    const bool drained = static_cast<std::size_t>(n) < asked;
-    const std::size_t got = std::min(static_cast<std::size_t>(n), want), extra = static_cast<std::size_t>(n) - got;
     if (c.rx == Rx::Header) {
       c.hdr_got += got;
       if (c.hdr_got == sizeof(FrameHeader)) on_header(c);
     } else {
       c.rx_got += got;
-      if (c.rx_got == c.hdr.bytes) {
-        on_payload_done(c);
-        if (extra > 0) {
-          // The next header, whole or in part (a whole one is handled now:
-          // no readiness would announce it).
-          std::memcpy(&c.hdr, c.spill, extra);
-          c.hdr_got = extra;
-          if (extra == sizeof(FrameHeader)) on_header(c);
-        }
-      }
+      if (c.rx_got == c.hdr.bytes) on_payload_done(c);
     }
     if (drained && c.rx == Rx::Header) break;
   }
@@ -1055,8 +1133,9 @@ void TcpTransport::report_lost() {
 
 void TcpTransport::progress_loop() {
   epoll_event events[64];
+  int timeout_ms = -1;
   while (true) {
-    int n = ::epoll_wait(epoll_.get(), events, 64, -1);
+    int n = ::epoll_wait(epoll_.get(), events, 64, timeout_ms);
     if (n < 0 && errno != EINTR) {
       // Without a progress engine nothing completes: fail every peer so that
       // waiters get an error instead of their deadline.
@@ -1103,11 +1182,26 @@ void TcpTransport::progress_loop() {
         }
       }
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ticking_ && Clock::now() >= next_tick_) tick();
+      // What a driver or this thread left in a stage when reading stopped
+      // at a notice (once it is reported).
+      for (Conn& c : conns_)
+        if (staged(c) && !c.driven && c.alive) handle_readable(c);
+    }
     report_lost();
     bool pending;
     {
       std::lock_guard<std::mutex> lock(mu_);
       pending = reports_pending();
+      const bool staged_left =
+          std::any_of(conns_.begin(), conns_.end(), [](const Conn& c) { return staged(c) && !c.driven && c.alive; });
+      timeout_ms = staged_left ? 0
+                   : ticking_  ? static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(
+                                                     std::max(next_tick_ - Clock::now(), Clock::duration::zero()))
+                                                     .count())
+                               : -1;
     }
     if (pending) ::sched_yield();  // a caller is reporting: it is short
   }

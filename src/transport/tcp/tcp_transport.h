@@ -12,7 +12,9 @@
 // a stripe is due on it.
 //
 // Thread model. The progress thread owns every peer socket's reading side and
-// flushes send queues that could not be written at once. Caller threads post
+// flushes send queues that could not be written at once, except that a
+// caller waiting for a small receive from one peer reads that connection
+// itself and afterwards leaves it parked (drive, park). Caller threads post
 // sends and receives; a send posted on an idle connection is written straight
 // from the caller's thread (no hand-off on the latency path). One mutex guards
 // all matching state and socket I/O; completions are signalled under it and
@@ -20,6 +22,7 @@
 // receive buffer; a message that arrives before its receive is posted is
 // buffered ("unexpected") and copied once the receive is posted.
 
+#include <poll.h>
 #include <sys/epoll.h>
 
 #include <cstdint>
@@ -146,6 +149,12 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
     bool said_goodbye = false;  // the peer is shutting down in order
     bool draining = false;      // ...and closed; stripes are still being read
     bool driven = false;        // a waiting caller reads this connection (drive)
+    // Parked: its last driver left it, and nothing but a driven receive
+    // waits on it, so the progress thread does not watch it for input; what
+    // arrives waits in the socket for the next driver, or for the progress
+    // thread's next tick (park).
+    bool parked = false;
+    std::uint32_t events = EPOLLIN | EPOLLRDHUP;  // what epoll watches on fd
     bool rx_notice = false;     // the payload being read is a notice (lost peer, failed communicator)
     bool yield = false;         // stop reading until lost peers are reported
     std::string notice;
@@ -155,9 +164,12 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
     Rx rx = Rx::Header;
     FrameHeader hdr{};
     std::size_t hdr_got = 0;
-    // The next frame's header, or its first bytes, read in the same call as
-    // the end of a payload (handle_readable).
-    char spill[sizeof(FrameHeader)];
+    // What a read brought beyond the frame part it was for (a small
+    // message's payload, the next frames), taken before the socket is read
+    // again (handle_readable). stage_short: that read found the socket empty.
+    std::vector<char> stage;
+    std::size_t stage_off = 0, stage_len = 0;
+    bool stage_short = false;
     char* rx_buf = nullptr;     // where the payload goes (nullptr: discard)
     std::size_t rx_got = 0;
     RequestPtr rx_req;          // a posted receive being filled directly
@@ -203,6 +215,27 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   // itself, sleeping in poll(), instead of waiting for the progress thread
   // to read it and wake the caller: one thread wake-up less per message.
   void drive(int peer, const Completion& req, TimePoint deadline);
+  // Parking. A driver that is done leaves its connection parked rather than
+  // handing it back to the progress thread: one epoll_ctl less each way, and
+  // no progress-thread wake-up (and fight for mu_) when the peer's next
+  // message arrives just before the caller's next wait, as it does when
+  // ranks exchange messages back to back. While connections are parked the
+  // progress thread ticks every kTick: if no driver ran since the last tick
+  // it watches them all again; otherwise it reads whatever came on them
+  // meanwhile (a notice, a message nobody waits for yet). Receives that are
+  // not driven (any source, large) unpark their connections when posted.
+  // All under mu_.
+  bool may_park(const Conn& c) const;
+  static bool staged(const Conn& c) { return c.stage_off < c.stage_len; }
+  void unpark(Conn& c);
+  // Returns true when the progress thread must be woken to start ticking.
+  bool park(Conn& c);
+  void tick();
+  void wake_progress();
+  bool ticking_ = false;
+  std::uint64_t drives_ = 0;  // drives begun since the last tick
+  TimePoint next_tick_{};
+  std::vector<pollfd> tick_fds_;
   void fail_conn(Conn& c, const std::string& why);
   void deliver_local(std::uint64_t comm, std::uint64_t tag, const char* buf, std::size_t len);
   std::list<Unexpected>::iterator find_unexpected(int peer, std::uint64_t comm, std::uint64_t tag, int* from);
