@@ -27,8 +27,7 @@ void all_reduce_rabenseifner(OpContext& ctx, void* buf, std::size_t count, DataT
     return;
   }
   if (r < 2 * f.rem) {
-    std::vector<char> tmp(bytes);
-    hd::recv_reduce(ctx, r - 1, kFoldIn, p, count, dtype, op, true, tmp.data());
+    hd::recv_reduce(ctx, r - 1, kFoldIn, p, count, dtype, op, true, ctx.buffer(0, bytes));
   }
   // Participant v's share: the v-th of p nearly equal element ranges.
   std::vector<std::size_t> offs(f.p + 1);

@@ -102,13 +102,14 @@ void reduce_scatter_halving(OpContext& ctx, char* buf, const std::vector<std::si
   if (f.p == 1) return;
   // The first round keeps the largest range; later ones keep parts of it.
   const rd::Range first = rd::group(v, f.p / 2);
-  std::vector<char> tmp((offs[first.hi] - offs[first.lo]) * es);
+  // Slot 2: the callers' folds use 0 and 1.
+  char* const tmp = ctx.buffer(2, (offs[first.hi] - offs[first.lo]) * es);
   std::uint32_t step = step0;
   for (int mask = f.p / 2; mask >= 1; mask >>= 1, ++step) {
     const int pv = v ^ mask;
     const rd::Range keep = rd::group(v, mask), give = rd::group(pv, mask);
     exchange_reduce(ctx, rd::real_rank(pv, f), step, buf + offs[give.lo] * es, offs[give.hi] - offs[give.lo],
-                    buf + offs[keep.lo] * es, offs[keep.hi] - offs[keep.lo], dtype, op, pv < v, tmp.data());
+                    buf + offs[keep.lo] * es, offs[keep.hi] - offs[keep.lo], dtype, op, pv < v, tmp);
   }
 }
 

@@ -25,25 +25,24 @@ void reduce_scatter_recursive_halving(OpContext& ctx, std::span<const ConstBlock
   namespace rd = recursive_doubling;
   namespace hd = halving_doubling;
   // One contiguous accumulator of every block (out may alias in[r]).
-  std::vector<char> acc(n * bytes);
-  for (int b = 0; b < n; ++b) std::memcpy(acc.data() + b * bytes, in[b].ptr, bytes);
+  char* const acc = ctx.buffer(0, n * bytes);
+  for (int b = 0; b < n; ++b) std::memcpy(acc + b * bytes, in[b].ptr, bytes);
   const rd::Fold f = rd::fold(r, n);
   const std::uint32_t kFoldIn = 0, kFoldOut = 1, kHalving = 2;
   if (f.vrank < 0) {
-    hd::send_chunked(ctx, r + 1, kFoldIn, acc.data(), n * bytes);
+    hd::send_chunked(ctx, r + 1, kFoldIn, acc, n * bytes);
     hd::recv_chunked(ctx, r + 1, kFoldOut, static_cast<char*>(out), bytes);
     return;
   }
   if (r < 2 * f.rem) {
-    std::vector<char> tmp(n * bytes);
-    hd::recv_reduce(ctx, r - 1, kFoldIn, acc.data(), n * count, dtype, op, true, tmp.data());
+    hd::recv_reduce(ctx, r - 1, kFoldIn, acc, n * count, dtype, op, true, ctx.buffer(1, n * bytes));
   }
   // Participant v holds the blocks of the real ranks it stands for.
   std::vector<std::size_t> offs(f.p + 1);
   for (int v = 0; v <= f.p; ++v) offs[v] = static_cast<std::size_t>(rd::first_real(v, f)) * count;
-  hd::reduce_scatter_halving(ctx, acc.data(), offs, f, dtype, op, kHalving);
-  if (r < 2 * f.rem) hd::send_chunked(ctx, r - 1, kFoldOut, acc.data() + (r - 1) * bytes, bytes);
-  std::memcpy(out, acc.data() + r * bytes, bytes);
+  hd::reduce_scatter_halving(ctx, acc, offs, f, dtype, op, kHalving);
+  if (r < 2 * f.rem) hd::send_chunked(ctx, r - 1, kFoldOut, acc + (r - 1) * bytes, bytes);
+  std::memcpy(out, acc + r * bytes, bytes);
 }
 
 }  // namespace tutti::detail

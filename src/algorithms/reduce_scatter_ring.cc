@@ -24,7 +24,8 @@ void ring_reduce_scatter(OpContext& ctx, const std::vector<std::size_t>& counts,
   const std::size_t pc = chunk_elems(ctx.chunk_bytes, es);
   const int next = ring::next(r, n), prev = ring::prev(r, n);
   const std::size_t maxc = *std::max_element(counts.begin(), counts.end());
-  std::vector<char> tmp[2] = {std::vector<char>(maxc * es), std::vector<char>(maxc * es)};
+  // Slots 0 and 1 (reduce_scatter_ring's own partial results use 2 and 3).
+  char* tmp[2] = {ctx.buffer(0, maxc * es), ctx.buffer(1, maxc * es)};
   std::vector<Pending> recvs[2];
   std::vector<std::vector<Pending>> sends(n);
 
@@ -32,10 +33,13 @@ void ring_reduce_scatter(OpContext& ctx, const std::vector<std::size_t>& counts,
     int rb = ring::rs_recv_block(r, s, n);
     for (std::size_t k = 0; k < num_chunks(counts[rb], pc); ++k) {
       ChunkRange c = chunk_at(counts[rb], pc, k);
-      recvs[s % 2].push_back(ctx.irecv(prev, static_cast<std::uint32_t>(s), tmp[s % 2].data() + c.offset * es,
+      recvs[s % 2].push_back(ctx.irecv(prev, static_cast<std::uint32_t>(s), tmp[s % 2] + c.offset * es,
                                        c.count * es));
     }
   };
+  // Receives first: a neighbour's first chunks that arrive before their
+  // receive is posted are buffered and copied once more.
+  post_recvs(0);
   {
     int sb = ring::rs_send_block(r, 0, n);
     for (std::size_t k = 0; k < num_chunks(counts[sb], pc); ++k) {
@@ -43,7 +47,6 @@ void ring_reduce_scatter(OpContext& ctx, const std::vector<std::size_t>& counts,
       sends[0].push_back(ctx.isend(next, 0, input(sb) + c.offset * es, c.count * es));
     }
   }
-  post_recvs(0);
   for (int s = 0; s < n - 1; ++s) {
     if (s + 1 < n - 1) post_recvs(s + 1);
     // acc(., s) may reuse the memory that step s-1's sends are reading.
@@ -54,7 +57,7 @@ void ring_reduce_scatter(OpContext& ctx, const std::vector<std::size_t>& counts,
     for (std::size_t k = 0; k < recvs[s % 2].size(); ++k) {
       ChunkRange c = chunk_at(counts[rb], pc, k);
       ctx.wait(recvs[s % 2][k]);
-      reduce_pair(dst + c.offset * es, mine + c.offset * es, tmp[s % 2].data() + c.offset * es, c.count, dtype, op);
+      reduce_pair(dst + c.offset * es, mine + c.offset * es, tmp[s % 2] + c.offset * es, c.count, dtype, op);
       if (s + 1 < n - 1)
         sends[s + 1].push_back(ctx.isend(next, static_cast<std::uint32_t>(s + 1), dst + c.offset * es, c.count * es));
     }
@@ -76,10 +79,10 @@ void reduce_scatter_ring(OpContext& ctx, std::span<const ConstBlock> in, void* o
   }
   if (count == 0) return;
   std::vector<std::size_t> counts(n, count);
-  std::vector<char> slots[2] = {std::vector<char>(count * es), std::vector<char>(count * es)};
+  char* slots[2] = {ctx.buffer(2, count * es), ctx.buffer(3, count * es)};
   ring_reduce_scatter(
       ctx, counts, dtype, op, [&](int b) { return in[b].ptr; },
-      [&](int, int s) { return s == n - 2 ? static_cast<char*>(out) : slots[s % 2].data(); });
+      [&](int, int s) { return s == n - 2 ? static_cast<char*>(out) : slots[s % 2]; });
 }
 
 void reduce_scatter_ring_inplace(OpContext& ctx, std::span<const Block> blocks, DataType dtype, ReduceOpKind op) {

@@ -270,6 +270,7 @@ void Communicator::Impl::run_task(Task& t) {
   try {
     if (job->config.debug_detail) cross_check(t.ctx);
     t.body(t.ctx);
+    scratch.trim();
     recorder.end(t.trace, true);
     t.done->complete();
   } catch (const Error& e) {

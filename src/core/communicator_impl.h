@@ -103,6 +103,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
 
   ~Impl() override;
 
+  // What algorithms work in, kept between operations (trimmed after each).
+  detail::Scratch scratch;
   // The last operations (TUTTI_TRACE_BUFFER of them), for the flight recorder.
   detail::FlightRecorder recorder{0};
   std::string trace_json() const override { return recorder.json(comm_id, rank, size, world); }
@@ -158,6 +160,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
     c.size = size;
     c.world = &world;
     c.chunk_bytes = job->config.chunk_bytes;
+    c.scratch = &scratch;
     c.op_name = op_name;
     c.bytes = bytes;
     return c;
@@ -190,6 +193,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
         end_inline();
         fail_inline(ctx, trace);
       }
+      scratch.trim();
       end_inline();
       recorder.done(trace);
       return Work();

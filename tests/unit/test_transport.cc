@@ -495,18 +495,24 @@ TEST(TcpTransportStripes, TruncatedStripeAndHugeClaimFailTheReceive) {
 
 namespace {
 
+// Ranks 0 and 1 joined by a socket pair (sv[0] is rank 0's end).
+void connected_pair(int sv[2], std::shared_ptr<d::TcpTransport>* t0, std::shared_ptr<d::TcpTransport>* t1) {
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::vector<d::Fd> p0(2), p1(2);
+  p0[1] = d::Fd(sv[0]);
+  p1[0] = d::Fd(sv[1]);
+  *t0 = std::make_shared<d::TcpTransport>(0, 2, std::move(p0), 0);
+  *t1 = std::make_shared<d::TcpTransport>(1, 2, std::move(p1), 0);
+}
+
 // A receive's waiter reads the connection itself (TcpTransport::drive): a
 // look with a deadline already past (Work::test) returns at once, a wait
 // gets the message, and a request failed by another thread (an abort) ends
 // the wait within the 10 ms slice.
 TEST(TcpTransportDrive, WaiterReadsItsPeerAndLooksWithoutBlocking) {
   int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  std::vector<d::Fd> p0(2), p1(2);
-  p0[1] = d::Fd(sv[0]);
-  p1[0] = d::Fd(sv[1]);
-  auto t0 = std::make_shared<d::TcpTransport>(0, 2, std::move(p0), 0);
-  auto t1 = std::make_shared<d::TcpTransport>(1, 2, std::move(p1), 0);
+  std::shared_ptr<d::TcpTransport> t0, t1;
+  ASSERT_NO_FATAL_FAILURE(connected_pair(sv, &t0, &t1));
   std::vector<char> got(100);
   auto r = t1->post_recv(0, 1, 1, got.data(), got.size());
   ASSERT_TRUE(static_cast<bool>(r->drive)) << "a small receive from one peer is driven by its waiter";
@@ -547,12 +553,8 @@ TEST(TcpTransportDrive, WaiterReadsItsPeerAndLooksWithoutBlocking) {
 // not driven, and a peer that goes away meanwhile must still be noticed.
 TEST(TcpTransportDrive, ParkedConnectionsStillServeEveryReceiveAndNoticeALostPeer) {
   int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  std::vector<d::Fd> p0(2), p1(2);
-  p0[1] = d::Fd(sv[0]);
-  p1[0] = d::Fd(sv[1]);
-  auto t0 = std::make_shared<d::TcpTransport>(0, 2, std::move(p0), 0);
-  auto t1 = std::make_shared<d::TcpTransport>(1, 2, std::move(p1), 0);
+  std::shared_ptr<d::TcpTransport> t0, t1;
+  ASSERT_NO_FATAL_FAILURE(connected_pair(sv, &t0, &t1));
   std::mutex mu;
   std::vector<int> lost;
   t1->set_peer_lost_handler([&](int peer, const std::string&) {

@@ -34,6 +34,8 @@ constexpr auto kDriveSpin = std::chrono::microseconds(100);
 constexpr std::size_t kDriveMaxBytes = 64u << 10;
 // What one read of a connection may bring beyond the frame part it is for.
 constexpr std::size_t kStageBytes = 4096;
+// Buffers of delivered unexpected messages kept for the next ones.
+constexpr std::size_t kSpareBytes = 64u << 20;
 // How often the progress thread looks at parked connections (park).
 constexpr auto kTick = std::chrono::milliseconds(1);
 
@@ -531,9 +533,30 @@ void TcpTransport::finish_recv(const PostedRecv& r, int from, const char* data, 
   r.req->complete(from, bytes);
 }
 
-void TcpTransport::deliver_unexpected(const PostedRecv& r, int from, const Unexpected& u) {
+TcpTransport::Bytes TcpTransport::take_buffer(std::size_t bytes) {
+  for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+    if (it->capacity() < bytes) continue;
+    Bytes b = std::move(*it);
+    spare_bytes_ -= b.capacity();
+    spare_.erase(it);
+    b.resize(bytes);
+    return b;
+  }
+  Bytes b;
+  b.resize(bytes);
+  return b;
+}
+
+void TcpTransport::give_back(Bytes&& b) {
+  if (b.capacity() == 0 || spare_bytes_ + b.capacity() > kSpareBytes) return;
+  spare_bytes_ += b.capacity();
+  spare_.push_back(std::move(b));
+}
+
+void TcpTransport::deliver_unexpected(const PostedRecv& r, int from, Unexpected& u) {
   if (u.parts.empty()) {
     finish_recv(r, from, u.data.data(), u.data.size());
+    give_back(std::move(u.data));
     return;
   }
   if (u.striped_bytes != r.len) {
@@ -798,7 +821,7 @@ void TcpTransport::on_header(Conn& c) {
           u.parts.resize(c.lanes.size());  // each grows as its stripe arrives
           u.striped_bytes = bytes;
         } else {
-          u.data.resize(std::min(bytes, kEagerUnexpectedBytes));
+          u.data = take_buffer(std::min(bytes, kEagerUnexpectedBytes));
         }
       } catch (const std::bad_alloc&) {
         fail_conn(c, "rank " + std::to_string(c.peer) + " sent a " + std::to_string(bytes) +
@@ -880,7 +903,7 @@ void TcpTransport::handle_lane_readable(Conn& c, std::size_t lane) {
     } else if (m.dst) {
       dst = m.dst + x.offset + x.got;
     } else {
-      std::vector<char>& d = m.unexp->parts[x.index];
+      Bytes& d = m.unexp->parts[x.index];
       if (x.got == d.size()) {
         try {
           d.resize(std::min(x.length, std::max<std::size_t>(2 * d.size(), 1u << 20)));
@@ -973,7 +996,7 @@ void TcpTransport::handle_readable(Conn& c) {
     } else {
       want = c.hdr.bytes - c.rx_got;
       if (c.rx_unexp) {
-        std::vector<char>& d = c.rx_unexp->data;
+        Bytes& d = c.rx_unexp->data;
         if (c.rx_got == d.size()) {
           try {
             d.resize(static_cast<std::size_t>(std::min<std::uint64_t>(c.hdr.bytes, 2 * d.size())));
