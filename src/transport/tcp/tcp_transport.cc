@@ -36,8 +36,10 @@ constexpr std::size_t kDriveMaxBytes = 64u << 10;
 constexpr std::size_t kStageBytes = 4096;
 // Buffers of delivered unexpected messages kept for the next ones.
 constexpr std::size_t kSpareBytes = 64u << 20;
-// How often the progress thread looks at parked connections (park).
-constexpr auto kTick = std::chrono::milliseconds(1);
+// How often drivers look at parked connections, and how often the progress
+// thread does (and checks that drivers still run) while any is parked.
+constexpr auto kLook = std::chrono::milliseconds(1);
+constexpr auto kTick = std::chrono::milliseconds(10);
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -361,6 +363,10 @@ void TcpTransport::tick() {
     return;
   }
   drives_ = 0;
+  look_parked();
+}
+
+void TcpTransport::look_parked() {
   // Read what came on parked connections while no caller waited for it.
   tick_fds_.clear();
   for (const Conn& c : conns_)
@@ -388,6 +394,12 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
     ++drives_;
     apply_epoll(c);
     fd = c.fd.get();
+    // Drivers look at the other parked connections every kLook, so that the
+    // progress thread need not wake up for it while they run.
+    if (const TimePoint now = Clock::now(); now >= next_look_) {
+      next_look_ = now + kLook;
+      look_parked();
+    }
   }
   bool kick = false;
   // First look without sleeping for a while, giving the core away between
@@ -420,10 +432,19 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
       if (c.alive && ready > 0) handle_readable(c);
       report = reports_pending();
       staged_left = c.alive && staged(c);
-      more = c.alive && !c.draining && !req.done() && !(ready == 0 && ms == 0);
+      // An empty look without sleeping ends the drive only at the deadline
+      // (a look by Work::test, a wait that timed out); the spin's end
+      // passing during it goes on to sleeping looks.
+      more = c.alive && !c.draining && !req.done() && !(ready == 0 && ms == 0 && Clock::now() >= deadline);
       if (!more && c.alive && c.driven) {
         c.driven = false;
-        kick = park(c);
+        if (req.done()) {
+          kick = park(c);
+        } else {
+          // Its waiter goes on waiting for the progress thread.
+          c.parked = false;
+          apply_epoll(c);
+        }
       }
     }
     if (report) {

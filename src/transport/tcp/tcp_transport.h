@@ -250,18 +250,20 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   // handing it back to the progress thread: one epoll_ctl less each way, and
   // no progress-thread wake-up (and fight for mu_) when the peer's next
   // message arrives just before the caller's next wait, as it does when
-  // ranks exchange messages back to back. While connections are parked the
-  // progress thread ticks every kTick: if no driver ran since the last tick
-  // it watches them all again; otherwise it reads whatever came on them
-  // meanwhile (a notice, a message nobody waits for yet). Receives that are
-  // not driven (any source, large) unpark their connections when posted.
-  // All under mu_.
+  // ranks exchange messages back to back. Drivers read whatever came on the
+  // other parked connections (a notice, a message nobody waits for yet)
+  // every kLook (look_parked); while any is parked the progress thread
+  // ticks every kTick: if no driver ran since the last tick it watches them
+  // all again, otherwise it looks at them too. Receives that are not driven
+  // (any source, large) unpark their connections when posted. All under mu_.
   bool may_park(const Conn& c) const;
   static bool staged(const Conn& c) { return c.stage_off < c.stage_len; }
   void unpark(Conn& c);
   // Returns true when the progress thread must be woken to start ticking.
   bool park(Conn& c);
   void tick();
+  void look_parked();
+  TimePoint next_look_{};
   void wake_progress();
   bool ticking_ = false;
   std::uint64_t drives_ = 0;  // drives begun since the last tick
