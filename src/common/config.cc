@@ -70,6 +70,8 @@ Config Config::from_env() {
     if (c.chunk_bytes < 64) throw Error(ErrorKind::InvalidArgument, "TUTTI_CHUNK_BYTES: must be at least 64");
   }
   if (const char* v = env("TUTTI_SMALL_BYTES")) c.small_bytes = parse_bytes(v, "TUTTI_SMALL_BYTES");
+  if (const char* v = env("TUTTI_TWO_LEVEL_LEADER_BYTES"))
+    c.two_level_leader_bytes = parse_bytes(v, "TUTTI_TWO_LEVEL_LEADER_BYTES");
   if (const char* v = env("TUTTI_ALGO")) c.algo = parse_algo_overrides(v);
   if (const char* v = env("TUTTI_SOCKET_BUFFER_BYTES")) c.socket_buffer_bytes = parse_bytes(v, "TUTTI_SOCKET_BUFFER_BYTES");
   if (const char* v = env("TUTTI_SOCKETS_PER_PEER")) {
@@ -126,6 +128,7 @@ Config Config::from_env() {
 std::string Config::describe() const {
   std::ostringstream os;
   os << "timeout=" << timeout.count() << "ms chunk_bytes=" << chunk_bytes << " small_bytes=" << small_bytes
+     << " two_level_leader_bytes=" << two_level_leader_bytes
      << " socket_buffer_bytes=" << socket_buffer_bytes << " sockets_per_peer=" << sockets_per_peer
      << " socket_stripe_bytes=" << socket_stripe_bytes << " listen_addr=" << listen_addr
      << " advertise_addr=" << (advertise_addr.empty() ? "(auto)" : advertise_addr)

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/communicator_impl.h"
+#include "common/log.h"
 #include "core/tags.h"
 #include "reduce/reduce.h"
 
@@ -68,6 +69,9 @@ detail::Hierarchy& Communicator::Impl::hierarchy() {
       mix64(comm_id ^ 0x63726f73732d3263ull ^ mix64(static_cast<std::uint64_t>(my_local) + 1));
   h->local = Communicator(make_child_impl(*this, local_id, local_members));
   h->cross = Communicator(make_child_impl(*this, cross_id, cross_members));
+  h->leader_bytes = job->config.two_level_leader_bytes;
+  TUTTI_LOG(Debug, "two-level collectives on " << h->hosts << " hosts x " << h->per_host
+                       << " ranks: all_reduce through one leader per host up to " << h->leader_bytes << " bytes");
   hier_ = std::move(h);
   hier_published_.store(hier_.get(), std::memory_order_release);
   return *hier_;
@@ -83,41 +87,56 @@ ReduceOp child_op(const ReduceOp& op) {
 
 }  // namespace
 
+namespace {
+
+// One leader per host: the host reduces to it, it all-reduces with the
+// other hosts' leaders (fewer, larger network messages; the other ranks
+// sleep), and the host hears the result from it.
+void leader_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, const ReduceOp& op) {
+  h.local.reduce(buf, buf, count, dtype, op, 0);
+  if (h.local.rank() == 0) h.cross.all_reduce(buf, buf, count, dtype, op);
+  h.local.broadcast(buf, count, dtype, 0);
+}
+
+// Slice l of the buffer: reduced on this host by local rank l, across hosts
+// by its cross communicator (L flows per host at once), then gathered on
+// the host; a tail of fewer than L elements is all-reduced on the host,
+// then across.
+void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, const ReduceOp& op) {
+  const std::size_t es = dtype_size(dtype), L = static_cast<std::size_t>(h.per_host);
+  const std::size_t q = count / L;
+  if (q > 0) {
+    char* const slice = h.scratch.get(0, q * es);
+    h.local.reduce_scatter(buf, slice, q, dtype, op);
+    h.cross.all_reduce(slice, slice, q, dtype, op);
+    h.local.all_gather(slice, buf, q, dtype);
+  }
+  const std::size_t tail = count - q * L;
+  if (tail) {
+    char* t = buf + q * L * es;
+    h.local.all_reduce(t, t, tail, dtype, op);
+    h.cross.all_reduce(t, t, tail, dtype, op);
+  }
+}
+
+}  // namespace
+
 void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype,
                           const ReduceOp& op, int n) {
   const std::size_t es = dtype_size(dtype);
+  const std::size_t bytes = count * es;
   char* out = static_cast<char*>(recv);
   if (op.kind == ReduceOpKind::PremulSum) {
     scale(out, send, count, dtype, op.scalar);
   } else if (out != send && count) {
-    std::memcpy(out, send, count * es);
+    std::memcpy(out, send, bytes);
   }
   const ReduceOp cop = child_op(op);
-  const std::size_t L = static_cast<std::size_t>(h.per_host);
-  if (count * es <= kTwoLevelLeaderBytes) {
-    // Small: one leader per host talks across hosts (fewer, larger network
-    // messages; the other ranks sleep), the host reduces to it and hears
-    // the result from it.
-    h.local.reduce(out, out, count, dtype, cop, 0);
-    if (h.local.rank() == 0) h.cross.all_reduce(out, out, count, dtype, cop);
-    h.local.broadcast(out, count, dtype, 0);
-    if (op.kind == ReduceOpKind::Avg) divide_by(out, count, dtype, n);
-    return;
-  }
-  const std::size_t q = count / L;
-  if (q > 0) {
-    // Slice l of the buffer: reduced on this host by local rank l, across
-    // hosts by its cross communicator, then gathered on the host.
-    std::vector<char> slice(q * es);
-    h.local.reduce_scatter(out, slice.data(), q, dtype, cop);
-    h.cross.all_reduce(slice.data(), slice.data(), q, dtype, cop);
-    h.local.all_gather(slice.data(), out, q, dtype);
-  }
-  const std::size_t tail = count - q * L;
-  if (tail) {
-    char* t = out + q * L * es;
-    h.local.all_reduce(t, t, tail, dtype, cop);
-    h.cross.all_reduce(t, t, tail, dtype, cop);
+  if (bytes <= h.leader_bytes) {
+    leader_form(h, out, count, dtype, cop);
+  } else {
+    slices_form(h, out, count, dtype, cop);
+    h.scratch.trim();
   }
   if (op.kind == ReduceOpKind::Avg) divide_by(out, count, dtype, n);
 }
@@ -134,15 +153,16 @@ void two_level_all_gather(Hierarchy& h, const void* send, std::span<char* const>
   const std::size_t H = static_cast<std::size_t>(h.hosts), L = static_cast<std::size_t>(h.per_host);
   // The blocks of this rank's local index, host by host; then those of
   // every local index: gathered[l][hst].
-  std::vector<char> mine(H * bytes), gathered(L * H * bytes);
-  h.cross.all_gather(send, mine.data(), count, dtype);
-  h.local.all_gather(mine.data(), gathered.data(), H * count, dtype);
-  if (!bytes) return;
-  for (std::size_t r = 0; r < out.size(); ++r) {
+  char* const mine = h.scratch.get(0, H * bytes);
+  char* const gathered = h.scratch.get(1, L * H * bytes);
+  h.cross.all_gather(send, mine, count, dtype);
+  h.local.all_gather(mine, gathered, H * count, dtype);
+  for (std::size_t r = 0; r < out.size() && bytes; ++r) {
     const std::size_t l = static_cast<std::size_t>(h.local_of_rank[r]);
     const std::size_t hst = static_cast<std::size_t>(h.host_of_rank[r]);
-    std::memcpy(out[r], gathered.data() + (l * H + hst) * bytes, bytes);
+    std::memcpy(out[r], gathered + (l * H + hst) * bytes, bytes);
   }
+  h.scratch.trim();
 }
 
 void two_level_reduce_scatter(Hierarchy& h, std::span<const void* const> in, void* recv, std::size_t count,
@@ -150,11 +170,12 @@ void two_level_reduce_scatter(Hierarchy& h, std::span<const void* const> in, voi
   const std::size_t es = dtype_size(dtype), bytes = count * es;
   const std::size_t H = static_cast<std::size_t>(h.hosts), L = static_cast<std::size_t>(h.per_host);
   // Super-block l: the blocks of the ranks with local index l, host by host.
-  std::vector<char> super(L * H * bytes), mine(H * bytes);
+  char* const super = h.scratch.get(0, L * H * bytes);
+  char* const mine = h.scratch.get(1, H * bytes);
   for (std::size_t r = 0; r < in.size() && bytes; ++r) {
     const std::size_t l = static_cast<std::size_t>(h.local_of_rank[r]);
     const std::size_t hst = static_cast<std::size_t>(h.host_of_rank[r]);
-    char* dst = super.data() + (l * H + hst) * bytes;
+    char* dst = super + (l * H + hst) * bytes;
     if (op.kind == ReduceOpKind::PremulSum) {
       scale(dst, in[r], count, dtype, op.scalar);
     } else {
@@ -162,8 +183,9 @@ void two_level_reduce_scatter(Hierarchy& h, std::span<const void* const> in, voi
     }
   }
   const ReduceOp cop = child_op(op);
-  h.local.reduce_scatter(super.data(), mine.data(), H * count, dtype, cop);
-  h.cross.reduce_scatter(mine.data(), recv, count, dtype, cop);
+  h.local.reduce_scatter(super, mine, H * count, dtype, cop);
+  h.cross.reduce_scatter(mine, recv, count, dtype, cop);
+  h.scratch.trim();
   if (op.kind == ReduceOpKind::Avg) divide_by(recv, count, dtype, n);
 }
 

@@ -6,7 +6,7 @@
 //   local: the members on this host (comm rank order)
 //   cross: the members with this rank's local index, one per host (host order)
 //
-// all_reduce: up to kTwoLevelLeaderBytes, local reduce to local rank 0,
+// all_reduce: up to TUTTI_TWO_LEVEL_LEADER_BYTES (64 KiB), local reduce to local rank 0,
 //   cross all_reduce among those, local broadcast; above, local
 //   reduce_scatter, cross all_reduce of each slice (the L cross
 //   communicators run in parallel, each on its own slice), local all_gather;
@@ -28,6 +28,7 @@
 #include <span>
 #include <vector>
 
+#include "common/scratch.h"
 #include "tutti/communicator.h"
 
 namespace tutti::detail {
@@ -39,17 +40,15 @@ struct Hierarchy {
   int per_host = 0;         // local size
   std::vector<int> host_of_rank;   // comm rank -> host index (0..hosts-1)
   std::vector<int> local_of_rank;  // comm rank -> local index
+  Scratch scratch;                 // the operations' own buffers (trimmed after each)
+  // The all_reduce size up to which one leader per host talks across hosts
+  // (TUTTI_TWO_LEVEL_LEADER_BYTES).
+  std::size_t leader_bytes = 0;
 };
 
 // True when `world` (comm rank -> world rank) spans at least two hosts with
 // the same number (>= 2) of members on each; host_of maps world ranks to hosts.
 bool hierarchy_applies(const std::vector<int>& world, const std::vector<int>& host_of);
-
-// all_reduce up to this size: reduce to local rank 0, all_reduce among the
-// hosts' rank 0, broadcast on the host; above it: reduce-scatter on the host,
-// each local rank's slice across hosts in parallel, all-gather on the host
-// (measurements in docs/tuning.md).
-inline constexpr std::size_t kTwoLevelLeaderBytes = 64 << 10;
 
 // The operations, run inside the parent's operation (n: the parent's size).
 void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype,

@@ -4,7 +4,8 @@ which sets NETBED_HOSTS, NETBED_MASTER and NETBED_PREFIX:
 
   check_netbed.py launch    --tuttirun T           environment, failure, Ctrl-C
   check_netbed.py seed-tour --tuttirun T --tour S  seed tour, hosts seen, TUTTI_SOCKET_IFNAME
-  check_netbed.py suite     --tuttirun T --suite X correctness suite; shared memory inside hosts
+  check_netbed.py suite     --tuttirun T --suite X correctness suite; shared memory inside hosts;
+                                                   the two-level all_reduce's leader limit
   check_netbed.py rate      --rate-mbit M          the links are shaped to M Mbit/s
 
 Every job runs with a timeout; no process may be left in the hosts after it.
@@ -238,6 +239,35 @@ def check_suite(args):
              f"segments of other sizes {wider[:4]}", out)
     expect_hosts_empty(hosts)
     print(f"shared memory: every rank mapped its host's segment ({PER_HOST} ranks); none spans hosts")
+    check_leader_cut(args, hosts, n, 64 << 10, {})
+    check_leader_cut(args, hosts, n, 1 << 20, {"TUTTI_TWO_LEVEL_LEADER_BYTES": "1M"})
+
+
+LEADER_CUT = re.compile(r"rank (\d+) pid \d+ DEBUG\] two-level collectives on \d+ hosts x \d+ ranks: "
+                        r"all_reduce through one leader per host up to (\d+) bytes")
+
+
+def check_leader_cut(args, hosts, n, want, env_add):
+    """The two-level all_reduce on both sides of its leader form's limits
+    (64 KiB by default, TUTTI_TWO_LEVEL_LEADER_BYTES): every rank passes, and
+    every rank used the same limit."""
+    what = " ".join(f"{k}={v}" for k, v in env_add.items()) or "default"
+    env = dict(env_add, TUTTI_LOG="debug", TUTTI_TIMEOUT="60")
+    out = run(tuttirun_cmd(args, ["--tag-output"]) + [args.suite, "--gtest_filter=Netbed.TwoLevelAllReduceAroundTheLeaderCut"],
+              env, timeout=200)
+    if out.returncode != 0:
+        fail(f"suite (leader cut, {what}) exited with {out.returncode}", out)
+    passed = re.findall(r"^\[(\d+)\] \[  PASSED  \] 1 test", out.stdout, re.M)
+    if sorted(int(r) for r in passed) != list(range(n)):
+        fail(f"leader cut ({what}): every rank must pass; PASSED lines from {passed}", out)
+    found = LEADER_CUT.findall(out.stderr)
+    ranks = sorted(int(r) for r, _ in found)
+    cuts = {int(c) for _, c in found}
+    if ranks != list(range(n)) or cuts != {want}:
+        fail(f"leader cut ({what}): every rank must use the leader form up to {want} bytes; "
+             f"ranks {ranks}, limits {sorted(cuts)}", out)
+    expect_hosts_empty(hosts)
+    print(f"leader cut ({what}): every rank passed, the leader form up to {want} bytes")
 
 
 def check_rate(args):

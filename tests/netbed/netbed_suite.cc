@@ -134,6 +134,26 @@ TEST(Netbed, LargeMessages) {
   }
 }
 
+// Two-level all_reduce on both sides of the leader form's limit (64 KiB by
+// default; check_netbed.py runs it again with TUTTI_TWO_LEVEL_LEADER_BYTES=1M).
+TEST(Netbed, TwoLevelAllReduceAroundTheLeaderCut) {
+  Communicator& comm = *g_world;
+  std::uint64_t id = 950000;
+  for (std::size_t bytes : {(std::size_t(64) << 10) + 8, std::size_t(256) << 10, std::size_t(1) << 20,
+                            (std::size_t(1) << 20) + 8}) {
+    for (auto [dt, op] : {std::pair{DataType::Float32, ReduceOpKind::Sum}, std::pair{DataType::Int64, ReduceOpKind::Max}}) {
+      CaseInfo c;
+      c.dtype = dt;
+      c.count = bytes / dtype_size(dt);
+      c.op = op;
+      c.id = ++id;
+      check_all_reduce(comm, c);
+    }
+  }
+  const std::string trace = comm.trace_json();
+  EXPECT_NE(trace.find("\"two_level\""), std::string::npos) << trace.substr(0, 2000);
+}
+
 // Every ordered pair, blocking and not, and messages from any source.
 TEST(Netbed, PointToPoint) {
   Communicator& comm = *g_world;

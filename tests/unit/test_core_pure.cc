@@ -213,7 +213,7 @@ class CoreConfigEnv : public ::testing::Test {
   static constexpr const char* kVars[] = {
       "TUTTI_TIMEOUT",     "TUTTI_CHUNK_BYTES",    "TUTTI_SMALL_BYTES",       "TUTTI_ALGO",
       "TUTTI_SOCKET_BUFFER_BYTES", "TUTTI_LISTEN_ADDR", "TUTTI_ADVERTISE_ADDR", "TUTTI_STORE_LISTEN_ADDR",
-      "TUTTI_SOCKETS_PER_PEER", "TUTTI_SOCKET_STRIPE_BYTES",
+      "TUTTI_SOCKETS_PER_PEER", "TUTTI_SOCKET_STRIPE_BYTES", "TUTTI_TWO_LEVEL_LEADER_BYTES",
   };
   void SetUp() override {
     for (const char* v : kVars) {
@@ -293,13 +293,16 @@ TEST_F(CoreConfigEnv, ChunkBytes) {
 }
 
 TEST_F(CoreConfigEnv, OtherVariables) {
+  EXPECT_EQ(d::Config::from_env().two_level_leader_bytes, std::size_t(64) << 10);
   set("TUTTI_SMALL_BYTES", "1K");
+  set("TUTTI_TWO_LEVEL_LEADER_BYTES", "1M");
   set("TUTTI_SOCKET_BUFFER_BYTES", "0");
   set("TUTTI_LISTEN_ADDR", "127.0.0.1");
   set("TUTTI_ADVERTISE_ADDR", "10.0.0.7");
   set("TUTTI_STORE_LISTEN_ADDR", "127.0.0.2");
   d::Config c = d::Config::from_env();
   EXPECT_EQ(c.small_bytes, 1024u);
+  EXPECT_EQ(c.two_level_leader_bytes, std::size_t(1) << 20);
   EXPECT_EQ(c.socket_buffer_bytes, 0u);
   EXPECT_EQ(c.listen_addr, "127.0.0.1");
   EXPECT_EQ(c.advertise_addr, "10.0.0.7");
@@ -310,6 +313,13 @@ TEST_F(CoreConfigEnv, OtherVariables) {
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   EXPECT_CONTAINS(e.message(), "TUTTI_SMALL_BYTES");
   EXPECT_CONTAINS(e.message(), "'lots'");
+
+  set("TUTTI_SMALL_BYTES", "1K");
+  set("TUTTI_TWO_LEVEL_LEADER_BYTES", "1 MB");
+  e = expect_error([] { d::Config::from_env(); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "TUTTI_TWO_LEVEL_LEADER_BYTES");
+  EXPECT_CONTAINS(e.message(), "'1 MB'");
 }
 
 TEST_F(CoreConfigEnv, SocketsPerPeerAndStripeBytes) {
