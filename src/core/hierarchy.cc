@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/communicator_impl.h"
 #include "common/log.h"
+#include "core/communicator_impl.h"
 #include "core/tags.h"
 #include "reduce/reduce.h"
 
@@ -84,10 +84,6 @@ namespace {
 ReduceOp child_op(const ReduceOp& op) {
   return (op.kind == ReduceOpKind::Avg || op.kind == ReduceOpKind::PremulSum) ? ReduceOp(ReduceOpKind::Sum) : op;
 }
-
-}  // namespace
-
-namespace {
 
 // One leader per host: the host reduces to it, it all-reduces with the
 // other hosts' leaders (fewer, larger network messages; the other ranks

@@ -369,17 +369,19 @@ void TcpTransport::tick() {
 void TcpTransport::look_parked() {
   // Read what came on parked connections while no caller waited for it.
   tick_fds_.clear();
+  tick_peers_.clear();
   for (const Conn& c : conns_)
-    if (c.parked && !c.driven && c.alive && c.fd.valid()) tick_fds_.push_back(pollfd{c.fd.get(), POLLIN | POLLRDHUP, 0});
+    if (c.parked && !c.driven && c.alive && c.fd.valid()) {
+      tick_fds_.push_back(pollfd{c.fd.get(), POLLIN | POLLRDHUP, 0});
+      tick_peers_.push_back(c.peer);
+    }
   if (tick_fds_.empty() || ::poll(tick_fds_.data(), tick_fds_.size(), 0) <= 0) return;
-  for (const pollfd& p : tick_fds_) {
-    if (p.revents == 0) continue;
-    for (Conn& c : conns_)
-      if (c.fd.valid() && c.fd.get() == p.fd && c.parked && !c.driven) {
-        handle_readable(c);
-        if (!may_park(c)) unpark(c);
-        break;
-      }
+  for (std::size_t i = 0; i < tick_fds_.size(); ++i) {
+    Conn& c = conns_[tick_peers_[i]];
+    // (Reading one may have failed or unparked another.)
+    if (tick_fds_[i].revents == 0 || !c.parked || c.driven || !c.alive) continue;
+    handle_readable(c);
+    if (!may_park(c)) unpark(c);
   }
 }
 

@@ -269,6 +269,7 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   std::uint64_t drives_ = 0;  // drives begun since the last tick
   TimePoint next_tick_{};
   std::vector<pollfd> tick_fds_;
+  std::vector<int> tick_peers_;  // the peer of each tick_fds_ entry
   void fail_conn(Conn& c, const std::string& why);
   void deliver_local(std::uint64_t comm, std::uint64_t tag, const char* buf, std::size_t len);
   std::list<Unexpected>::iterator find_unexpected(int peer, std::uint64_t comm, std::uint64_t tag, int* from);
