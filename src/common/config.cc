@@ -74,6 +74,12 @@ Config Config::from_env() {
     c.two_level_leader_bytes = parse_bytes(v, "TUTTI_TWO_LEVEL_LEADER_BYTES");
   if (const char* v = env("TUTTI_ALGO")) c.algo = parse_algo_overrides(v);
   if (const char* v = env("TUTTI_SOCKET_BUFFER_BYTES")) c.socket_buffer_bytes = parse_bytes(v, "TUTTI_SOCKET_BUFFER_BYTES");
+  if (const char* v = env("TUTTI_TCP_CONGESTION")) {
+    c.tcp_congestion = v;
+    if (c.tcp_congestion.size() > 15)
+      throw Error(ErrorKind::InvalidArgument, std::string("TUTTI_TCP_CONGESTION: expected 'system' or a congestion "
+                                                          "control name of at most 15 characters, got '") + v + "'");
+  }
   if (const char* v = env("TUTTI_SOCKETS_PER_PEER")) {
     char* end = nullptr;
     const long n = std::strtol(v, &end, 10);
@@ -129,7 +135,8 @@ std::string Config::describe() const {
   std::ostringstream os;
   os << "timeout=" << timeout.count() << "ms chunk_bytes=" << chunk_bytes << " small_bytes=" << small_bytes
      << " two_level_leader_bytes=" << two_level_leader_bytes
-     << " socket_buffer_bytes=" << socket_buffer_bytes << " sockets_per_peer=" << sockets_per_peer
+     << " socket_buffer_bytes=" << socket_buffer_bytes
+     << " tcp_congestion=" << (tcp_congestion.empty() ? "(auto)" : tcp_congestion) << " sockets_per_peer=" << sockets_per_peer
      << " socket_stripe_bytes=" << socket_stripe_bytes << " listen_addr=" << listen_addr
      << " advertise_addr=" << (advertise_addr.empty() ? "(auto)" : advertise_addr)
      << " socket_ifname=" << (socket_ifname.empty() ? "(default)" : socket_ifname) << " transport=" << transport

@@ -26,6 +26,11 @@ struct Config {
   std::map<std::string, std::string> algo;
   // TUTTI_SOCKET_BUFFER_BYTES: SO_SNDBUF/SO_RCVBUF of peer sockets (0: kernel default).
   std::size_t socket_buffer_bytes = 4 << 20;
+  // TUTTI_TCP_CONGESTION: congestion control of peer connections: a name the
+  // kernel allows (reno, cubic, ...), "system" for the kernel's default, or
+  // empty (unset): reno where the kernel's default is cubic or bbr, else the
+  // kernel's default (net/socket.h).
+  std::string tcp_congestion;
   // TUTTI_SOCKETS_PER_PEER: connections that carry the payload of large
   // messages between two ranks, each message split across all of them
   // (1: one connection carries everything; above 1, one more connection

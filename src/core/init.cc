@@ -140,7 +140,17 @@ Communicator init(const InitOptions& options) {
   const std::string my_host = host_identity();
   if (size > 1) job->store->set("tutti/host/" + std::to_string(rank), my_host);
   std::vector<std::vector<Fd>> peers(size);
-  if (size > 1) peers = connect_mesh(*job->store, rank, size, job->job_id, secret + "/" + link_key, job->config, host, port, deadline);
+  if (size > 1) {
+    // (A congestion control the kernel refuses fails here, before any
+    // connection is made.)
+    const std::string congestion = choose_congestion(job->config.tcp_congestion);
+    peers = connect_mesh(*job->store, rank, size, job->job_id, secret + "/" + link_key, job->config, host, port, deadline);
+    for (auto& links : peers)
+      for (Fd& fd : links) set_congestion(fd.get(), congestion);
+    if (!congestion.empty())
+      TUTTI_LOG(Debug, "peer connections use TCP congestion control " << congestion
+                           << (job->config.tcp_congestion.empty() ? " in place of the kernel's default" : ""));
+  }
   // Every rank has published its host before its address, so these do not wait.
   std::vector<std::string> hosts;
   for (int r = 0; r < size; ++r) {

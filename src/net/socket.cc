@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "tutti/error.h"
@@ -169,6 +170,44 @@ void set_buffer_sizes(int fd, std::size_t bytes) {
   int v = bytes > (1u << 30) ? (1 << 30) : static_cast<int>(bytes);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+}
+
+std::string congestion_of(int fd) {
+  char name[16] = {};
+  socklen_t len = sizeof name - 1;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return "";
+  return std::string(name, ::strnlen(name, len));
+}
+
+namespace {
+bool try_congestion(int fd, const std::string& name) {
+  return ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) == 0;
+}
+}  // namespace
+
+std::string choose_congestion(const std::string& setting) {
+  if (setting == "system") return "";
+  Fd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!probe.valid()) throw Error(ErrorKind::Internal, "socket: " + std::string(std::strerror(errno)));
+  if (setting.empty()) {
+    // Replaces the two general-purpose defaults only: another one (dctcp,
+    // ...) was chosen for its network.
+    const std::string system = congestion_of(probe.get());
+    if (system != "bbr" && system != "cubic") return "";
+    return try_congestion(probe.get(), "reno") ? "reno" : "";
+  }
+  if (try_congestion(probe.get(), setting)) return setting;
+  const std::string why = std::strerror(errno);
+  std::string allowed;
+  std::ifstream in("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+  std::getline(in, allowed);
+  throw Error(ErrorKind::InvalidArgument, "TUTTI_TCP_CONGESTION: the kernel refused '" + setting + "' (" + why + ")" +
+                                              (allowed.empty() ? std::string() : "; allowed here: " + allowed) +
+                                              " (or 'system' for its default)");
+}
+
+void set_congestion(int fd, const std::string& name) {
+  if (!name.empty()) try_congestion(fd, name);
 }
 
 void set_cloexec(int fd) { ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC); }

@@ -68,6 +68,20 @@ void set_nodelay(int fd);
 void set_buffer_sizes(int fd, std::size_t bytes);
 void set_cloexec(int fd);
 
+// The congestion control peer connections get for `setting`
+// (TUTTI_TCP_CONGESTION): "system" keeps the kernel's default (returns "");
+// empty gives reno where the kernel's default is cubic or bbr (on the
+// test-bed, bbr's pacing stalled bursts of collective traffic by 50-170 ms
+// and cubic left large messages 1.3-1.5x slower; docs/tuning.md) and keeps
+// any other default; a name is tried on a fresh socket and refused with
+// InvalidArgument (naming what the kernel allows) when the kernel does not
+// take it.
+std::string choose_congestion(const std::string& setting);
+// Gives `fd` that congestion control (nothing for "").
+void set_congestion(int fd, const std::string& name);
+// The congestion control of a TCP socket ("" if it cannot be read).
+std::string congestion_of(int fd);
+
 // Blocking full read/write on a blocking socket, bounded by `deadline`
 // (uses poll). Throws Timeout past the deadline and PeerLost on EOF/reset;
 // `what` names the peer in messages.

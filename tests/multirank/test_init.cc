@@ -1,6 +1,7 @@
 // init(): rendezvous through a store, environment variables of the common
 // launchers, and the errors when a rank never arrives or the setup is wrong.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -197,6 +198,42 @@ TEST(Init, JobSecretFromTheEnvironment) {
                                           {"TUTTI_JOB_SECRET", r == 0 ? "s3cr3t" : "guess"}};
                              }),
             (std::vector<int>{5, 6}));
+}
+
+// TUTTI_TCP_CONGESTION reaches every peer connection, striped data
+// connections included, and nothing else (the store's connections keep the
+// kernel's default).
+TEST(Init, PeerConnectionsGetTheCongestionControlAsked) {
+  detail::Fd probe(::socket(AF_INET, SOCK_STREAM, 0));
+  const std::string system = detail::congestion_of(probe.get());
+  ASSERT_FALSE(system.empty());
+  // Always built in, and allowed to every process; else cubic.
+  const std::string want = system == "reno" ? "cubic" : "reno";
+  for (const char* per_peer : {"1", "2"}) {
+    SpawnOptions o;
+    o.env = {{"TUTTI_TCP_CONGESTION", want}, {"TUTTI_TRANSPORT", "tcp"}, {"TUTTI_SOCKETS_PER_PEER", per_peer}};
+    spawn(3, [&](Communicator& comm) {
+      int asked = 0, other = 0;
+      for (int fd = 0; fd < 4096; ++fd) {
+        sockaddr_storage peer{};
+        socklen_t len = sizeof peer;
+        if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;  // not a connected socket
+        const std::string cc = detail::congestion_of(fd);
+        if (cc.empty()) continue;  // not TCP
+        (cc == want ? asked : other) += 1;
+        EXPECT_TRUE(cc == want || cc == system) << cc;
+      }
+      const int per = std::string(per_peer) == "1" ? 1 : 3;  // the header connection and two data connections
+      EXPECT_EQ(asked, per * (comm.size() - 1));
+      EXPECT_GE(other, 1);  // the store connection
+      CaseInfo c;
+      c.id = 61000;
+      c.dtype = DataType::Float32;
+      c.count = 300000;  // striped when there are data connections
+      c.op = ReduceOpKind::Sum;
+      check_all_reduce(comm, c);
+    }, o);
+  }
 }
 
 // TUTTI_ALGO forces an algorithm outside its default range, and it still works.

@@ -213,7 +213,7 @@ class CoreConfigEnv : public ::testing::Test {
   static constexpr const char* kVars[] = {
       "TUTTI_TIMEOUT",     "TUTTI_CHUNK_BYTES",    "TUTTI_SMALL_BYTES",       "TUTTI_ALGO",
       "TUTTI_SOCKET_BUFFER_BYTES", "TUTTI_LISTEN_ADDR", "TUTTI_ADVERTISE_ADDR", "TUTTI_STORE_LISTEN_ADDR",
-      "TUTTI_SOCKETS_PER_PEER", "TUTTI_SOCKET_STRIPE_BYTES", "TUTTI_TWO_LEVEL_LEADER_BYTES",
+      "TUTTI_SOCKETS_PER_PEER", "TUTTI_SOCKET_STRIPE_BYTES", "TUTTI_TWO_LEVEL_LEADER_BYTES", "TUTTI_TCP_CONGESTION",
   };
   void SetUp() override {
     for (const char* v : kVars) {
@@ -294,7 +294,9 @@ TEST_F(CoreConfigEnv, ChunkBytes) {
 
 TEST_F(CoreConfigEnv, OtherVariables) {
   EXPECT_EQ(d::Config::from_env().two_level_leader_bytes, std::size_t(64) << 10);
+  EXPECT_EQ(d::Config::from_env().tcp_congestion, "");
   set("TUTTI_SMALL_BYTES", "1K");
+  set("TUTTI_TCP_CONGESTION", "reno");
   set("TUTTI_TWO_LEVEL_LEADER_BYTES", "1M");
   set("TUTTI_SOCKET_BUFFER_BYTES", "0");
   set("TUTTI_LISTEN_ADDR", "127.0.0.1");
@@ -307,9 +309,17 @@ TEST_F(CoreConfigEnv, OtherVariables) {
   EXPECT_EQ(c.listen_addr, "127.0.0.1");
   EXPECT_EQ(c.advertise_addr, "10.0.0.7");
   EXPECT_EQ(c.store_listen_addr, "127.0.0.2");
+  EXPECT_EQ(c.tcp_congestion, "reno");
+
+  set("TUTTI_TCP_CONGESTION", "a-name-too-long-for-linux");
+  Error e = expect_error([] { d::Config::from_env(); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "TUTTI_TCP_CONGESTION");
+  EXPECT_CONTAINS(e.message(), "'a-name-too-long-for-linux'");
+  set("TUTTI_TCP_CONGESTION", "reno");
 
   set("TUTTI_SMALL_BYTES", "lots");
-  Error e = expect_error([] { d::Config::from_env(); });
+  e = expect_error([] { d::Config::from_env(); });
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   EXPECT_CONTAINS(e.message(), "TUTTI_SMALL_BYTES");
   EXPECT_CONTAINS(e.message(), "'lots'");

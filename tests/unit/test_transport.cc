@@ -9,12 +9,14 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "common/errors.h"
 #include "common/log.h"
 #include "net/socket.h"
 #include "transport/tcp/frame.h"
@@ -607,6 +609,36 @@ TEST(TcpTransportDrive, ParkedConnectionsStillServeEveryReceiveAndNoticeALostPee
   ASSERT_EQ(lost, std::vector<int>{0}) << "the parked connection's loss was not noticed";
   EXPECT_LT(d::Clock::now() - start, 500ms);
   EXPECT_NE(t1->peer_failure(0).find("rank 0"), std::string::npos) << t1->peer_failure(0);
+}
+
+// TUTTI_TCP_CONGESTION: "system" leaves the kernel's default, unset replaces
+// cubic and bbr only, a name is taken as it is, and one the kernel refuses fails
+// naming what it allows.
+TEST(TcpCongestion, ChoiceFollowsTheSettingAndARefusalNamesWhatIsAllowed) {
+  d::Fd probe(::socket(AF_INET, SOCK_STREAM, 0));
+  const std::string system = d::congestion_of(probe.get());
+  ASSERT_FALSE(system.empty());
+  EXPECT_EQ(d::choose_congestion("system"), "");
+  const std::string automatic = d::choose_congestion("");
+  if (system == "bbr" || system == "cubic") {
+    EXPECT_EQ(automatic, "reno");
+  } else {
+    EXPECT_EQ(automatic, "");
+  }
+  EXPECT_EQ(d::choose_congestion("reno"), "reno");
+  d::set_congestion(probe.get(), "reno");
+  EXPECT_EQ(d::congestion_of(probe.get()), "reno");
+  d::set_congestion(probe.get(), "");  // nothing to change
+  EXPECT_EQ(d::congestion_of(probe.get()), "reno");
+
+  const tutti::Error e = tutti::testing::expect_error([] { d::choose_congestion("nosuchcc"); });
+  EXPECT_EQ(e.kind(), tutti::ErrorKind::InvalidArgument);
+  EXPECT_NE(e.message().find("TUTTI_TCP_CONGESTION: the kernel refused 'nosuchcc'"), std::string::npos) << e.message();
+  std::ifstream in("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+  std::string allowed;
+  std::getline(in, allowed);
+  ASSERT_FALSE(allowed.empty());
+  EXPECT_NE(e.message().find("allowed here: " + allowed), std::string::npos) << e.message();
 }
 
 }  // namespace
