@@ -21,7 +21,7 @@ struct Config {
   std::size_t small_bytes = 64 << 10;
   // TUTTI_TWO_LEVEL_LEADER_BYTES: two-level all_reduce messages up to this
   // size go through one leader per host (core/hierarchy.h).
-  std::size_t two_level_leader_bytes = 64 << 10;
+  std::size_t two_level_leader_bytes = 128 << 10;
   // TUTTI_ALGO: "collective:algorithm,..." overrides of the selection table.
   std::map<std::string, std::string> algo;
   // TUTTI_SOCKET_BUFFER_BYTES: SO_SNDBUF/SO_RCVBUF of peer sockets (0: kernel default).

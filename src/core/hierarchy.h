@@ -6,7 +6,7 @@
 //   local: the members on this host (comm rank order)
 //   cross: the members with this rank's local index, one per host (host order)
 //
-// all_reduce: up to TUTTI_TWO_LEVEL_LEADER_BYTES (64 KiB), local reduce to local rank 0,
+// all_reduce: up to TUTTI_TWO_LEVEL_LEADER_BYTES (128 KiB), local reduce to local rank 0,
 //   cross all_reduce among those, local broadcast; above, local
 //   reduce_scatter, cross all_reduce of each slice (the L cross
 //   communicators run in parallel, each on its own slice), local all_gather;

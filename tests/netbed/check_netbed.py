@@ -239,7 +239,7 @@ def check_suite(args):
              f"segments of other sizes {wider[:4]}", out)
     expect_hosts_empty(hosts)
     print(f"shared memory: every rank mapped its host's segment ({PER_HOST} ranks); none spans hosts")
-    check_leader_cut(args, hosts, n, 64 << 10, {})
+    check_leader_cut(args, hosts, n, 128 << 10, {})
     check_leader_cut(args, hosts, n, 1 << 20, {"TUTTI_TWO_LEVEL_LEADER_BYTES": "1M"})
 
 

@@ -134,13 +134,13 @@ TEST(Netbed, LargeMessages) {
   }
 }
 
-// Two-level all_reduce on both sides of the leader form's limit (64 KiB by
+// Two-level all_reduce on both sides of the leader form's limit (128 KiB by
 // default; check_netbed.py runs it again with TUTTI_TWO_LEVEL_LEADER_BYTES=1M).
 TEST(Netbed, TwoLevelAllReduceAroundTheLeaderCut) {
   Communicator& comm = *g_world;
   std::uint64_t id = 950000;
-  for (std::size_t bytes : {(std::size_t(64) << 10) + 8, std::size_t(256) << 10, std::size_t(1) << 20,
-                            (std::size_t(1) << 20) + 8}) {
+  for (std::size_t bytes : {std::size_t(128) << 10, (std::size_t(128) << 10) + 8, std::size_t(256) << 10,
+                            std::size_t(1) << 20, (std::size_t(1) << 20) + 8}) {
     for (auto [dt, op] : {std::pair{DataType::Float32, ReduceOpKind::Sum}, std::pair{DataType::Int64, ReduceOpKind::Max}}) {
       CaseInfo c;
       c.dtype = dt;

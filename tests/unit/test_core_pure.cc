@@ -293,7 +293,7 @@ TEST_F(CoreConfigEnv, ChunkBytes) {
 }
 
 TEST_F(CoreConfigEnv, OtherVariables) {
-  EXPECT_EQ(d::Config::from_env().two_level_leader_bytes, std::size_t(64) << 10);
+  EXPECT_EQ(d::Config::from_env().two_level_leader_bytes, std::size_t(128) << 10);
   EXPECT_EQ(d::Config::from_env().tcp_congestion, "");
   set("TUTTI_SMALL_BYTES", "1K");
   set("TUTTI_TCP_CONGESTION", "reno");
