@@ -1,8 +1,12 @@
 #pragma once
 // Scratch memory kept from one operation to the next.
 
+#include <sys/mman.h>
+
 #include <cstddef>
+#include <cstdlib>
 #include <memory>
+#include <new>
 
 namespace tutti::detail {
 
@@ -12,16 +16,20 @@ namespace tutti::detail {
 // more than moving the bytes), and a std::vector zeroes it besides. A
 // buffer's contents are undefined when handed out; the slots are distinct
 // buffers of one operation. After an operation, buffers holding more than
-// kKeepBytes together are freed.
+// kKeepBytes together are freed; buffers of kHugeBytes and more are aligned
+// to it and asked to be backed by transparent huge pages, one fault per
+// 2 MiB where the kernel allows it (a 256 MiB two-level all_reduce on
+// 4 x 2 test-bed hosts faulted 41,000 pages per rank per operation).
 class Scratch {
  public:
   static constexpr int kSlots = 4;
   static constexpr std::size_t kKeepBytes = std::size_t(64) << 20;
+  static constexpr std::size_t kHugeBytes = std::size_t(2) << 20;
   char* get(int slot, std::size_t bytes) {
     Buf& b = bufs_[slot];
     if (b.size < bytes) {
       b.p.reset();  // before the new one: at most one buffer of a slot at a time
-      b.p.reset(new char[bytes]);
+      b.p.reset(allocate(bytes));
       b.size = bytes;
     }
     return b.p.get();
@@ -38,8 +46,23 @@ class Scratch {
   }
 
  private:
+  static char* allocate(std::size_t bytes) {
+    if (bytes < kHugeBytes) {
+      void* p = std::malloc(bytes);
+      if (!p) throw std::bad_alloc();
+      return static_cast<char*>(p);
+    }
+    const std::size_t rounded = (bytes + kHugeBytes - 1) / kHugeBytes * kHugeBytes;
+    void* p = std::aligned_alloc(kHugeBytes, rounded);
+    if (!p) throw std::bad_alloc();
+    ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint: refused where huge pages are off
+    return static_cast<char*>(p);
+  }
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
   struct Buf {
-    std::unique_ptr<char[]> p;
+    std::unique_ptr<char, Free> p;
     std::size_t size = 0;
   };
   Buf bufs_[kSlots];
