@@ -16,10 +16,14 @@ namespace tutti::detail {
 // more than moving the bytes), and a std::vector zeroes it besides. A
 // buffer's contents are undefined when handed out; the slots are distinct
 // buffers of one operation. After an operation, buffers holding more than
-// kKeepBytes together are freed; buffers of kHugeBytes and more are aligned
-// to it and asked to be backed by transparent huge pages, one fault per
-// 2 MiB where the kernel allows it (a 256 MiB two-level all_reduce on
-// 4 x 2 test-bed hosts faulted 41,000 pages per rank per operation).
+// kKeepBytes together are freed. Buffers past that bound (and every one
+// after an operation that went past it) are faulted in again by each
+// operation, so they are aligned to 2 MiB and asked to be backed by
+// transparent huge pages, one fault per 2 MiB where the kernel allows it (a
+// 256 MiB two-level all_reduce on 4 x 2 test-bed hosts faulted 41,000 pages
+// per rank per operation). Kept ones are not: buffers that all start on a
+// 2 MiB boundary compete for the same cache sets when an operation walks
+// them side by side (16 MiB all_reduce on 4 x 1 test-bed hosts, 51 -> 68 ms).
 class Scratch {
  public:
   static constexpr int kSlots = 4;
@@ -29,16 +33,16 @@ class Scratch {
     Buf& b = bufs_[slot];
     if (b.size < bytes) {
       b.p.reset();  // before the new one: at most one buffer of a slot at a time
-      b.p.reset(allocate(bytes));
+      b.size = 0;
+      b.p.reset(allocate(bytes, over_ || total() + bytes > kKeepBytes));
       b.size = bytes;
     }
     return b.p.get();
   }
   // After an operation.
   void trim() {
-    std::size_t total = 0;
-    for (const Buf& b : bufs_) total += b.size;
-    if (total <= kKeepBytes) return;
+    over_ = total() > kKeepBytes;
+    if (!over_) return;
     for (Buf& b : bufs_) {
       b.p.reset();
       b.size = 0;
@@ -46,8 +50,13 @@ class Scratch {
   }
 
  private:
-  static char* allocate(std::size_t bytes) {
-    if (bytes < kHugeBytes) {
+  std::size_t total() const {
+    std::size_t t = 0;
+    for (const Buf& b : bufs_) t += b.size;
+    return t;
+  }
+  static char* allocate(std::size_t bytes, bool huge) {
+    if (!huge || bytes < kHugeBytes) {
       void* p = std::malloc(bytes);
       if (!p) throw std::bad_alloc();
       return static_cast<char*>(p);
@@ -66,6 +75,7 @@ class Scratch {
     std::size_t size = 0;
   };
   Buf bufs_[kSlots];
+  bool over_ = false;  // the last operation went past kKeepBytes
 };
 
 }  // namespace tutti::detail
