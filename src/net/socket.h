@@ -72,7 +72,7 @@ void set_cloexec(int fd);
 // (TUTTI_TCP_CONGESTION): "system" keeps the kernel's default (returns "");
 // empty gives reno where the kernel's default is cubic or bbr (on the
 // test-bed, bbr's pacing stalled bursts of collective traffic by 13-210 ms
-// and cubic left large messages 1.3-1.5x slower; docs/tuning.md) and keeps
+// and cubic left 1-16 MiB messages 1.1-1.8x slower; docs/tuning.md) and keeps
 // any other default; a name is tried on a fresh socket and refused with
 // InvalidArgument (naming what the kernel allows) when the kernel does not
 // take it.
