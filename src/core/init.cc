@@ -77,7 +77,11 @@ Communicator init(const InitOptions& options) {
   auto job = std::make_shared<JobState>();
   job->config = Config::from_env();
   validate_algo_overrides(job->config);
-  if (!job->config.socket_ifname.empty()) parse_ifname_filter(job->config.socket_ifname);  // malformed: refused here
+  // A malformed list, or one that matches no interface that is up, is
+  // refused here, before the rendezvous: every rank then fails with its own
+  // message (refused later, rank 0's failure took the store away while the
+  // others still used it, and they reported the lost store instead).
+  if (!job->config.socket_ifname.empty()) socket_ifname_address(job->config, false);
   // The launcher's variables (torchrun, Open MPI, hydra, Slurm): see launch_env.h.
   LaunchEnv launch = parse_launch_env(current_environment());
   int rank = options.rank, size = options.world_size;
