@@ -100,6 +100,12 @@ Config Config::from_env() {
   if (const char* v = env("TUTTI_SOCKET_IFNAME")) c.socket_ifname = v;  // checked by init (net/ifname.h)
   if (const char* v = env("TUTTI_ADVERTISE_ADDR")) c.advertise_addr = v;
   if (const char* v = env("TUTTI_STORE_LISTEN_ADDR")) c.store_listen_addr = v;
+  if (const char* v = env("TUTTI_ALGO_TUNING")) {
+    c.algo_tuning = v;
+    if (c.algo_tuning != "auto" && c.algo_tuning != "on" && c.algo_tuning != "off")
+      throw Error(ErrorKind::InvalidArgument,
+                  std::string("TUTTI_ALGO_TUNING: expected 'auto', 'on' or 'off', got '") + v + "'");
+  }
   if (const char* v = env("TUTTI_TRANSPORT")) {
     c.transport = v;
     if (c.transport != "auto" && c.transport != "tcp")
@@ -140,6 +146,7 @@ std::string Config::describe() const {
      << " socket_stripe_bytes=" << socket_stripe_bytes << " listen_addr=" << listen_addr
      << " advertise_addr=" << (advertise_addr.empty() ? "(auto)" : advertise_addr)
      << " socket_ifname=" << (socket_ifname.empty() ? "(default)" : socket_ifname) << " transport=" << transport
+     << " algo_tuning=" << algo_tuning
      << " shm_slot_bytes=" << shm_slot_bytes << " shm_one_shot_bytes=" << shm_one_shot_bytes << " shm_cma_bytes=" << shm_cma_bytes
      << " algo=";
   bool first = true;
@@ -150,6 +157,23 @@ std::string Config::describe() const {
   if (first) os << "(table)";
   os << " log=" << static_cast<int>(log_level());
   return os.str();
+}
+
+std::vector<std::string> Config::shared_settings() const {
+  std::string algos;
+  for (auto& [k, v] : algo) algos += (algos.empty() ? "" : ",") + k + ":" + v;
+  return {
+      "TUTTI_CHUNK_BYTES=" + std::to_string(chunk_bytes),
+      "TUTTI_SMALL_BYTES=" + std::to_string(small_bytes),
+      "TUTTI_TWO_LEVEL_LEADER_BYTES=" + std::to_string(two_level_leader_bytes),
+      "TUTTI_ALGO=" + algos,
+      "TUTTI_ALGO_TUNING=" + algo_tuning,
+      "TUTTI_TRANSPORT=" + transport,
+      "TUTTI_SOCKET_STRIPE_BYTES=" + std::to_string(socket_stripe_bytes),
+      "TUTTI_SHM_SLOT_BYTES=" + std::to_string(shm_slot_bytes),
+      "TUTTI_SHM_ONESHOT_BYTES=" + std::to_string(shm_one_shot_bytes),
+      std::string("TUTTI_DEBUG=") + (debug_detail ? "detail" : ""),
+  };
 }
 
 }  // namespace tutti::detail

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace tutti::detail {
 
@@ -24,6 +25,12 @@ struct Config {
   std::size_t two_level_leader_bytes = 128 << 10;
   // TUTTI_ALGO: "collective:algorithm,..." overrides of the selection table.
   std::map<std::string, std::string> algo;
+  // TUTTI_ALGO_TUNING: whether all_reduce between TUTTI_SMALL_BYTES/8 and
+  // TUTTI_SMALL_BYTES times recursive doubling against Rabenseifner and runs
+  // the faster (algorithms/tuner.h): "auto" on communicators of 3 or more
+  // ranks spanning hosts, "on" on every network communicator of 2 or more,
+  // "off" never. TUTTI_ALGO naming an all_reduce algorithm turns it off.
+  std::string algo_tuning = "auto";
   // TUTTI_SOCKET_BUFFER_BYTES: SO_SNDBUF/SO_RCVBUF of peer sockets (0: kernel default).
   std::size_t socket_buffer_bytes = 4 << 20;
   // TUTTI_TCP_CONGESTION: congestion control of peer connections: a name the
@@ -81,6 +88,10 @@ struct Config {
   static Config from_env();
   // "timeout=300000ms chunk_bytes=1048576 ..." for the debug log.
   std::string describe() const;
+  // The settings every rank of a job must share (they decide algorithms and
+  // message sizes): "TUTTI_X=value" each, in a fixed order. Init compares
+  // every rank's with its own.
+  std::vector<std::string> shared_settings() const;
 };
 
 // Parses "all_reduce:ring,broadcast:tree". Throws InvalidArgument when malformed.

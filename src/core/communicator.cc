@@ -1,11 +1,15 @@
 // The operations of Communicator: validation, then an algorithm on the
 // communicator's op queue (see communicator_impl.h for the thread model).
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
 #include "algorithms/selection.h"
 #include "algorithms/shm_collectives.h"
+#include "algorithms/tuner.h"
+#include "common/log.h"
 #include "common/small_vector.h"
 #include "core/communicator_impl.h"
 #include "core/tags.h"
@@ -48,6 +52,41 @@ struct BlockingCall {
   ~BlockingCall() { t_blocking_call = false; }
 };
 
+// Steps of the tuner's exchange: above any algorithm's own.
+constexpr std::uint32_t kTunerSteps = 1u << 23;
+
+// An all_reduce whose algorithm the communicator's tuner picks as it runs
+// (algorithms/tuner.h): a trial (timed), the exchange of the members' trial
+// times and the choice, or the chosen one. Every member takes the same path:
+// the tuner's state follows the communicator's operations, run in order.
+void all_reduce_tuned(AllReduceTuner& tuner, OpContext& x, void* buf, std::size_t count, DataType dtype,
+                      ReduceOpKind op) {
+  const std::size_t bytes = x.bytes;
+  AllReduceTuner::Step s = tuner.next(bytes);
+  if (s.agree) {
+    std::array<std::int64_t, 2> sums = tuner.means(bytes);
+    x.step_base += kTunerSteps;
+    all_reduce_recursive_doubling(x, sums.data(), 2, DataType::Int64, ReduceOpKind::Sum);
+    x.step_base -= kTunerSteps;
+    s.algo = tuner.decide(bytes, sums);
+    if (x.rank == 0)
+      TUTTI_LOG(Debug, "all_reduce up to " << AllReduceTuner::class_hi(bytes) << " B on " << x.size
+                                           << " ranks: recursive doubling " << sums[0] / 1000 / x.size
+                                           << " us, rabenseifner " << sums[1] / 1000 / x.size
+                                           << " us (mean of the members' means): "
+                                           << (s.algo ? "rabenseifner" : "recursive doubling"));
+  }
+  x.algo = s.algo ? "rabenseifner" : "recursive_doubling";
+  const auto t0 = std::chrono::steady_clock::now();
+  if (s.algo) {
+    all_reduce_rabenseifner(x, buf, count, dtype, op);
+  } else {
+    all_reduce_recursive_doubling(x, buf, count, dtype, op);
+  }
+  if (s.timed)
+    tuner.record(bytes, s.algo,
+                 std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+}
 
 }  // namespace
 
@@ -214,6 +253,8 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
   const bool ring = algo_is(c.algo, "ring");
   const bool rabenseifner = algo_is(c.algo, "rabenseifner");
   const bool shm = algo_is(c.algo, "shm");
+  // Recursive doubling where the tuner covers the size: it may run Rabenseifner.
+  const bool tuned = impl_->tuner && algo_is(c.algo, "recursive_doubling") && impl_->tuner->covers(bytes);
   const int n = impl_->size;
   return impl_->run(
       std::move(c),
@@ -231,7 +272,9 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
         } else if (recvbuf != sendbuf && bytes) {
           std::memcpy(recvbuf, sendbuf, bytes);
         }
-        if (ring) {
+        if (tuned) {
+          all_reduce_tuned(*impl->tuner, x, recvbuf, count, dtype, base_op(op));
+        } else if (ring) {
           all_reduce_ring(x, recvbuf, count, dtype, base_op(op));
         } else if (rabenseifner) {
           all_reduce_rabenseifner(x, recvbuf, count, dtype, base_op(op));

@@ -159,7 +159,7 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message, bool 
   if (kind != ErrorKind::Aborted)
     if (detail::ShmGroup* g = shm_published_.load(std::memory_order_acquire)) g->broadcast_failure(kind, message);
   if (kind != ErrorKind::Aborted && tell_members) job->transport->notify_comm_failed(comm_id, world, kind, message);
-  for (Task& t : dropped) recorder.end(t.trace, false, "queued when the communicator was aborted: " + message);
+  for (Task& t : dropped) recorder.end(t.trace, false, "queued when the communicator was aborted: " + message, nullptr);
   const ErrorKind later = kind;
   for (Task& t : dropped)
     t.done->fail(later, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
@@ -190,7 +190,7 @@ void Communicator::Impl::fail_inline(const OpContext& ctx, std::uint64_t trace) 
   try {
     throw;
   } catch (const Error& e) {
-    recorder.end(trace, false, e.message());
+    recorder.end(trace, false, e.message(), ctx.algo);
     if (e.kind() != ErrorKind::InvalidArgument && e.kind() != ErrorKind::Aborted) abort(e.kind(), e.message());
     // Woken by an abort with a cause (a lost peer, another op's failure):
     // report that cause.
@@ -200,7 +200,7 @@ void Communicator::Impl::fail_inline(const OpContext& ctx, std::uint64_t trace) 
     throw;
   } catch (const std::exception& e) {
     std::string msg = ctx.where() + "internal error: " + e.what();
-    recorder.end(trace, false, msg);
+    recorder.end(trace, false, msg, ctx.algo);
     abort(ErrorKind::Internal, msg);
     throw Error(ErrorKind::Internal, msg);
   }
@@ -253,13 +253,19 @@ void Communicator::Impl::set_topology() {
   single_host = num_hosts <= 1;
   shm_always = single_host && job->config.algo.empty() && job->config.transport != "tcp";
   two_level = !single_host && detail::hierarchy_applies(world, job->host_of);
+  const detail::Config& c = job->config;
+  const bool network = !single_host || c.transport == "tcp";
+  const bool tune = c.algo_tuning == "on" ? network && size >= 2
+                                          : c.algo_tuning == "auto" && !single_host && size >= 3;
+  if (tune && !c.algo.count("all_reduce") && c.small_bytes >= 16)
+    tuner = std::make_unique<detail::AllReduceTuner>(c.small_bytes / 8, c.small_bytes);
 }
 
 void Communicator::Impl::run_task(Task& t) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) {
-      recorder.end(t.trace, false, "the communicator was aborted earlier: " + abort_reason_);
+      recorder.end(t.trace, false, "the communicator was aborted earlier: " + abort_reason_, nullptr);
       t.done->fail(later_kind(), "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
                                            ": the communicator was aborted earlier: " + abort_reason_);
       return;
@@ -271,10 +277,10 @@ void Communicator::Impl::run_task(Task& t) {
     if (job->config.debug_detail) cross_check(t.ctx);
     t.body(t.ctx);
     scratch.trim();
-    recorder.end(t.trace, true);
+    recorder.end(t.trace, true, {}, t.ctx.algo);
     t.done->complete();
   } catch (const Error& e) {
-    recorder.end(t.trace, false, e.message());
+    recorder.end(t.trace, false, e.message(), t.ctx.algo);
     if (e.kind() != ErrorKind::InvalidArgument && e.kind() != ErrorKind::Aborted) abort(e.kind(), e.message());
     ErrorKind kind;
     std::string reason;
@@ -285,7 +291,7 @@ void Communicator::Impl::run_task(Task& t) {
     }
   } catch (const std::exception& e) {
     std::string msg = t.ctx.where() + "internal error: " + e.what();
-    recorder.end(t.trace, false, msg);
+    recorder.end(t.trace, false, msg, t.ctx.algo);
     abort(ErrorKind::Internal, msg);
     t.done->fail(ErrorKind::Internal, msg);
   }

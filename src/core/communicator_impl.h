@@ -26,6 +26,7 @@
 #include "algorithms/context.h"
 #include "algorithms/selection.h"
 #include "algorithms/signature.h"
+#include "algorithms/tuner.h"
 #include "common/config.h"
 #include "core/flight_recorder.h"
 #include "core/hierarchy.h"
@@ -124,6 +125,10 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // single_host, no TUTTI_ALGO and no TUTTI_TRANSPORT=tcp: every collective
   // runs in shared memory, chosen without a table walk.
   bool shm_always = false;
+  // Times recursive doubling against Rabenseifner for network all_reduce in
+  // (small_bytes/8, small_bytes] (TUTTI_ALGO_TUNING); null when not tuned.
+  // Used by the thread running operations.
+  std::unique_ptr<detail::AllReduceTuner> tuner;
   void set_topology();
   // The communicator's shared-memory segment, mapped at the first
   // shared-memory collective (every member runs it in the same order), set
@@ -195,7 +200,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
       }
       scratch.trim();
       end_inline();
-      recorder.done(trace);
+      recorder.done(trace, ctx.algo);
       return Work();
     }
     return submit(std::move(ctx), std::function<void(detail::OpContext&)>(std::forward<F>(body)), blocking);

@@ -24,8 +24,15 @@ const char* const kOverrideSets[] = {
     "all_reduce:ring,broadcast:scatter_all_gather,all_gather:recursive_doubling,reduce_scatter:ring",
 };
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// Under the sanitizers (scripts/test.sh's second stage) one dtype per element
+// size: the schedules' memory accesses depend on sizes, not on the type, and
+// the plain build runs all eight.
+const DataType kDtypes[] = {DataType::Float32, DataType::Int8, DataType::BFloat16, DataType::Complex64};
+#else
 const DataType kDtypes[] = {DataType::Float32, DataType::Float64,  DataType::Int32, DataType::Int8,
                             DataType::BFloat16, DataType::Float16, DataType::Bool,  DataType::Complex64};
+#endif
 
 std::vector<std::size_t> counts_for(int n, DataType dt) {
   std::vector<std::size_t> c = {0, 1, 7, static_cast<std::size_t>(n - 1), static_cast<std::size_t>(n + 1), 3000,
@@ -119,6 +126,67 @@ TEST_P(ForcedAlgorithms, EveryAlgorithmOverTcp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(World, ForcedAlgorithms, ::testing::Values(1, 2, 3, 4, 5, 7, 8),
+                         [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
+
+// The tuned all_reduce (algorithms/tuner.h), turned on over TCP: sizes in
+// three of its classes, interleaved, through the first epoch and the next
+// one's trials, random data in four dtypes, every element checked. The
+// flight recorder says which algorithm each operation ran: both ran (the
+// trials), and every rank ran the same one in every operation.
+class TunedAllReduce : public ::testing::TestWithParam<int> {};
+
+// 'd' (recursive doubling) or 'r' (Rabenseifner) per all_reduce in the trace, oldest first.
+std::string algorithms_run(const std::string& js) {
+  std::string out;
+  for (std::size_t at = js.find("\"op\":\"all_reduce\""); at != std::string::npos;
+       at = js.find("\"op\":\"all_reduce\"", at + 1)) {
+    const std::size_t a = js.find("\"algo\":\"", at);
+    if (a == std::string::npos) return out + '?';
+    const std::string name = js.substr(a + 8, js.find('"', a + 8) - (a + 8));
+    out += name == "recursive_doubling" ? 'd' : name == "rabenseifner" ? 'r' : '?';
+  }
+  return out;
+}
+
+TEST_P(TunedAllReduce, EveryRankRunsTheSameAlgorithmAndEveryResultIsRight) {
+  SpawnOptions o;
+  o.env = {{"TUTTI_TRANSPORT", "tcp"}, {"TUTTI_ALGO_TUNING", "on"}, {"TUTTI_TRACE_BUFFER", "1024"}};
+  spawn(GetParam(), [](Communicator& comm) {
+    // Bytes in (8, 16], (16, 32] and (32, 64] KiB, the default classes.
+    const std::size_t class_bytes[] = {12004, 20000, 65536};
+    const DataType dtypes[] = {DataType::Float32, DataType::Int32, DataType::BFloat16, DataType::Float64};
+    const ReduceOpKind ops[] = {ReduceOpKind::Sum, ReduceOpKind::Max, ReduceOpKind::Avg, ReduceOpKind::Min};
+    const int per_class = 2 * (2 * 4 + 1) + 24 + 4;  // two epochs' trials and exchanges, the first quiet part, more
+    std::uint64_t id = 910000;
+    int ran = 0;
+    for (int i = 0; i < 3 * per_class; ++i) {
+      CaseInfo c;
+      c.id = ++id;
+      c.dtype = dtypes[(i / 3) % 4];
+      c.count = class_bytes[i % 3] / dtype_size(c.dtype);
+      c.op = ReduceOp(ops[(i / 12) % 4]);
+      if (!reduce_op_invalid_reason(c.dtype, c.op).empty()) c.op = ReduceOp::SUM;
+      c.inplace = (i % 7) == 0;
+      c.async = (i % 5) == 0;
+      check_all_reduce(comm, c);
+      ++ran;
+      if (::testing::Test::HasFailure()) return;
+    }
+    const std::string mine = algorithms_run(comm.trace_json());
+    ASSERT_EQ(mine.size(), static_cast<std::size_t>(ran)) << mine;
+    EXPECT_EQ(mine.find('?'), std::string::npos) << mine;
+    EXPECT_NE(mine.find('d'), std::string::npos) << mine;
+    EXPECT_NE(mine.find('r'), std::string::npos) << mine;
+    std::vector<char> all(mine.size() * static_cast<std::size_t>(comm.size()));
+    comm.all_gather(mine.data(), all.data(), mine.size(), DataType::UInt8);
+    for (int p = 0; p < comm.size(); ++p)
+      EXPECT_EQ(std::string(all.data() + p * mine.size(), mine.size()), mine) << "rank " << p << " against rank "
+                                                                             << comm.rank();
+    if (comm.rank() == 0) std::printf("world %d: %s\n", comm.size(), mine.c_str());
+  }, o);
+}
+
+INSTANTIATE_TEST_SUITE_P(World, TunedAllReduce, ::testing::Values(2, 4, 5),
                          [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
 
 }  // namespace

@@ -72,17 +72,22 @@ TEST(Init, MissingRanksAreNamedAtTheDeadline) {
 
 // Runs `world` forked children with the given environment (plus MASTER_*),
 // each calling init() with no options and an all_reduce; returns their exit codes.
+// `errors`: when given, each child's error message (empty if none).
 std::vector<int> run_env_children(int world, const std::function<std::vector<std::pair<std::string, std::string>>(int)>& env_of,
-                                  bool set_master = true) {
+                                  bool set_master = true, std::vector<std::string>* errors = nullptr) {
   int port;
   {
     detail::Fd probe = detail::listen_tcp("127.0.0.1", 0);
     port = detail::local_address(probe.get()).port();
   }
   std::vector<pid_t> pids;
+  std::vector<int> pipes;
   for (int r = 0; r < world; ++r) {
+    int fds[2] = {-1, -1};
+    if (errors && ::pipe(fds) != 0) ADD_FAILURE() << "pipe failed";
     pid_t pid = fork();
     if (pid == 0) {
+      if (fds[0] >= 0) ::close(fds[0]);
       for (const char* v : {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK",
                             "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT"})
         unsetenv(v);
@@ -101,15 +106,27 @@ std::vector<int> run_env_children(int world, const std::function<std::vector<std
       } catch (const Error& e) {
         std::fprintf(stderr, "child %d: %s\n", r, e.what());
         code = e.kind() == ErrorKind::InvalidArgument ? 4 : e.kind() == ErrorKind::Unauthenticated ? 6 : 5;
+        if (fds[1] >= 0) {
+          const std::string m = e.what();
+          if (::write(fds[1], m.data(), m.size()) < 0) code = 7;
+        }
       }
       _exit(code);
     }
+    if (fds[1] >= 0) ::close(fds[1]);
+    pipes.push_back(fds[0]);
     pids.push_back(pid);
   }
   std::vector<int> codes;
-  for (pid_t p : pids) {
+  if (errors) errors->assign(static_cast<std::size_t>(world), "");
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    if (errors && pipes[i] >= 0) {
+      char buf[1024];
+      for (ssize_t n; (n = ::read(pipes[i], buf, sizeof buf)) > 0;) (*errors)[i].append(buf, static_cast<std::size_t>(n));
+      ::close(pipes[i]);
+    }
     int st = 0;
-    waitpid(p, &st, 0);
+    waitpid(pids[i], &st, 0);
     codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
   }
   return codes;
@@ -139,6 +156,42 @@ TEST(Init, InconsistentSetupIsAnInvalidArgument) {
   EXPECT_EQ(run_env_children(1, [](int) { return Env{{"RANK", "5"}, {"WORLD_SIZE", "2"}}; }), std::vector<int>{4});
   // An unknown algorithm override.
   EXPECT_EQ(run_env_children(1, [](int) { return Env{{"TUTTI_ALGO", "all_reduce:bogus"}}; }), std::vector<int>{4});
+}
+
+// Settings that decide algorithms and message sizes must be the same on
+// every rank: a rank with another value fails init on every rank, naming
+// the variable and both values, instead of hanging in its first operation.
+TEST(Init, RanksThatDisagreeOnASettingFailAtInitNamingIt) {
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  struct Case {
+    const char* var;
+    const char* usual;
+    const char* odd;
+    int odd_rank;
+  };
+  for (const Case& c : {Case{"TUTTI_ALGO_TUNING", "on", "off", 1}, Case{"TUTTI_SMALL_BYTES", "65536", "32768", 2},
+                        Case{"TUTTI_ALGO", "all_reduce:ring", "all_reduce:ring,broadcast:chain", 0}}) {
+    SCOPED_TRACE(c.var);
+    std::vector<std::string> errors;
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<int> codes = run_env_children(
+        3,
+        [&](int r) {
+          return Env{{"RANK", std::to_string(r)}, {"WORLD_SIZE", "3"}, {c.var, r == c.odd_rank ? c.odd : c.usual}};
+        },
+        true, &errors);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+    EXPECT_EQ(codes, std::vector<int>(3, 4));
+    ASSERT_EQ(errors.size(), 3u);
+    for (int r = 0; r < 3; ++r) {
+      const std::string& e = errors[static_cast<std::size_t>(r)];
+      EXPECT_NE(e.find(std::string("InvalidArgument: ranks disagree on ") + c.var + ": '"), std::string::npos) << e;
+      EXPECT_NE(e.find("(every rank of a job must use the same value)"), std::string::npos) << e;
+      // Each names the odd rank and its value, or (the odd rank) its own.
+      const std::string odd = std::string("'") + c.odd + "' on rank " + std::to_string(c.odd_rank);
+      EXPECT_NE(e.find(odd), std::string::npos) << e;
+    }
+  }
 }
 
 // Every connection proves it holds the job secret: a rank with another one

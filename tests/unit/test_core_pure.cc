@@ -8,6 +8,8 @@
 
 #include "common/errors.h"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -23,6 +25,7 @@
 
 #include "algorithms/ring_steps.h"
 #include "algorithms/selection.h"
+#include "algorithms/tuner.h"
 #include "common/config.h"
 #include "common/small_vector.h"
 #include "core/tags.h"
@@ -214,6 +217,7 @@ class CoreConfigEnv : public ::testing::Test {
       "TUTTI_TIMEOUT",     "TUTTI_CHUNK_BYTES",    "TUTTI_SMALL_BYTES",       "TUTTI_ALGO",
       "TUTTI_SOCKET_BUFFER_BYTES", "TUTTI_LISTEN_ADDR", "TUTTI_ADVERTISE_ADDR", "TUTTI_STORE_LISTEN_ADDR",
       "TUTTI_SOCKETS_PER_PEER", "TUTTI_SOCKET_STRIPE_BYTES", "TUTTI_TWO_LEVEL_LEADER_BYTES", "TUTTI_TCP_CONGESTION",
+      "TUTTI_ALGO_TUNING",
   };
   void SetUp() override {
     for (const char* v : kVars) {
@@ -330,6 +334,91 @@ TEST_F(CoreConfigEnv, OtherVariables) {
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   EXPECT_CONTAINS(e.message(), "TUTTI_TWO_LEVEL_LEADER_BYTES");
   EXPECT_CONTAINS(e.message(), "'1 MB'");
+}
+
+TEST_F(CoreConfigEnv, AlgoTuning) {
+  EXPECT_EQ(d::Config::from_env().algo_tuning, "auto");
+  for (const char* v : {"auto", "on", "off"}) {
+    set("TUTTI_ALGO_TUNING", v);
+    EXPECT_EQ(d::Config::from_env().algo_tuning, v);
+    EXPECT_CONTAINS(d::Config::from_env().describe(), std::string("algo_tuning=") + v);
+  }
+  set("TUTTI_ALGO_TUNING", "1");
+  Error e = expect_error([] { d::Config::from_env(); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "TUTTI_ALGO_TUNING: expected 'auto', 'on' or 'off', got '1'");
+}
+
+// ---- the all_reduce tuner (algorithms/tuner.h) ---------------------------------
+
+// Runs the tuner's steps for `bytes` until its next exchange, timing
+// algorithm a at t[a] ns; returns the algorithms run, in order.
+std::vector<int> run_trials(d::AllReduceTuner& t, std::size_t bytes, std::array<std::int64_t, 2> ns) {
+  std::vector<int> ran;
+  for (int i = 0; i < 2 * d::AllReduceTuner::kSamples; ++i) {
+    d::AllReduceTuner::Step s = t.next(bytes);
+    EXPECT_FALSE(s.agree) << i;
+    EXPECT_TRUE(s.timed) << i;
+    t.record(bytes, s.algo, ns[static_cast<std::size_t>(s.algo)] + i);  // +i: not all equal
+    ran.push_back(s.algo);
+  }
+  EXPECT_TRUE(t.next(bytes).agree);
+  return ran;
+}
+
+TEST(CoreTuner, TrialsAlternateThenTheMembersSumsDecideForAGrowingEpoch) {
+  d::AllReduceTuner t(8 << 10, 64 << 10);
+  EXPECT_FALSE(t.covers(8 << 10));
+  EXPECT_TRUE(t.covers((8 << 10) + 1));
+  EXPECT_TRUE(t.covers(64 << 10));
+  EXPECT_FALSE(t.covers((64 << 10) + 1));
+  const std::size_t b = 20000;  // class (16 KiB, 32 KiB]
+  EXPECT_EQ(d::AllReduceTuner::class_hi(b), std::size_t(32) << 10);
+  EXPECT_EQ(t.chosen(b), -1);
+  // Epoch 0: 0,1,0,1,... ; the means of what each took (+i per trial).
+  EXPECT_EQ(run_trials(t, b, {1000, 500}), (std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1}));
+  std::array<std::int64_t, 2> m = t.means(b);
+  EXPECT_EQ(m[0], 1000 + (0 + 2 + 4 + 6) / 4);  // trials 0,2,4,6
+  EXPECT_EQ(m[1], 500 + (1 + 3 + 5 + 7) / 4);   // trials 1,3,5,7
+  // The members' sums decide: Rabenseifner (1) clearly faster.
+  EXPECT_EQ(t.decide(b, {4000, 2000}), 1);
+  EXPECT_EQ(t.chosen(b), 1);
+  for (std::uint64_t i = 0; i < d::AllReduceTuner::kFirstQuiet; ++i) {
+    d::AllReduceTuner::Step s = t.next(b);
+    EXPECT_EQ(s.algo, 1);
+    EXPECT_FALSE(s.timed || s.agree);
+  }
+  // Epoch 1 starts with the other algorithm; within the margin the table's
+  // choice (0) stays.
+  EXPECT_EQ(run_trials(t, b, {1000, 980}), (std::vector<int>{1, 0, 1, 0, 1, 0, 1, 0}));
+  EXPECT_EQ(t.decide(b, {1000, 960}), 0);
+  for (std::uint64_t i = 0; i < 4 * d::AllReduceTuner::kFirstQuiet; ++i) EXPECT_EQ(t.next(b).algo, 0);
+  run_trials(t, b, {1000, 1000});
+  EXPECT_EQ(t.decide(b, {1000, 940}), 1);  // just past the margin
+  // Other classes are independent.
+  const std::size_t small = 10000, big = 60000;
+  EXPECT_EQ(t.chosen(small), -1);
+  EXPECT_EQ(run_trials(t, small, {700, 900}), (std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(t.decide(small, t.means(small)), 0);
+  EXPECT_EQ(t.chosen(b), 1);
+  EXPECT_EQ(t.chosen(big), -1);
+}
+
+TEST(CoreTuner, EpochsGrowFourfoldUpToTheLimit) {
+  d::AllReduceTuner t(8 << 10, 64 << 10);
+  const std::size_t b = 40000;
+  std::uint64_t quiet = d::AllReduceTuner::kFirstQuiet;
+  run_trials(t, b, {100, 200});
+  for (int epoch = 0; epoch < 8; ++epoch) {
+    EXPECT_EQ(t.decide(b, {100, 200}), 0);
+    std::uint64_t n = 0;
+    while (!t.next(b).timed) ++n;  // counts up to the next epoch's first trial
+    EXPECT_EQ(n, quiet) << "epoch " << epoch;
+    quiet = std::min<std::uint64_t>(quiet * 4, d::AllReduceTuner::kMaxQuiet);
+    for (int i = 1; i < 2 * d::AllReduceTuner::kSamples; ++i) ASSERT_TRUE(t.next(b).timed);
+    ASSERT_TRUE(t.next(b).agree);
+  }
+  EXPECT_EQ(quiet, d::AllReduceTuner::kMaxQuiet);
 }
 
 TEST_F(CoreConfigEnv, SocketsPerPeerAndStripeBytes) {

@@ -1,0 +1,85 @@
+#include "algorithms/tuner.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace tutti::detail {
+namespace {
+
+std::size_t class_index(std::size_t bytes) { return static_cast<std::size_t>(std::bit_width(bytes - 1)); }
+
+}  // namespace
+
+AllReduceTuner::Class& AllReduceTuner::at(std::size_t bytes) {
+  auto& c = classes_[class_index(bytes)];
+  if (!c) c = std::make_unique<Class>();
+  return *c;
+}
+
+const AllReduceTuner::Class* AllReduceTuner::find(std::size_t bytes) const {
+  return classes_[class_index(bytes)].get();
+}
+
+std::size_t AllReduceTuner::class_hi(std::size_t bytes) {
+  const std::size_t i = class_index(bytes);
+  return i >= 64 ? ~std::size_t(0) : std::size_t(1) << i;
+}
+
+AllReduceTuner::Step AllReduceTuner::next(std::size_t bytes) {
+  Class& c = at(bytes);
+  Step s;
+  const std::uint64_t trials = 2 * kSamples;
+  if (c.ops < trials) {
+    // Alternate, starting with the other algorithm every other epoch.
+    s.algo = static_cast<int>((c.ops + c.epoch) % 2);
+    s.timed = true;
+    ++c.ops;
+    return s;
+  }
+  if (c.ops == trials) {
+    s.agree = true;
+    ++c.ops;
+    return s;
+  }
+  s.algo = c.choice;
+  ++c.ops;
+  if (c.ops > trials + c.quiet) {  // the epoch ends: trials again from the next operation
+    c.ops = 0;
+    c.taken = {0, 0};
+    ++c.epoch;
+  }
+  return s;
+}
+
+void AllReduceTuner::record(std::size_t bytes, int algo, std::int64_t ns) {
+  Class& c = at(bytes);
+  int& n = c.taken[static_cast<std::size_t>(algo)];
+  if (n < kSamples) c.samples[static_cast<std::size_t>(algo)][static_cast<std::size_t>(n++)] = ns;
+}
+
+std::array<std::int64_t, 2> AllReduceTuner::means(std::size_t bytes) const {
+  std::array<std::int64_t, 2> m{0, 0};
+  const Class* c = find(bytes);
+  if (!c) return m;
+  for (std::size_t a = 0; a < 2; ++a) {
+    const int n = c->taken[a];
+    std::int64_t sum = 0;
+    for (int i = 0; i < n; ++i) sum += c->samples[a][static_cast<std::size_t>(i)];
+    if (n) m[a] = sum / n;
+  }
+  return m;
+}
+
+int AllReduceTuner::decide(std::size_t bytes, const std::array<std::int64_t, 2>& sums) {
+  Class& c = at(bytes);
+  c.choice = static_cast<double>(sums[1]) < (1.0 - kMargin) * static_cast<double>(sums[0]) ? 1 : 0;
+  c.quiet = c.quiet == 0 ? kFirstQuiet : std::min<std::uint64_t>(c.quiet * 4, kMaxQuiet);
+  return c.choice;
+}
+
+int AllReduceTuner::chosen(std::size_t bytes) const {
+  const Class* c = find(bytes);
+  return c ? c->choice : -1;
+}
+
+}  // namespace tutti::detail

@@ -1,0 +1,80 @@
+#pragma once
+// A timed choice between two all_reduce algorithms for the sizes where the
+// better one depends on the network. Recursive doubling sends the whole
+// message S at each of log2(n) steps (2S on 4 ranks), Rabenseifner
+// 2S(n-1)/n in all (1.5S on 4) in twice the steps: on a fast link the steps
+// cost more than the bytes, on a slow one the bytes do. On loopback and unshaped veth recursive doubling
+// wins at 32 KiB (135-194 against 190-262 us); between 4 hosts at 1 Gbit/s
+// Rabenseifner does (319-443 against 459-464 us): no fixed cut fits both.
+//
+// Per size class (bytes rounded up to a power of two), each epoch runs the
+// two alternately, kSamples times each, and times them; the next operation
+// of the class first sums every member's mean time of each (two integers,
+// exchanged inside that operation), and every member then runs the one
+// whose sum is lower, unless it saves less than kMargin of the table's
+// choice, until the epoch ends. Means, not medians: on a shaped link some
+// operations queue at the shaper and take twice the median, and the mean
+// is what a run of operations costs. Epochs grow fourfold up to kMaxQuiet
+// operations, so a link whose speed changes is noticed, and in the long run
+// the trials cost under 0.1% of the operations. Every member chooses alike:
+// the choice depends on the summed figures only, and the communicator's
+// operations run in the same order on every member.
+//
+// Not thread-safe: used by the thread that runs the communicator's
+// operations (one at a time).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace tutti::detail {
+
+class AllReduceTuner {
+ public:
+  static constexpr int kSamples = 4;            // timed runs of each algorithm per epoch
+  static constexpr std::uint64_t kFirstQuiet = 24;  // operations after the first choice
+  static constexpr std::uint64_t kMaxQuiet = 6144;
+  static constexpr double kMargin = 0.05;      // the other must be this much faster
+
+  // Tunes sizes in (lo, hi] (bytes per rank). Algorithm 0 is the selection
+  // table's choice there, 1 the other one.
+  AllReduceTuner(std::size_t lo, std::size_t hi) : lo_(lo), hi_(hi) {}
+
+  bool covers(std::size_t bytes) const { return bytes > lo_ && bytes <= hi_; }
+
+  struct Step {
+    int algo = 0;        // valid unless `agree`
+    bool timed = false;  // report its time with record()
+    bool agree = false;  // sum means() among the members first, then decide()
+  };
+  // The next operation of `bytes` (covers(bytes) must hold).
+  Step next(std::size_t bytes);
+  // The time of a timed step.
+  void record(std::size_t bytes, int algo, std::int64_t ns);
+  // This member's mean time of each algorithm in the epoch's trials (ns).
+  std::array<std::int64_t, 2> means(std::size_t bytes) const;
+  // The members' means summed: the algorithm to run now and until the
+  // epoch ends.
+  int decide(std::size_t bytes, const std::array<std::int64_t, 2>& sums);
+  // The largest size of `bytes`' class (classes are (2^(k-1), 2^k]).
+  static std::size_t class_hi(std::size_t bytes);
+  // The algorithm chosen for `bytes`' class (-1 before the first choice).
+  int chosen(std::size_t bytes) const;
+
+ private:
+  struct Class {
+    std::uint64_t ops = 0;    // operations so far in this epoch
+    std::uint64_t quiet = 0;  // operations after the choice in this epoch
+    std::uint64_t epoch = 0;
+    int choice = -1;
+    std::array<std::array<std::int64_t, kSamples>, 2> samples{};
+    std::array<int, 2> taken{};
+  };
+  Class& at(std::size_t bytes);
+  const Class* find(std::size_t bytes) const;
+  std::size_t lo_, hi_;
+  std::array<std::unique_ptr<Class>, 65> classes_;  // by bit_width(bytes - 1)
+};
+
+}  // namespace tutti::detail
