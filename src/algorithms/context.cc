@@ -2,9 +2,15 @@
 
 #include "algorithms/signature.h"
 
+#include "core/flight_recorder.h"
 #include "core/tags.h"
 
 namespace tutti::detail {
+
+void OpContext::set_algo(const char* name) {
+  algo = name;
+  if (recorder) recorder->set_algo(trace, name);
+}
 
 std::string OpContext::describe() const {
   std::string d = std::string(op_name) + " #" + std::to_string(seq) + " (";

@@ -25,6 +25,8 @@ struct Pending {
   std::size_t bytes = 0;
 };
 
+class FlightRecorder;
+
 struct OpContext {
   Transport* transport = nullptr;
   std::uint64_t comm_id = 0;
@@ -48,6 +50,12 @@ struct OpContext {
   const char* redop_name = nullptr;
   int root = -1;
   bool varying_sizes = false;  // members pass different byte counts (all_to_all_v)
+  // The communicator's flight recorder and this operation's entry, set when
+  // it starts running (null for contexts made elsewhere).
+  FlightRecorder* recorder = nullptr;
+  std::uint64_t trace = 0;
+  // The algorithm chosen as the operation runs: into `algo` and the record.
+  void set_algo(const char* name);
   // The operation's signature, carried by its messages (see signature.h).
   std::uint64_t signature() const;
   mutable std::uint64_t sig_cache = 0;

@@ -70,9 +70,11 @@ std::array<std::int64_t, 2> AllReduceTuner::means(std::size_t bytes) const {
   return m;
 }
 
-int AllReduceTuner::decide(std::size_t bytes, const std::array<std::int64_t, 2>& sums) {
+int AllReduceTuner::decide(std::size_t bytes, const std::array<std::int64_t, 2>& sums, int preferred) {
   Class& c = at(bytes);
-  c.choice = static_cast<double>(sums[1]) < (1.0 - kMargin) * static_cast<double>(sums[0]) ? 1 : 0;
+  const int other = 1 - preferred;
+  const auto p = static_cast<std::size_t>(preferred), o = static_cast<std::size_t>(other);
+  c.choice = static_cast<double>(sums[o]) < (1.0 - kMargin) * static_cast<double>(sums[p]) ? other : preferred;
   c.quiet = c.quiet == 0 ? kFirstQuiet : std::min<std::uint64_t>(c.quiet * 4, kMaxQuiet);
   return c.choice;
 }

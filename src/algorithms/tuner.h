@@ -1,11 +1,17 @@
 #pragma once
-// A timed choice between two all_reduce algorithms for the sizes where the
-// better one depends on the network. Recursive doubling sends the whole
-// message S at each of log2(n) steps (2S on 4 ranks), Rabenseifner
-// 2S(n-1)/n in all (1.5S on 4) in twice the steps: on a fast link the steps
-// cost more than the bytes, on a slow one the bytes do. On loopback and unshaped veth recursive doubling
-// wins at 32 KiB (135-194 against 190-262 us); between 4 hosts at 1 Gbit/s
-// Rabenseifner does (319-443 against 459-464 us): no fixed cut fits both.
+// A timed choice between two ways of running an all_reduce, for the sizes
+// where the better one depends on the network.
+//
+// - Network all_reduce (core/communicator.cc): recursive doubling sends the
+//   whole message S at each of log2(n) steps (2S on 4 ranks), Rabenseifner
+//   2S(n-1)/n in all (1.5S on 4) in twice the steps: on a fast link the
+//   steps cost more than the bytes, on a slow one the bytes do. On unshaped
+//   veth recursive doubling wins at 32 KiB (135-194 against 190-262 us);
+//   between 4 hosts at 1 Gbit/s Rabenseifner does (319-443 against 459-464
+//   us): no fixed cut fits both.
+// - Two-level all_reduce (core/hierarchy.cc): one leader per host, or every
+//   local rank with a slice; which is faster depends on the link, the cores
+//   and the size alike.
 //
 // Per size class (bytes rounded up to a power of two), each epoch runs the
 // two alternately, kSamples times each, and times them; the next operation
@@ -37,8 +43,9 @@ class AllReduceTuner {
   static constexpr std::uint64_t kMaxQuiet = 6144;
   static constexpr double kMargin = 0.05;      // the other must be this much faster
 
-  // Tunes sizes in (lo, hi] (bytes per rank). Algorithm 0 is the selection
-  // table's choice there, 1 the other one.
+  // Tunes sizes in (lo, hi] (bytes per rank) between alternatives 0 and 1;
+  // the table's choice at a size (preferred() below) stays unless the other
+  // is kMargin faster.
   AllReduceTuner(std::size_t lo, std::size_t hi) : lo_(lo), hi_(hi) {}
 
   bool covers(std::size_t bytes) const { return bytes > lo_ && bytes <= hi_; }
@@ -55,8 +62,8 @@ class AllReduceTuner {
   // This member's mean time of each algorithm in the epoch's trials (ns).
   std::array<std::int64_t, 2> means(std::size_t bytes) const;
   // The members' means summed: the algorithm to run now and until the
-  // epoch ends.
-  int decide(std::size_t bytes, const std::array<std::int64_t, 2>& sums);
+  // epoch ends. `preferred`: the table's choice for `bytes`.
+  int decide(std::size_t bytes, const std::array<std::int64_t, 2>& sums, int preferred = 0);
   // The largest size of `bytes`' class (classes are (2^(k-1), 2^k]).
   static std::size_t class_hi(std::size_t bytes);
   // The algorithm chosen for `bytes`' class (-1 before the first choice).

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <sstream>
 
 #include "common/log.h"
@@ -159,21 +160,52 @@ std::string Config::describe() const {
   return os.str();
 }
 
-std::vector<std::string> Config::shared_settings() const {
+std::string Config::shared_settings() const {
   std::string algos;
   for (auto& [k, v] : algo) algos += (algos.empty() ? "" : ",") + k + ":" + v;
-  return {
-      "TUTTI_CHUNK_BYTES=" + std::to_string(chunk_bytes),
-      "TUTTI_SMALL_BYTES=" + std::to_string(small_bytes),
-      "TUTTI_TWO_LEVEL_LEADER_BYTES=" + std::to_string(two_level_leader_bytes),
-      "TUTTI_ALGO=" + algos,
-      "TUTTI_ALGO_TUNING=" + algo_tuning,
-      "TUTTI_TRANSPORT=" + transport,
-      "TUTTI_SOCKET_STRIPE_BYTES=" + std::to_string(socket_stripe_bytes),
-      "TUTTI_SHM_SLOT_BYTES=" + std::to_string(shm_slot_bytes),
-      "TUTTI_SHM_ONESHOT_BYTES=" + std::to_string(shm_one_shot_bytes),
-      std::string("TUTTI_DEBUG=") + (debug_detail ? "detail" : ""),
+  std::string s;
+  auto line = [&s](const char* scope, const char* name, const std::string& value) {
+    s += std::string(scope) + " " + name + "=" + value + "\n";
   };
+  line("J", "TUTTI_CHUNK_BYTES", std::to_string(chunk_bytes));
+  line("J", "TUTTI_SMALL_BYTES", std::to_string(small_bytes));
+  line("J", "TUTTI_TWO_LEVEL_LEADER_BYTES", std::to_string(two_level_leader_bytes));
+  line("J", "TUTTI_ALGO", algos);
+  line("J", "TUTTI_ALGO_TUNING", algo_tuning);
+  line("J", "TUTTI_DEBUG", debug_detail ? "detail" : "");
+  line("H", "TUTTI_TRANSPORT", transport);
+  line("H", "TUTTI_SHM_SLOT_BYTES", std::to_string(shm_slot_bytes));
+  line("H", "TUTTI_SHM_ONESHOT_BYTES", std::to_string(shm_one_shot_bytes));
+  line("H", "TUTTI_SHM_CMA_BYTES", std::to_string(shm_cma_bytes));
+  line("H", "TUTTI_SHM_PREFIX", shm_prefix);
+  return s;
+}
+
+std::string settings_disagreement(const std::string& mine, const std::string& theirs, bool same_host, int me,
+                                  int them) {
+  if (mine == theirs) return "";
+  const std::string other = "rank " + std::to_string(them);
+  if (theirs.empty()) return other + " published no settings: it runs another version of tutti";
+  // The lines that count ("J TUTTI_X=value"; "H ..." only on the same host).
+  auto lines = [same_host](const std::string& s) {
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    for (std::size_t nl; (nl = s.find('\n', at)) != std::string::npos; at = nl + 1)
+      if (same_host || s.compare(at, 2, "H ") != 0) out.push_back(s.substr(at, nl - at));
+    return out;
+  };
+  const std::vector<std::string> a = lines(mine), b = lines(theirs);
+  const std::string another = other + " publishes other settings: it runs another version of tutti";
+  if (a.size() != b.size()) return another;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;
+    const std::size_t eq = a[i].find('=');
+    if (eq == std::string::npos || eq < 2 || b[i].compare(0, eq + 1, a[i], 0, eq + 1) != 0) return another;
+    return "ranks disagree on " + a[i].substr(2, eq - 2) + ": '" + b[i].substr(eq + 1) + "' on " + other + ", '" +
+           a[i].substr(eq + 1) + "' on rank " + std::to_string(me) + " (every rank of " +
+           (a[i][0] == 'H' ? "a host" : "a job") + " must use the same value)";
+  }
+  return "";
 }
 
 }  // namespace tutti::detail

@@ -88,15 +88,23 @@ struct Config {
   static Config from_env();
   // "timeout=300000ms chunk_bytes=1048576 ..." for the debug log.
   std::string describe() const;
-  // The settings every rank of a job must share (they decide algorithms and
-  // message sizes): "TUTTI_X=value" each, in a fixed order. Init compares
-  // every rank's with its own.
-  std::vector<std::string> shared_settings() const;
+  // The settings ranks must share, one line each in a fixed order: "J
+  // TUTTI_X=value" for every rank of the job (they decide algorithms and
+  // message sizes), "H TUTTI_X=value" for every rank of one host (shared
+  // memory). Init compares every rank's with its own
+  // (settings_disagreement).
+  std::string shared_settings() const;
 };
 
 // Parses "all_reduce:ring,broadcast:tree". Throws InvalidArgument when malformed.
 std::map<std::string, std::string> parse_algo_overrides(const std::string& spec);
 // Parses "4M", "64K", "123": bytes. Throws InvalidArgument when malformed.
 std::size_t parse_bytes(const std::string& s, const char* what);
+// "" when rank `me`'s shared settings (Config::shared_settings) agree with
+// rank `them`'s; otherwise the first difference, as "ranks disagree on
+// TUTTI_X: 'a' on rank them, 'b' on rank me (...)". Host lines count only
+// for ranks on the same host.
+std::string settings_disagreement(const std::string& mine, const std::string& theirs, bool same_host, int me,
+                                  int them);
 
 }  // namespace tutti::detail

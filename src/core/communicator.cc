@@ -52,9 +52,6 @@ struct BlockingCall {
   ~BlockingCall() { t_blocking_call = false; }
 };
 
-// Steps of the tuner's exchange: above any algorithm's own.
-constexpr std::uint32_t kTunerSteps = 1u << 23;
-
 // An all_reduce whose algorithm the communicator's tuner picks as it runs
 // (algorithms/tuner.h): a trial (timed), the exchange of the members' trial
 // times and the choice, or the chosen one. Every member takes the same path:
@@ -65,9 +62,9 @@ void all_reduce_tuned(AllReduceTuner& tuner, OpContext& x, void* buf, std::size_
   AllReduceTuner::Step s = tuner.next(bytes);
   if (s.agree) {
     std::array<std::int64_t, 2> sums = tuner.means(bytes);
-    x.step_base += kTunerSteps;
+    x.step_base += kTunerStepBase;
     all_reduce_recursive_doubling(x, sums.data(), 2, DataType::Int64, ReduceOpKind::Sum);
-    x.step_base -= kTunerSteps;
+    x.step_base -= kTunerStepBase;
     s.algo = tuner.decide(bytes, sums);
     if (x.rank == 0)
       TUTTI_LOG(Debug, "all_reduce up to " << AllReduceTuner::class_hi(bytes) << " B on " << x.size
@@ -76,7 +73,7 @@ void all_reduce_tuned(AllReduceTuner& tuner, OpContext& x, void* buf, std::size_
                                            << " us (mean of the members' means): "
                                            << (s.algo ? "rabenseifner" : "recursive doubling"));
   }
-  x.algo = s.algo ? "rabenseifner" : "recursive_doubling";
+  x.set_algo(s.algo ? "rabenseifner" : "recursive_doubling");
   const auto t0 = std::chrono::steady_clock::now();
   if (s.algo) {
     all_reduce_rabenseifner(x, buf, count, dtype, op);

@@ -8,6 +8,7 @@
 
 #include "algorithms/selection.h"
 #include "common/log.h"
+#include "core/tags.h"
 
 namespace tutti::detail {
 
@@ -84,7 +85,7 @@ Communicator::Impl::~Impl() {
 void Communicator::Impl::cross_check(OpContext& ctx) {
   if (size == 1 || std::strcmp(ctx.algo, "shm") == 0) return;  // shared memory checks every round
   // Steps far above any algorithm's, so the exchange never meets its messages.
-  constexpr std::uint32_t kCheckStep = 1u << 23;
+  constexpr std::uint32_t kCheckStep = detail::kCrossCheckStep;
   const std::uint64_t mine[2] = {ctx.signature(), detail::op_signature_bytes(ctx)};
   // The exchange's own messages carry no signature, so that they always
   // meet (and never clash with the operation's own messages of faster
@@ -159,7 +160,7 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message, bool 
   if (kind != ErrorKind::Aborted)
     if (detail::ShmGroup* g = shm_published_.load(std::memory_order_acquire)) g->broadcast_failure(kind, message);
   if (kind != ErrorKind::Aborted && tell_members) job->transport->notify_comm_failed(comm_id, world, kind, message);
-  for (Task& t : dropped) recorder.end(t.trace, false, "queued when the communicator was aborted: " + message, nullptr);
+  for (Task& t : dropped) recorder.end(t.trace, false, "queued when the communicator was aborted: " + message);
   const ErrorKind later = kind;
   for (Task& t : dropped)
     t.done->fail(later, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
@@ -190,7 +191,7 @@ void Communicator::Impl::fail_inline(const OpContext& ctx, std::uint64_t trace) 
   try {
     throw;
   } catch (const Error& e) {
-    recorder.end(trace, false, e.message(), ctx.algo);
+    recorder.end(trace, false, e.message());
     if (e.kind() != ErrorKind::InvalidArgument && e.kind() != ErrorKind::Aborted) abort(e.kind(), e.message());
     // Woken by an abort with a cause (a lost peer, another op's failure):
     // report that cause.
@@ -200,7 +201,7 @@ void Communicator::Impl::fail_inline(const OpContext& ctx, std::uint64_t trace) 
     throw;
   } catch (const std::exception& e) {
     std::string msg = ctx.where() + "internal error: " + e.what();
-    recorder.end(trace, false, msg, ctx.algo);
+    recorder.end(trace, false, msg);
     abort(ErrorKind::Internal, msg);
     throw Error(ErrorKind::Internal, msg);
   }
@@ -257,7 +258,8 @@ void Communicator::Impl::set_topology() {
   const bool network = !single_host || c.transport == "tcp";
   const bool tune = c.algo_tuning == "on" ? network && size >= 2
                                           : c.algo_tuning == "auto" && !single_host && size >= 3;
-  if (tune && !c.algo.count("all_reduce") && c.small_bytes >= 16)
+  const auto forced = c.algo.find("all_reduce");  // naming two_level (the default there) leaves it tuned
+  if (tune && (forced == c.algo.end() || forced->second == "two_level") && c.small_bytes >= 16)
     tuner = std::make_unique<detail::AllReduceTuner>(c.small_bytes / 8, c.small_bytes);
 }
 
@@ -265,22 +267,24 @@ void Communicator::Impl::run_task(Task& t) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) {
-      recorder.end(t.trace, false, "the communicator was aborted earlier: " + abort_reason_, nullptr);
+      recorder.end(t.trace, false, "the communicator was aborted earlier: " + abort_reason_);
       t.done->fail(later_kind(), "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
                                            ": the communicator was aborted earlier: " + abort_reason_);
       return;
     }
   }
   t.ctx.deadline = detail::deadline_after(timeout.load());
+  t.ctx.recorder = &recorder;
+  t.ctx.trace = t.trace;
   recorder.running(t.trace);
   try {
     if (job->config.debug_detail) cross_check(t.ctx);
     t.body(t.ctx);
     scratch.trim();
-    recorder.end(t.trace, true, {}, t.ctx.algo);
+    recorder.end(t.trace, true);
     t.done->complete();
   } catch (const Error& e) {
-    recorder.end(t.trace, false, e.message(), t.ctx.algo);
+    recorder.end(t.trace, false, e.message());
     if (e.kind() != ErrorKind::InvalidArgument && e.kind() != ErrorKind::Aborted) abort(e.kind(), e.message());
     ErrorKind kind;
     std::string reason;
@@ -291,7 +295,7 @@ void Communicator::Impl::run_task(Task& t) {
     }
   } catch (const std::exception& e) {
     std::string msg = t.ctx.where() + "internal error: " + e.what();
-    recorder.end(t.trace, false, msg, t.ctx.algo);
+    recorder.end(t.trace, false, msg);
     abort(ErrorKind::Internal, msg);
     t.done->fail(ErrorKind::Internal, msg);
   }

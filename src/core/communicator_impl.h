@@ -191,6 +191,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
         ctx.deadline = detail::deadline_after(timeout.load());
       }
       const std::uint64_t trace = recorder.begin(ctx, detail::FlightRecorder::State::Running, now);
+      ctx.recorder = &recorder;
+      ctx.trace = trace;
       try {
         if (job->config.debug_detail) cross_check(ctx);
         body(ctx);
@@ -200,7 +202,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
       }
       scratch.trim();
       end_inline();
-      recorder.done(trace, ctx.algo);
+      recorder.done(trace);
       return Work();
     }
     return submit(std::move(ctx), std::function<void(detail::OpContext&)>(std::forward<F>(body)), blocking);

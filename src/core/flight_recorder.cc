@@ -84,9 +84,8 @@ void FlightRecorder::running(std::uint64_t handle) {
   }
 }
 
-void FlightRecorder::end(std::uint64_t handle, bool ok, const std::string& error, const char* algo) {
+void FlightRecorder::end(std::uint64_t handle, bool ok, const std::string& error) {
   if (Entry* e = find(handle)) {
-    if (algo) e->algo.store(algo, std::memory_order_relaxed);
     e->ended.store(ticks(), std::memory_order_relaxed);
     if (!ok) {
       std::lock_guard<std::mutex> lock(mu_);

@@ -43,13 +43,15 @@ class FlightRecorder {
   // `now`: ticks() at the start, when the caller has read it already.
   std::uint64_t begin(const OpContext& ctx, State state, std::int64_t now = 0);
   void running(std::uint64_t handle);
-  // `algo`: the algorithm the operation ran (chosen as it ran where the
-  // communicator tunes its choice, algorithms/tuner.h).
-  void end(std::uint64_t handle, bool ok, const std::string& error, const char* algo);
-  // end(handle, true, {}, algo), inline: the latency path.
-  void done(std::uint64_t handle, const char* algo) {
+  // The algorithm an operation runs, where it is chosen as it runs (the
+  // tuned all_reduce, algorithms/tuner.h); by the thread running it.
+  void set_algo(std::uint64_t handle, const char* algo) {
+    if (Entry* e = find(handle)) e->algo.store(algo, std::memory_order_relaxed);
+  }
+  void end(std::uint64_t handle, bool ok, const std::string& error = {});
+  // end(handle, true), inline: the latency path.
+  void done(std::uint64_t handle) {
     if (Entry* e = find(handle)) {
-      e->algo.store(algo, std::memory_order_relaxed);
       e->ended.store(ticks(), std::memory_order_relaxed);
       e->state.store(State::Done, std::memory_order_release);
     }

@@ -11,6 +11,9 @@
 //   reduce_scatter, cross all_reduce of each slice (the L cross
 //   communicators run in parallel, each on its own slice), local all_gather;
 //   a tail of fewer than L elements is all-reduced locally then across.
+//   From an eighth of that size to eight times it, both forms are timed and
+//   the faster runs (TUTTI_ALGO_TUNING; the members' times are summed by a
+//   local then a cross all_reduce of two integers).
 // broadcast: cross broadcast among the ranks with the root's local index,
 //   then a local broadcast from each of them.
 // all_gather: cross all_gather of each rank's block (each rank receives the
@@ -28,6 +31,7 @@
 #include <span>
 #include <vector>
 
+#include "algorithms/tuner.h"
 #include "common/scratch.h"
 #include "tutti/communicator.h"
 
@@ -44,6 +48,10 @@ struct Hierarchy {
   // The all_reduce size up to which one leader per host talks across hosts
   // (TUTTI_TWO_LEVEL_LEADER_BYTES).
   std::size_t leader_bytes = 0;
+  // From leader_bytes/8 to leader_bytes*8, the leader and slices forms are
+  // timed against each other (algorithms/tuner.h; 0 the leader form, 1 the
+  // slices; null with TUTTI_ALGO_TUNING=off).
+  std::unique_ptr<AllReduceTuner> forms;
 };
 
 // True when `world` (comm rank -> world rank) spans at least two hosts with

@@ -65,28 +65,6 @@ std::string host_identity() {
   return id;
 }
 
-// "ranks disagree on TUTTI_X: 'a' on rank r, 'b' on rank me ..." from two
-// ranks' shared settings ("TUTTI_X=value" lines).
-std::string settings_disagreement(const std::string& mine, const std::string& theirs, int me, int them) {
-  auto lines = [](const std::string& s) {
-    std::vector<std::string> out;
-    std::size_t at = 0;
-    for (std::size_t nl; (nl = s.find('\n', at)) != std::string::npos; at = nl + 1) out.push_back(s.substr(at, nl - at));
-    return out;
-  };
-  const std::vector<std::string> a = lines(mine), b = lines(theirs);
-  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-    const std::string x = i < a.size() ? a[i] : "", y = i < b.size() ? b[i] : "";
-    if (x == y) continue;
-    const std::string& named = x.empty() ? y : x;
-    const std::string name = named.substr(0, named.find('='));
-    auto value = [](const std::string& kv) { return kv.find('=') == std::string::npos ? kv : kv.substr(kv.find('=') + 1); };
-    return "ranks disagree on " + name + ": '" + value(y) + "' on rank " + std::to_string(them) + ", '" + value(x) +
-           "' on rank " + std::to_string(me) + " (every rank of a job must use the same value)";
-  }
-  return "ranks disagree on their settings: rank " + std::to_string(them) + " runs another version of tutti";
-}
-
 std::uint64_t random_u64() {
   std::random_device rd;
   return (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ (static_cast<std::uint64_t>(getpid()) << 16);
@@ -166,8 +144,7 @@ Communicator init(const InitOptions& options) {
   }
   const std::string my_host = host_identity();
   // Published with the host: the settings every rank must share.
-  std::string my_settings;
-  for (const std::string& kv : job->config.shared_settings()) my_settings += kv + '\n';
+  const std::string my_settings = job->config.shared_settings();
   if (size > 1) job->store->set("tutti/host/" + std::to_string(rank), my_host + '\n' + my_settings);
   std::vector<std::vector<Fd>> peers(size);
   if (size > 1) {
@@ -183,6 +160,8 @@ Communicator init(const InitOptions& options) {
   }
   // Every rank has published its host before its address, so these do not wait.
   std::vector<std::string> hosts;
+  std::vector<std::string> host_settings;  // per host: its first rank's settings
+  std::vector<int> host_first_rank;
   std::string disagreement;
   for (int r = 0; r < size; ++r) {
     std::string h = my_host, settings = my_settings;
@@ -192,19 +171,30 @@ Communicator init(const InitOptions& options) {
       settings = nl == std::string::npos ? std::string() : h.substr(nl + 1);
       h.resize(std::min(nl, h.size()));
     }
-    if (settings != my_settings && disagreement.empty()) disagreement = settings_disagreement(my_settings, settings, rank, r);
     auto it = std::find(hosts.begin(), hosts.end(), h);
+    // Job-wide settings against this rank's; a host's against its first
+    // rank's (so every rank finds any difference anywhere).
+    if (disagreement.empty()) disagreement = settings_disagreement(my_settings, settings, false, rank, r);
+    if (disagreement.empty() && it != hosts.end()) {
+      const auto first = static_cast<std::size_t>(it - hosts.begin());
+      disagreement = settings_disagreement(host_settings[first], settings, true, host_first_rank[first], r);
+    }
+    if (it == hosts.end()) {
+      host_settings.push_back(settings);
+      host_first_rank.push_back(r);
+    }
     job->host_of.push_back(static_cast<int>(it - hosts.begin()));
     if (it == hosts.end()) hosts.push_back(h);
   }
   if (!disagreement.empty()) {
-    // Every rank finds one (settings that differ differ from someone's
-    // everywhere). Rank 0 serves the store: it leaves only once the others
-    // have read what they need from it, so that each reports the settings
-    // and not a lost store.
-    job->store->add("tutti/settings_disagree", 1);
-    if (job->server) {
-      while (job->store->add("tutti/settings_disagree", 0) < size && Clock::now() < deadline)
+    // Every rank finds one (each compares every rank's). Rank 0 usually
+    // serves the store (its own, or the caller's in its process): it leaves
+    // once the others have read what they need from it (or after 10 s, if
+    // one died), so that they report the settings and not a lost store.
+    const std::int64_t finders = job->store->add("tutti/settings_disagree", 1);
+    if (rank == 0 && finders < size) {
+      const TimePoint until = std::min(deadline, Clock::now() + std::chrono::seconds(10));
+      while (job->store->add("tutti/settings_disagree", 0) < size && Clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     throw Error(ErrorKind::InvalidArgument, disagreement);

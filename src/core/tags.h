@@ -17,6 +17,15 @@ static_assert(kTagStepBits == 24, "transport.h's kSignedTagOpShift is the step w
 inline constexpr std::uint64_t kTagKindCollective = 0;
 inline constexpr std::uint64_t kTagKindP2P = 1;
 
+// Steps of the exchanges an operation may run besides its algorithm, far
+// above any algorithm's own steps and apart from each other: the
+// TUTTI_DEBUG=detail signature check (one step) and the all_reduce
+// tuner's sum of trial times (a recursive doubling: a few dozen steps).
+inline constexpr std::uint32_t kCrossCheckStep = 1u << 23;
+inline constexpr std::uint32_t kTunerStepBase = (1u << 23) + (1u << 22);
+static_assert(kCrossCheckStep < kTunerStepBase && kTunerStepBase + (1u << 16) < (1u << kTagStepBits),
+              "the exchanges' steps overlap");
+
 inline std::uint64_t collective_tag(std::uint64_t seq, std::uint32_t step) {
   if (seq >> kTagSeqBits)
     throw Error(ErrorKind::Internal, "op sequence number " + std::to_string(seq) + " exceeds the tag's 38 bits");

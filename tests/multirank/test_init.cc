@@ -168,9 +168,11 @@ TEST(Init, RanksThatDisagreeOnASettingFailAtInitNamingIt) {
     const char* usual;
     const char* odd;
     int odd_rank;
+    const char* scope = "a job";
   };
   for (const Case& c : {Case{"TUTTI_ALGO_TUNING", "on", "off", 1}, Case{"TUTTI_SMALL_BYTES", "65536", "32768", 2},
-                        Case{"TUTTI_ALGO", "all_reduce:ring", "all_reduce:ring,broadcast:chain", 0}}) {
+                        Case{"TUTTI_ALGO", "all_reduce:ring", "all_reduce:ring,broadcast:chain", 0},
+                        Case{"TUTTI_SHM_SLOT_BYTES", "262144", "131072", 1, "a host"}}) {
     SCOPED_TRACE(c.var);
     std::vector<std::string> errors;
     const auto t0 = std::chrono::steady_clock::now();
@@ -186,12 +188,19 @@ TEST(Init, RanksThatDisagreeOnASettingFailAtInitNamingIt) {
     for (int r = 0; r < 3; ++r) {
       const std::string& e = errors[static_cast<std::size_t>(r)];
       EXPECT_NE(e.find(std::string("InvalidArgument: ranks disagree on ") + c.var + ": '"), std::string::npos) << e;
-      EXPECT_NE(e.find("(every rank of a job must use the same value)"), std::string::npos) << e;
+      EXPECT_NE(e.find(std::string("(every rank of ") + c.scope + " must use the same value)"), std::string::npos) << e;
       // Each names the odd rank and its value, or (the odd rank) its own.
       const std::string odd = std::string("'") + c.odd + "' on rank " + std::to_string(c.odd_rank);
       EXPECT_NE(e.find(odd), std::string::npos) << e;
     }
   }
+  // Settings that may differ (the sender alone decides to stripe) do not stop the job.
+  EXPECT_EQ(run_env_children(3,
+                             [](int r) {
+                               return Env{{"RANK", std::to_string(r)}, {"WORLD_SIZE", "3"},
+                                          {"TUTTI_SOCKET_STRIPE_BYTES", r == 1 ? "64K" : "1M"}};
+                             }),
+            std::vector<int>(3, 0));
 }
 
 // Every connection proves it holds the job secret: a rank with another one

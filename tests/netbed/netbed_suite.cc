@@ -154,6 +154,34 @@ TEST(Netbed, TwoLevelAllReduceAroundTheLeaderCut) {
   EXPECT_NE(trace.find("\"two_level\""), std::string::npos) << trace.substr(0, 2000);
 }
 
+// The timed choices (algorithms/tuner.h) across hosts, on by default: the
+// two-level forms on the world (16 KiB to 1 MiB) and recursive doubling
+// against Rabenseifner among one rank per host (8-64 KiB, also the leaders'
+// and the slices' own all_reduce), through the first epoch and the next
+// one's trials, every element checked.
+TEST(Netbed, TunedAllReduceAcrossHosts) {
+  Communicator& world = *g_world;
+  const int per_host = env_int("LOCAL_WORLD_SIZE", 1);
+  std::optional<Communicator> across = world.split(world.rank() % per_host, world.rank());
+  ASSERT_TRUE(across.has_value());
+  std::uint64_t id = 970000;
+  const std::size_t sizes[] = {12004, 20000, 40000, 100000};
+  for (int i = 0; i < 4 * 46; ++i) {
+    CaseInfo c;
+    c.dtype = i % 2 ? DataType::Float32 : DataType::Int64;
+    c.count = sizes[i % 4] / dtype_size(c.dtype);
+    c.op = i % 3 ? ReduceOpKind::Sum : ReduceOpKind::Max;
+    c.async = i % 5 == 0;
+    c.id = ++id;
+    check_all_reduce(world, c);
+    if (i % 4 != 3) {
+      c.id = ++id;
+      check_all_reduce(*across, c);
+    }
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 // Every ordered pair, blocking and not, and messages from any source.
 TEST(Netbed, PointToPoint) {
   Communicator& comm = *g_world;
