@@ -25,9 +25,14 @@ std::size_t AllReduceTuner::class_hi(std::size_t bytes) {
   return i >= 64 ? ~std::size_t(0) : std::size_t(1) << i;
 }
 
-AllReduceTuner::Step AllReduceTuner::next(std::size_t bytes) {
+AllReduceTuner::Step AllReduceTuner::next(std::size_t bytes, int preferred) {
   Class& c = at(bytes);
   Step s;
+  if (!c.warm) {  // the class's first operation: untimed (page faults, windows opening)
+    c.warm = true;
+    s.algo = preferred;
+    return s;
+  }
   const std::uint64_t trials = 2 * kSamples;
   if (c.ops < trials) {
     // Alternate, starting with the other algorithm every other epoch.

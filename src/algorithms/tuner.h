@@ -8,13 +8,16 @@
 //   steps cost more than the bytes, on a slow one the bytes do. On unshaped
 //   veth recursive doubling wins at 32 KiB (135-194 against 190-262 us);
 //   between 4 hosts at 1 Gbit/s Rabenseifner does (319-443 against 459-464
-//   us): no fixed cut fits both.
+//   us): no fixed cut fits both. Above TUTTI_SMALL_BYTES up to 4 MiB,
+//   Rabenseifner (ahead on loopback) against the ring (ahead from 256 KiB
+//   between the test-bed's hosts).
 // - Two-level all_reduce (core/hierarchy.cc): one leader per host, or every
 //   local rank with a slice; which is faster depends on the link, the cores
 //   and the size alike.
 //
-// Per size class (bytes rounded up to a power of two), each epoch runs the
-// two alternately, kSamples times each, and times them; the next operation
+// Per size class (bytes rounded up to a power of two), after one untimed
+// operation, each epoch runs the two alternately, kSamples times each, and
+// times them; the next operation
 // of the class first sums every member's mean time of each (two integers,
 // exchanged inside that operation), and every member then runs the one
 // whose sum is lower, unless it saves less than kMargin of the table's
@@ -22,7 +25,8 @@
 // operations queue at the shaper and take twice the median, and the mean
 // is what a run of operations costs. Epochs grow fourfold up to kMaxQuiet
 // operations, so a link whose speed changes is noticed, and in the long run
-// the trials cost under 0.1% of the operations. Every member chooses alike:
+// the trials cost under 0.05% of the operations (kSamples runs of the
+// slower per epoch); in a short run of 100 operations, four. Every member chooses alike:
 // the choice depends on the summed figures only, and the communicator's
 // operations run in the same order on every member.
 //
@@ -38,7 +42,7 @@ namespace tutti::detail {
 
 class AllReduceTuner {
  public:
-  static constexpr int kSamples = 4;            // timed runs of each algorithm per epoch
+  static constexpr int kSamples = 2;            // timed runs of each algorithm per epoch
   static constexpr std::uint64_t kFirstQuiet = 24;  // operations after the first choice
   static constexpr std::uint64_t kMaxQuiet = 6144;
   static constexpr double kMargin = 0.05;      // the other must be this much faster
@@ -55,8 +59,11 @@ class AllReduceTuner {
     bool timed = false;  // report its time with record()
     bool agree = false;  // sum means() among the members first, then decide()
   };
-  // The next operation of `bytes` (covers(bytes) must hold).
-  Step next(std::size_t bytes);
+  // The next operation of `bytes` (covers(bytes) must hold). A class's
+  // first operation ever runs `preferred` (the table's choice), untimed: it
+  // pays for what is new at that size (page faults, a TCP window opening)
+  // and would bias the first trial.
+  Step next(std::size_t bytes, int preferred = 0);
   // The time of a timed step.
   void record(std::size_t bytes, int algo, std::int64_t ns);
   // This member's mean time of each algorithm in the epoch's trials (ns).
@@ -74,6 +81,7 @@ class AllReduceTuner {
     std::uint64_t ops = 0;    // operations so far in this epoch
     std::uint64_t quiet = 0;  // operations after the choice in this epoch
     std::uint64_t epoch = 0;
+    bool warm = false;  // the untimed first operation ran
     int choice = -1;
     std::array<std::array<std::int64_t, kSamples>, 2> samples{};
     std::array<int, 2> taken{};

@@ -56,9 +56,13 @@ struct BlockingCall {
 // (algorithms/tuner.h): a trial (timed), the exchange of the members' trial
 // times and the choice, or the chosen one. Every member takes the same path:
 // the tuner's state follows the communicator's operations, run in order.
-void all_reduce_tuned(AllReduceTuner& tuner, OpContext& x, void* buf, std::size_t count, DataType dtype,
-                      ReduceOpKind op) {
+// Up to TUTTI_SMALL_BYTES the table's recursive doubling against
+// Rabenseifner, above it the table's Rabenseifner against the ring.
+void all_reduce_tuned(AllReduceTuner& tuner, std::size_t small_bytes, OpContext& x, void* buf, std::size_t count,
+                      DataType dtype, ReduceOpKind op) {
   const std::size_t bytes = x.bytes;
+  const bool small = bytes <= small_bytes;
+  const char* const names[2] = {small ? "recursive_doubling" : "rabenseifner", small ? "rabenseifner" : "ring"};
   AllReduceTuner::Step s = tuner.next(bytes);
   if (s.agree) {
     std::array<std::int64_t, 2> sums = tuner.means(bytes);
@@ -67,15 +71,17 @@ void all_reduce_tuned(AllReduceTuner& tuner, OpContext& x, void* buf, std::size_
     x.step_base -= kTunerStepBase;
     s.algo = tuner.decide(bytes, sums);
     if (x.rank == 0)
-      TUTTI_LOG(Debug, "all_reduce up to " << AllReduceTuner::class_hi(bytes) << " B on " << x.size
-                                           << " ranks: recursive doubling " << sums[0] / 1000 / x.size
-                                           << " us, rabenseifner " << sums[1] / 1000 / x.size
-                                           << " us (mean of the members' means): "
-                                           << (s.algo ? "rabenseifner" : "recursive doubling"));
+      TUTTI_LOG(Debug, "all_reduce up to " << AllReduceTuner::class_hi(bytes) << " B on " << x.size << " ranks: "
+                                           << names[0] << " " << sums[0] / 1000 / x.size << " us, " << names[1] << " "
+                                           << sums[1] / 1000 / x.size << " us (mean of the members' means): "
+                                           << names[s.algo]);
   }
-  x.set_algo(s.algo ? "rabenseifner" : "recursive_doubling");
+  const char* const algo = names[s.algo];
+  x.set_algo(algo);
   const auto t0 = std::chrono::steady_clock::now();
-  if (s.algo) {
+  if (algo_is(algo, "ring")) {
+    all_reduce_ring(x, buf, count, dtype, op);
+  } else if (algo_is(algo, "rabenseifner")) {
     all_reduce_rabenseifner(x, buf, count, dtype, op);
   } else {
     all_reduce_recursive_doubling(x, buf, count, dtype, op);
@@ -250,8 +256,10 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
   const bool ring = algo_is(c.algo, "ring");
   const bool rabenseifner = algo_is(c.algo, "rabenseifner");
   const bool shm = algo_is(c.algo, "shm");
-  // Recursive doubling where the tuner covers the size: it may run Rabenseifner.
-  const bool tuned = impl_->tuner && algo_is(c.algo, "recursive_doubling") && impl_->tuner->covers(bytes);
+  // Where the tuner covers the size, the table's recursive doubling may run
+  // as Rabenseifner, its Rabenseifner as the ring.
+  const bool tuned = impl_->tuner && impl_->tuner->covers(bytes) &&
+                     (algo_is(c.algo, "recursive_doubling") || algo_is(c.algo, "rabenseifner"));
   const int n = impl_->size;
   return impl_->run(
       std::move(c),
@@ -270,7 +278,7 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
           std::memcpy(recvbuf, sendbuf, bytes);
         }
         if (tuned) {
-          all_reduce_tuned(*impl->tuner, x, recvbuf, count, dtype, base_op(op));
+          all_reduce_tuned(*impl->tuner, impl->job->config.small_bytes, x, recvbuf, count, dtype, base_op(op));
         } else if (ring) {
           all_reduce_ring(x, recvbuf, count, dtype, base_op(op));
         } else if (rabenseifner) {

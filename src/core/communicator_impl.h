@@ -126,8 +126,9 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // runs in shared memory, chosen without a table walk.
   bool shm_always = false;
   // Times recursive doubling against Rabenseifner for network all_reduce in
-  // (small_bytes/8, small_bytes] (TUTTI_ALGO_TUNING); null when not tuned.
-  // Used by the thread running operations.
+  // (small_bytes/8, small_bytes], Rabenseifner against the ring above up to
+  // 4 MiB (TUTTI_ALGO_TUNING); null when not tuned. Used by the thread
+  // running operations.
   std::unique_ptr<detail::AllReduceTuner> tuner;
   void set_topology();
   // The communicator's shared-memory segment, mapped at the first

@@ -136,7 +136,7 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
   AllReduceTuner::Step step;
   step.algo = preferred;
   const bool tuned = h.forms && h.forms->covers(bytes);
-  if (tuned) step = h.forms->next(bytes);
+  if (tuned) step = h.forms->next(bytes, preferred);
   if (step.agree) {
     std::array<std::int64_t, 2> sums = h.forms->means(bytes);
     h.local.all_reduce(sums.data(), sums.data(), 2, DataType::Int64, ReduceOp::SUM);

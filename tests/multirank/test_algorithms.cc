@@ -129,13 +129,15 @@ INSTANTIATE_TEST_SUITE_P(World, ForcedAlgorithms, ::testing::Values(1, 2, 3, 4, 
                          [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
 
 // The tuned all_reduce (algorithms/tuner.h), turned on over TCP: sizes in
-// three of its classes, interleaved, through the first epoch and the next
-// one's trials, random data in four dtypes, every element checked. The
-// flight recorder says which algorithm each operation ran: both ran (the
-// trials), and every rank ran the same one in every operation.
+// four of its classes (three where recursive doubling meets Rabenseifner,
+// one where Rabenseifner meets the ring), interleaved, through the first
+// epoch and the next one's trials, random data in four dtypes, every
+// element checked. The flight recorder says which algorithm each operation
+// ran: all three ran (the trials), and every rank ran the same one in every
+// operation.
 class TunedAllReduce : public ::testing::TestWithParam<int> {};
 
-// 'd' (recursive doubling) or 'r' (Rabenseifner) per all_reduce in the trace, oldest first.
+// 'd' (recursive doubling), 'r' (Rabenseifner) or 'g' (ring) per all_reduce in the trace, oldest first.
 std::string algorithms_run(const std::string& js) {
   std::string out;
   for (std::size_t at = js.find("\"op\":\"all_reduce\""); at != std::string::npos;
@@ -143,7 +145,7 @@ std::string algorithms_run(const std::string& js) {
     const std::size_t a = js.find("\"algo\":\"", at), end = js.find('}', at);
     if (a == std::string::npos || a > end) return out + '?';  // the entry has none of its own
     const std::string name = js.substr(a + 8, js.find('"', a + 8) - (a + 8));
-    out += name == "recursive_doubling" ? 'd' : name == "rabenseifner" ? 'r' : '?';
+    out += name == "recursive_doubling" ? 'd' : name == "rabenseifner" ? 'r' : name == "ring" ? 'g' : '?';
   }
   return out;
 }
@@ -155,18 +157,18 @@ TEST_P(TunedAllReduce, EveryRankRunsTheSameAlgorithmAndEveryResultIsRight) {
   // exchange and the tuner's must not meet).
   if (GetParam() == 5) o.env.emplace_back("TUTTI_DEBUG", "detail");
   spawn(GetParam(), [](Communicator& comm) {
-    // Bytes in (8, 16], (16, 32] and (32, 64] KiB, the default classes.
-    const std::size_t class_bytes[] = {12004, 20000, 65536};
+    // Bytes in (8, 16], (16, 32], (32, 64] and (128, 256] KiB, default classes.
+    const std::size_t class_bytes[] = {12004, 20000, 65536, 200000};
     const DataType dtypes[] = {DataType::Float32, DataType::Int32, DataType::BFloat16, DataType::Float64};
     const ReduceOpKind ops[] = {ReduceOpKind::Sum, ReduceOpKind::Max, ReduceOpKind::Avg, ReduceOpKind::Min};
     const int per_class = 2 * (2 * 4 + 1) + 24 + 4;  // two epochs' trials and exchanges, the first quiet part, more
     std::uint64_t id = 910000;
     int ran = 0;
-    for (int i = 0; i < 3 * per_class; ++i) {
+    for (int i = 0; i < 4 * per_class; ++i) {
       CaseInfo c;
       c.id = ++id;
-      c.dtype = dtypes[(i / 3) % 4];
-      c.count = class_bytes[i % 3] / dtype_size(c.dtype);
+      c.dtype = dtypes[(i / 4) % 4];
+      c.count = class_bytes[i % 4] / dtype_size(c.dtype);
       c.op = ReduceOp(ops[(i / 12) % 4]);
       if (!reduce_op_invalid_reason(c.dtype, c.op).empty()) c.op = ReduceOp::SUM;
       c.inplace = (i % 7) == 0;
@@ -180,6 +182,7 @@ TEST_P(TunedAllReduce, EveryRankRunsTheSameAlgorithmAndEveryResultIsRight) {
     EXPECT_EQ(mine.find('?'), std::string::npos) << mine;
     EXPECT_NE(mine.find('d'), std::string::npos) << mine;
     EXPECT_NE(mine.find('r'), std::string::npos) << mine;
+    EXPECT_NE(mine.find('g'), std::string::npos) << mine;
     std::vector<char> all(mine.size() * static_cast<std::size_t>(comm.size()));
     comm.all_gather(mine.data(), all.data(), mine.size(), DataType::UInt8);
     for (int p = 0; p < comm.size(); ++p)

@@ -385,21 +385,36 @@ TEST_F(CoreConfigEnv, SharedSettingsAndTheirDisagreements) {
 // ---- the all_reduce tuner (algorithms/tuner.h) ---------------------------------
 
 // Runs the tuner's steps for `bytes` until its next exchange, timing
-// algorithm a at t[a] ns; returns the algorithms run, in order.
+// algorithm a at t[a] ns (+i for the i-th trial); returns the algorithms run.
 std::vector<int> run_trials(d::AllReduceTuner& t, std::size_t bytes, std::array<std::int64_t, 2> ns) {
   std::vector<int> ran;
   for (int i = 0; i < 2 * d::AllReduceTuner::kSamples; ++i) {
     d::AllReduceTuner::Step s = t.next(bytes);
     EXPECT_FALSE(s.agree) << i;
     EXPECT_TRUE(s.timed) << i;
-    t.record(bytes, s.algo, ns[static_cast<std::size_t>(s.algo)] + i);  // +i: not all equal
+    t.record(bytes, s.algo, ns[static_cast<std::size_t>(s.algo)] + i);
     ran.push_back(s.algo);
   }
   EXPECT_TRUE(t.next(bytes).agree);
   return ran;
 }
 
+// A class's first operation: the preferred algorithm, untimed.
+void expect_warm_up(d::AllReduceTuner& t, std::size_t bytes, int preferred) {
+  d::AllReduceTuner::Step s = t.next(bytes, preferred);
+  EXPECT_EQ(s.algo, preferred);
+  EXPECT_FALSE(s.timed || s.agree);
+}
+
+// 0,1,0,1,... (or 1,0,... from `first`), kSamples of each.
+std::vector<int> alternating(int first) {
+  std::vector<int> v;
+  for (int i = 0; i < 2 * d::AllReduceTuner::kSamples; ++i) v.push_back((first + i) % 2);
+  return v;
+}
+
 TEST(CoreTuner, TrialsAlternateThenTheMembersSumsDecideForAGrowingEpoch) {
+  static_assert(d::AllReduceTuner::kSamples >= 2);
   d::AllReduceTuner t(8 << 10, 64 << 10);
   EXPECT_FALSE(t.covers(8 << 10));
   EXPECT_TRUE(t.covers((8 << 10) + 1));
@@ -408,11 +423,13 @@ TEST(CoreTuner, TrialsAlternateThenTheMembersSumsDecideForAGrowingEpoch) {
   const std::size_t b = 20000;  // class (16 KiB, 32 KiB]
   EXPECT_EQ(d::AllReduceTuner::class_hi(b), std::size_t(32) << 10);
   EXPECT_EQ(t.chosen(b), -1);
-  // Epoch 0: 0,1,0,1,... ; the means of what each took (+i per trial).
-  EXPECT_EQ(run_trials(t, b, {1000, 500}), (std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1}));
+  expect_warm_up(t, b, 0);
+  // Epoch 0: 0,1,0,1,... ; the means of what each took (+i for trial i).
+  EXPECT_EQ(run_trials(t, b, {1000, 500}), alternating(0));
   std::array<std::int64_t, 2> m = t.means(b);
-  EXPECT_EQ(m[0], 1000 + (0 + 2 + 4 + 6) / 4);  // trials 0,2,4,6
-  EXPECT_EQ(m[1], 500 + (1 + 3 + 5 + 7) / 4);   // trials 1,3,5,7
+  const std::int64_t k = d::AllReduceTuner::kSamples;
+  EXPECT_EQ(m[0], 1000 + (k - 1));  // trials 0, 2, ..., 2k-2: mean k-1
+  EXPECT_EQ(m[1], 500 + k);         // trials 1, 3, ..., 2k-1: mean k
   // The members' sums decide: Rabenseifner (1) clearly faster.
   EXPECT_EQ(t.decide(b, {4000, 2000}), 1);
   EXPECT_EQ(t.chosen(b), 1);
@@ -421,9 +438,9 @@ TEST(CoreTuner, TrialsAlternateThenTheMembersSumsDecideForAGrowingEpoch) {
     EXPECT_EQ(s.algo, 1);
     EXPECT_FALSE(s.timed || s.agree);
   }
-  // Epoch 1 starts with the other algorithm; within the margin the table's
-  // choice (0) stays.
-  EXPECT_EQ(run_trials(t, b, {1000, 980}), (std::vector<int>{1, 0, 1, 0, 1, 0, 1, 0}));
+  // Epoch 1 starts with the other algorithm (no warm-up again); within the
+  // margin the table's choice (0) stays.
+  EXPECT_EQ(run_trials(t, b, {1000, 980}), alternating(1));
   EXPECT_EQ(t.decide(b, {1000, 960}), 0);
   for (std::uint64_t i = 0; i < 4 * d::AllReduceTuner::kFirstQuiet; ++i) EXPECT_EQ(t.next(b).algo, 0);
   run_trials(t, b, {1000, 1000});
@@ -431,16 +448,18 @@ TEST(CoreTuner, TrialsAlternateThenTheMembersSumsDecideForAGrowingEpoch) {
   // Other classes are independent.
   const std::size_t small = 10000, big = 60000;
   EXPECT_EQ(t.chosen(small), -1);
-  EXPECT_EQ(run_trials(t, small, {700, 900}), (std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1}));
+  expect_warm_up(t, small, 0);
+  EXPECT_EQ(run_trials(t, small, {700, 900}), alternating(0));
   EXPECT_EQ(t.decide(small, t.means(small)), 0);
   EXPECT_EQ(t.chosen(b), 1);
   EXPECT_EQ(t.chosen(big), -1);
   // Where the table prefers alternative 1 (the two-level slices above the
-  // leader cut), 0 must be the one 5% faster.
+  // leader cut), its warm-up runs 1, and 0 must be the one 5% faster.
+  expect_warm_up(t, big, 1);
   run_trials(t, big, {500, 500});
   EXPECT_EQ(t.decide(big, {1960, 2000}, 1), 1);
   EXPECT_EQ(t.chosen(big), 1);
-  for (std::uint64_t i = 0; i < d::AllReduceTuner::kFirstQuiet; ++i) t.next(big);
+  for (std::uint64_t i = 0; i < d::AllReduceTuner::kFirstQuiet; ++i) t.next(big, 1);
   run_trials(t, big, {500, 500});
   EXPECT_EQ(t.decide(big, {1880, 2000}, 1), 0);
 }
@@ -449,6 +468,7 @@ TEST(CoreTuner, EpochsGrowFourfoldUpToTheLimit) {
   d::AllReduceTuner t(8 << 10, 64 << 10);
   const std::size_t b = 40000;
   std::uint64_t quiet = d::AllReduceTuner::kFirstQuiet;
+  expect_warm_up(t, b, 0);
   run_trials(t, b, {100, 200});
   for (int epoch = 0; epoch < 8; ++epoch) {
     EXPECT_EQ(t.decide(b, {100, 200}), 0);
