@@ -28,9 +28,8 @@ std::size_t AllReduceTuner::class_hi(std::size_t bytes) {
 AllReduceTuner::Step AllReduceTuner::next(std::size_t bytes, int preferred) {
   Class& c = at(bytes);
   Step s;
-  if (!c.warm) {  // the class's first operation: untimed (page faults, windows opening)
-    c.warm = true;
-    s.algo = preferred;
+  if (c.warm < 2) {  // the class's first two operations, one of each: untimed
+    s.algo = c.warm++ == 0 ? preferred : 1 - preferred;
     return s;
   }
   const std::uint64_t trials = 2 * kSamples;

@@ -8,15 +8,15 @@
 //   steps cost more than the bytes, on a slow one the bytes do. On unshaped
 //   veth recursive doubling wins at 32 KiB (135-194 against 190-262 us);
 //   between 4 hosts at 1 Gbit/s Rabenseifner does (319-443 against 459-464
-//   us): no fixed cut fits both. Above TUTTI_SMALL_BYTES up to 4 MiB,
-//   Rabenseifner (ahead on loopback) against the ring (ahead from 256 KiB
-//   between the test-bed's hosts).
+//   us): no fixed cut fits both. Above 512 KiB up to 4 MiB, Rabenseifner
+//   (ahead on loopback) against the ring (ahead between the test-bed's
+//   hosts: 2 MiB 5.1 against 8.2 ms; level from 256 to 512 KiB).
 // - Two-level all_reduce (core/hierarchy.cc): one leader per host, or every
 //   local rank with a slice; which is faster depends on the link, the cores
 //   and the size alike.
 //
 // Per size class (bytes rounded up to a power of two), after one untimed
-// operation, each epoch runs the two alternately, kSamples times each, and
+// operation of each, each epoch runs the two alternately, kSamples times each, and
 // times them; the next operation
 // of the class first sums every member's mean time of each (two integers,
 // exchanged inside that operation), and every member then runs the one
@@ -26,7 +26,8 @@
 // is what a run of operations costs. Epochs grow fourfold up to kMaxQuiet
 // operations, so a link whose speed changes is noticed, and in the long run
 // the trials cost under 0.05% of the operations (kSamples runs of the
-// slower per epoch); in a short run of 100 operations, four. Every member chooses alike:
+// slower per epoch); in a short run of 100 operations, five with the
+// warm-up. Every member chooses alike:
 // the choice depends on the summed figures only, and the communicator's
 // operations run in the same order on every member.
 //
@@ -60,9 +61,11 @@ class AllReduceTuner {
     bool agree = false;  // sum means() among the members first, then decide()
   };
   // The next operation of `bytes` (covers(bytes) must hold). A class's
-  // first operation ever runs `preferred` (the table's choice), untimed: it
-  // pays for what is new at that size (page faults, a TCP window opening)
-  // and would bias the first trial.
+  // first two operations run `preferred` (the table's choice), then the
+  // other, untimed: each pays for what is new to it at that size (page
+  // faults, scratch, TCP windows of connections it is the first to use:
+  // the ring's first 256 KiB operations took 5.8 ms where later ones took
+  // 0.7) and would bias its first trial.
   Step next(std::size_t bytes, int preferred = 0);
   // The time of a timed step.
   void record(std::size_t bytes, int algo, std::int64_t ns);
@@ -81,7 +84,7 @@ class AllReduceTuner {
     std::uint64_t ops = 0;    // operations so far in this epoch
     std::uint64_t quiet = 0;  // operations after the choice in this epoch
     std::uint64_t epoch = 0;
-    bool warm = false;  // the untimed first operation ran
+    int warm = 0;  // untimed first operations run (one of each)
     int choice = -1;
     std::array<std::array<std::int64_t, kSamples>, 2> samples{};
     std::array<int, 2> taken{};

@@ -256,10 +256,13 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
   const bool ring = algo_is(c.algo, "ring");
   const bool rabenseifner = algo_is(c.algo, "rabenseifner");
   const bool shm = algo_is(c.algo, "shm");
-  // Where the tuner covers the size, the table's recursive doubling may run
+  // Where a tuner covers the size, the table's recursive doubling may run
   // as Rabenseifner, its Rabenseifner as the ring.
-  const bool tuned = impl_->tuner && impl_->tuner->covers(bytes) &&
-                     (algo_is(c.algo, "recursive_doubling") || algo_is(c.algo, "rabenseifner"));
+  AllReduceTuner* const tuner =
+      !(algo_is(c.algo, "recursive_doubling") || algo_is(c.algo, "rabenseifner")) ? nullptr
+      : impl_->tuner && impl_->tuner->covers(bytes)                                 ? impl_->tuner.get()
+      : impl_->tuner_large && impl_->tuner_large->covers(bytes)                     ? impl_->tuner_large.get()
+                                                                                    : nullptr;
   const int n = impl_->size;
   return impl_->run(
       std::move(c),
@@ -277,8 +280,8 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
         } else if (recvbuf != sendbuf && bytes) {
           std::memcpy(recvbuf, sendbuf, bytes);
         }
-        if (tuned) {
-          all_reduce_tuned(*impl->tuner, impl->job->config.small_bytes, x, recvbuf, count, dtype, base_op(op));
+        if (tuner) {
+          all_reduce_tuned(*tuner, impl->job->config.small_bytes, x, recvbuf, count, dtype, base_op(op));
         } else if (ring) {
           all_reduce_ring(x, recvbuf, count, dtype, base_op(op));
         } else if (rabenseifner) {

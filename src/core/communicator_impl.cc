@@ -260,7 +260,11 @@ void Communicator::Impl::set_topology() {
                                           : c.algo_tuning == "auto" && !single_host && size >= 3;
   const auto forced = c.algo.find("all_reduce");  // naming two_level (the default there) leaves it tuned
   if (tune && (forced == c.algo.end() || forced->second == "two_level") && c.small_bytes >= 16)
-    tuner = std::make_unique<detail::AllReduceTuner>(c.small_bytes / 8, std::max<std::size_t>(c.small_bytes, 4 << 20));
+  {
+    tuner = std::make_unique<detail::AllReduceTuner>(c.small_bytes / 8, c.small_bytes);
+    if (c.small_bytes < (4 << 20))
+      tuner_large = std::make_unique<detail::AllReduceTuner>(std::max<std::size_t>(c.small_bytes, 512 << 10), 4 << 20);
+  }
 }
 
 void Communicator::Impl::run_task(Task& t) {

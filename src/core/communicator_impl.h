@@ -125,11 +125,11 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // single_host, no TUTTI_ALGO and no TUTTI_TRANSPORT=tcp: every collective
   // runs in shared memory, chosen without a table walk.
   bool shm_always = false;
-  // Times recursive doubling against Rabenseifner for network all_reduce in
-  // (small_bytes/8, small_bytes], Rabenseifner against the ring above up to
-  // 4 MiB (TUTTI_ALGO_TUNING); null when not tuned. Used by the thread
-  // running operations.
-  std::unique_ptr<detail::AllReduceTuner> tuner;
+  // Time recursive doubling against Rabenseifner for network all_reduce in
+  // (small_bytes/8, small_bytes], and Rabenseifner against the ring in
+  // (512 KiB, 4 MiB] (TUTTI_ALGO_TUNING); null when not tuned. Used by the
+  // thread running operations.
+  std::unique_ptr<detail::AllReduceTuner> tuner, tuner_large;
   void set_topology();
   // The communicator's shared-memory segment, mapped at the first
   // shared-memory collective (every member runs it in the same order), set
