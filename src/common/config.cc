@@ -69,6 +69,7 @@ Config Config::from_env() {
   if (const char* v = env("TUTTI_CHUNK_BYTES")) {
     c.chunk_bytes = parse_bytes(v, "TUTTI_CHUNK_BYTES");
     if (c.chunk_bytes < 64) throw Error(ErrorKind::InvalidArgument, "TUTTI_CHUNK_BYTES: must be at least 64");
+    c.hosts_chunk_bytes = c.chunk_bytes;
   }
   if (const char* v = env("TUTTI_SMALL_BYTES")) c.small_bytes = parse_bytes(v, "TUTTI_SMALL_BYTES");
   if (const char* v = env("TUTTI_TWO_LEVEL_LEADER_BYTES"))
@@ -140,7 +141,8 @@ Config Config::from_env() {
 
 std::string Config::describe() const {
   std::ostringstream os;
-  os << "timeout=" << timeout.count() << "ms chunk_bytes=" << chunk_bytes << " small_bytes=" << small_bytes
+  os << "timeout=" << timeout.count() << "ms chunk_bytes=" << chunk_bytes << " hosts_chunk_bytes=" << hosts_chunk_bytes
+     << " small_bytes=" << small_bytes
      << " two_level_leader_bytes=" << two_level_leader_bytes
      << " socket_buffer_bytes=" << socket_buffer_bytes
      << " tcp_congestion=" << (tcp_congestion.empty() ? "(auto)" : tcp_congestion) << " sockets_per_peer=" << sockets_per_peer
@@ -167,7 +169,7 @@ std::string Config::shared_settings() const {
   auto line = [&s](const char* scope, const char* name, const std::string& value) {
     s += std::string(scope) + " " + name + "=" + value + "\n";
   };
-  line("J", "TUTTI_CHUNK_BYTES", std::to_string(chunk_bytes));
+  line("J", "TUTTI_CHUNK_BYTES", std::to_string(chunk_bytes) + "," + std::to_string(hosts_chunk_bytes));
   line("J", "TUTTI_SMALL_BYTES", std::to_string(small_bytes));
   line("J", "TUTTI_TWO_LEVEL_LEADER_BYTES", std::to_string(two_level_leader_bytes));
   line("J", "TUTTI_ALGO", algos);

@@ -255,6 +255,7 @@ void Communicator::Impl::set_topology() {
   shm_always = single_host && job->config.algo.empty() && job->config.transport != "tcp";
   two_level = !single_host && detail::hierarchy_applies(world, job->host_of);
   const detail::Config& c = job->config;
+  chunk_bytes = single_host ? c.chunk_bytes : c.hosts_chunk_bytes;
   const bool network = !single_host || c.transport == "tcp";
   const bool tune = c.algo_tuning == "on" ? network && size >= 2
                                           : c.algo_tuning == "auto" && !single_host && size >= 3;

@@ -125,6 +125,9 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // single_host, no TUTTI_ALGO and no TUTTI_TRANSPORT=tcp: every collective
   // runs in shared memory, chosen without a table walk.
   bool shm_always = false;
+  // The pipelining unit of chunked network algorithms: TUTTI_CHUNK_BYTES
+  // within one host, its across-hosts value otherwise (common/config.h).
+  std::size_t chunk_bytes = 1 << 20;
   // Time recursive doubling against Rabenseifner for network all_reduce in
   // (small_bytes/8, small_bytes], and Rabenseifner against the ring in
   // (512 KiB, 4 MiB] (TUTTI_ALGO_TUNING); null when not tuned. Used by the
@@ -165,7 +168,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
     c.rank = rank;
     c.size = size;
     c.world = &world;
-    c.chunk_bytes = job->config.chunk_bytes;
+    c.chunk_bytes = chunk_bytes;
     c.scratch = &scratch;
     c.op_name = op_name;
     c.bytes = bytes;

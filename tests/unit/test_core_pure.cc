@@ -242,6 +242,7 @@ TEST_F(CoreConfigEnv, Defaults) {
   d::Config c = d::Config::from_env();
   EXPECT_EQ(c.timeout, std::chrono::minutes(5));
   EXPECT_EQ(c.chunk_bytes, std::size_t(1) << 20);
+  EXPECT_EQ(c.hosts_chunk_bytes, std::size_t(256) << 10);
   EXPECT_EQ(c.small_bytes, std::size_t(64) << 10);
   EXPECT_TRUE(c.algo.empty());
   EXPECT_EQ(c.socket_buffer_bytes, std::size_t(4) << 20);
@@ -278,6 +279,9 @@ TEST_F(CoreConfigEnv, TimeoutRejectsBadValues) {
 TEST_F(CoreConfigEnv, ChunkBytes) {
   set("TUTTI_CHUNK_BYTES", "256K");
   EXPECT_EQ(d::Config::from_env().chunk_bytes, std::size_t(256) << 10);
+  set("TUTTI_CHUNK_BYTES", "2M");  // set, it applies across hosts too
+  EXPECT_EQ(d::Config::from_env().hosts_chunk_bytes, std::size_t(2) << 20);
+  EXPECT_CONTAINS(d::Config::from_env().shared_settings(), "J TUTTI_CHUNK_BYTES=2097152,2097152\n");
   set("TUTTI_CHUNK_BYTES", "64");
   EXPECT_EQ(d::Config::from_env().chunk_bytes, 64u);
   set("TUTTI_CHUNK_BYTES", "4M");
