@@ -260,8 +260,7 @@ void Communicator::Impl::set_topology() {
   const bool tune = c.algo_tuning == "on" ? network && size >= 2
                                           : c.algo_tuning == "auto" && !single_host && size >= 3;
   const auto forced = c.algo.find("all_reduce");  // naming two_level (the default there) leaves it tuned
-  if (tune && (forced == c.algo.end() || forced->second == "two_level") && c.small_bytes >= 16)
-  {
+  if (tune && (forced == c.algo.end() || forced->second == "two_level") && c.small_bytes >= 16) {
     tuner = std::make_unique<detail::AllReduceTuner>(c.small_bytes / 8, c.small_bytes);
     if (c.small_bytes < (4 << 20))
       tuner_large = std::make_unique<detail::AllReduceTuner>(std::max<std::size_t>(c.small_bytes, 512 << 10), 4 << 20);
