@@ -49,7 +49,7 @@ class AllReduceTuner {
   static constexpr double kMargin = 0.05;      // the other must be this much faster
 
   // Tunes sizes in (lo, hi] (bytes per rank) between alternatives 0 and 1;
-  // the table's choice at a size (preferred() below) stays unless the other
+  // the table's choice at a size (`preferred` of next() and decide()) stays unless the other
   // is kMargin faster.
   AllReduceTuner(std::size_t lo, std::size_t hi) : lo_(lo), hi_(hi) {}
 
