@@ -55,7 +55,15 @@ AllReduceTuner::Step AllReduceTuner::next(std::size_t bytes, int preferred) {
   return s;
 }
 
+std::array<std::atomic<std::int64_t>, 2> AllReduceTuner::test_penalty_{};
+
+void AllReduceTuner::set_test_penalty(std::int64_t ns0, std::int64_t ns1) {
+  test_penalty_[0].store(ns0, std::memory_order_relaxed);
+  test_penalty_[1].store(ns1, std::memory_order_relaxed);
+}
+
 void AllReduceTuner::record(std::size_t bytes, int algo, std::int64_t ns) {
+  ns += test_penalty_[static_cast<std::size_t>(algo)].load(std::memory_order_relaxed);
   Class& c = at(bytes);
   int& n = c.taken[static_cast<std::size_t>(algo)];
   if (n < kSamples) c.samples[static_cast<std::size_t>(algo)][static_cast<std::size_t>(n++)] = ns;

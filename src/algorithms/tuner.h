@@ -35,6 +35,8 @@
 // operations (one at a time).
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -79,6 +81,33 @@ class AllReduceTuner {
   // The algorithm chosen for `bytes`' class (-1 before the first choice).
   int chosen(std::size_t bytes) const;
 
+  // One operation of `bytes` (covers(bytes) must hold), the whole step:
+  // when the members agree, `sum(sums)` adds up their means in place (an
+  // exchange inside this operation, the same on every member) and
+  // `chosen(sums, algo)` hears the result; then `run(algo)`, timed and
+  // recorded when it is a trial. Returns the algorithm run.
+  template <class Sum, class Chosen, class Run>
+  int step(std::size_t bytes, int preferred, Sum&& sum, Chosen&& chosen, Run&& run) {
+    Step s = next(bytes, preferred);
+    if (s.agree) {
+      std::array<std::int64_t, 2> sums = means(bytes);
+      sum(sums);
+      s.algo = decide(bytes, sums, preferred);
+      chosen(sums, s.algo);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    run(s.algo);
+    if (s.timed)
+      record(bytes, s.algo,
+             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    return s.algo;
+  }
+
+  // For tests: nanoseconds added to every time this process records for
+  // algorithm 0 and 1, so one member's timings can differ from the
+  // others' (the choice must follow the members' sums, not one member).
+  static void set_test_penalty(std::int64_t ns0, std::int64_t ns1);
+
  private:
   struct Class {
     std::uint64_t ops = 0;    // operations so far in this epoch
@@ -93,6 +122,7 @@ class AllReduceTuner {
   const Class* find(std::size_t bytes) const;
   std::size_t lo_, hi_;
   std::array<std::unique_ptr<Class>, 65> classes_;  // by bit_width(bytes - 1)
+  static std::array<std::atomic<std::int64_t>, 2> test_penalty_;
 };
 
 }  // namespace tutti::detail

@@ -63,32 +63,31 @@ void all_reduce_tuned(AllReduceTuner& tuner, std::size_t small_bytes, OpContext&
   const std::size_t bytes = x.bytes;
   const bool small = bytes <= small_bytes;
   const char* const names[2] = {small ? "recursive_doubling" : "rabenseifner", small ? "rabenseifner" : "ring"};
-  AllReduceTuner::Step s = tuner.next(bytes);
-  if (s.agree) {
-    std::array<std::int64_t, 2> sums = tuner.means(bytes);
-    x.step_base += kTunerStepBase;
-    all_reduce_recursive_doubling(x, sums.data(), 2, DataType::Int64, ReduceOpKind::Sum);
-    x.step_base -= kTunerStepBase;
-    s.algo = tuner.decide(bytes, sums);
-    if (x.rank == 0)
-      TUTTI_LOG(Debug, "all_reduce up to " << AllReduceTuner::class_hi(bytes) << " B on " << x.size << " ranks: "
-                                           << names[0] << " " << sums[0] / 1000 / x.size << " us, " << names[1] << " "
-                                           << sums[1] / 1000 / x.size << " us (mean of the members' means): "
-                                           << names[s.algo]);
-  }
-  const char* const algo = names[s.algo];
-  x.set_algo(algo);
-  const auto t0 = std::chrono::steady_clock::now();
-  if (algo_is(algo, "ring")) {
-    all_reduce_ring(x, buf, count, dtype, op);
-  } else if (algo_is(algo, "rabenseifner")) {
-    all_reduce_rabenseifner(x, buf, count, dtype, op);
-  } else {
-    all_reduce_recursive_doubling(x, buf, count, dtype, op);
-  }
-  if (s.timed)
-    tuner.record(bytes, s.algo,
-                 std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  tuner.step(
+      bytes, 0,
+      [&](std::array<std::int64_t, 2>& sums) {
+        x.step_base += kTunerStepBase;
+        all_reduce_recursive_doubling(x, sums.data(), 2, DataType::Int64, ReduceOpKind::Sum);
+        x.step_base -= kTunerStepBase;
+      },
+      [&](const std::array<std::int64_t, 2>& sums, int algo) {
+        if (x.rank == 0)
+          TUTTI_LOG(Debug, "all_reduce up to " << AllReduceTuner::class_hi(bytes) << " B on " << x.size << " ranks: "
+                                               << names[0] << " " << sums[0] / 1000 / x.size << " us, " << names[1]
+                                               << " " << sums[1] / 1000 / x.size
+                                               << " us (mean of the members' means): " << names[algo]);
+      },
+      [&](int a) {
+        const char* const algo = names[a];
+        x.set_algo(algo);
+        if (algo_is(algo, "ring")) {
+          all_reduce_ring(x, buf, count, dtype, op);
+        } else if (algo_is(algo, "rabenseifner")) {
+          all_reduce_rabenseifner(x, buf, count, dtype, op);
+        } else {
+          all_reduce_recursive_doubling(x, buf, count, dtype, op);
+        }
+      });
 }
 
 }  // namespace

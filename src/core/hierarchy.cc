@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstring>
 
 #include "common/log.h"
@@ -133,32 +132,32 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
   }
   const ReduceOp cop = child_op(op);
   const int preferred = bytes <= h.leader_bytes ? 0 : 1;  // 0: leader form, 1: slices
-  AllReduceTuner::Step step;
-  step.algo = preferred;
-  const bool tuned = h.forms && h.forms->covers(bytes);
-  if (tuned) step = h.forms->next(bytes, preferred);
-  if (step.agree) {
-    std::array<std::int64_t, 2> sums = h.forms->means(bytes);
-    h.local.all_reduce(sums.data(), sums.data(), 2, DataType::Int64, ReduceOp::SUM);
-    h.cross.all_reduce(sums.data(), sums.data(), 2, DataType::Int64, ReduceOp::SUM);
-    step.algo = h.forms->decide(bytes, sums, preferred);
-    if (h.local.rank() == 0 && h.cross.rank() == 0)
-      TUTTI_LOG(Debug, "two-level all_reduce up to " << AllReduceTuner::class_hi(bytes) << " B on " << h.hosts << " x "
-                                                     << h.per_host << " ranks: leader form " << sums[0] / 1000 / n
-                                                     << " us, slices " << sums[1] / 1000 / n
-                                                     << " us (mean of the members' means): "
-                                                     << (step.algo ? "slices" : "leader form"));
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  if (step.algo == 0) {
-    leader_form(h, out, count, dtype, cop);
+  const auto run = [&](int form) {
+    if (form == 0) {
+      leader_form(h, out, count, dtype, cop);
+    } else {
+      slices_form(h, out, count, dtype, cop);
+      h.scratch.trim();
+    }
+  };
+  if (h.forms && h.forms->covers(bytes)) {
+    h.forms->step(
+        bytes, preferred,
+        [&](std::array<std::int64_t, 2>& sums) {
+          h.local.all_reduce(sums.data(), sums.data(), 2, DataType::Int64, ReduceOp::SUM);
+          h.cross.all_reduce(sums.data(), sums.data(), 2, DataType::Int64, ReduceOp::SUM);
+        },
+        [&](const std::array<std::int64_t, 2>& sums, int form) {
+          if (h.local.rank() == 0 && h.cross.rank() == 0)
+            TUTTI_LOG(Debug, "two-level all_reduce up to "
+                                 << AllReduceTuner::class_hi(bytes) << " B on " << h.hosts << " x " << h.per_host
+                                 << " ranks: leader form " << sums[0] / 1000 / n << " us, slices " << sums[1] / 1000 / n
+                                 << " us (mean of the members' means): " << (form ? "slices" : "leader form"));
+        },
+        run);
   } else {
-    slices_form(h, out, count, dtype, cop);
-    h.scratch.trim();
+    run(preferred);
   }
-  if (step.timed)
-    h.forms->record(bytes, step.algo,
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   if (op.kind == ReduceOpKind::Avg) divide_by(out, count, dtype, n);
 }
 

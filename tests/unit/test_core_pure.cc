@@ -488,6 +488,40 @@ TEST(CoreTuner, EpochsGrowFourfoldUpToTheLimit) {
   EXPECT_EQ(quiet, d::AllReduceTuner::kMaxQuiet);
 }
 
+TEST(CoreTuner, AStepTimesItsTrialsAndDecidesOnTheExchangedSums) {
+  d::AllReduceTuner t(8 << 10, 64 << 10);
+  const std::size_t b = 20000;
+  // This process finds alternative 1 50 ms slower than 0 in every trial.
+  d::AllReduceTuner::set_test_penalty(0, 50000000);
+  std::vector<int> ran;
+  int exchanges = 0, heard = -1;
+  const int steps = 2 + 2 * d::AllReduceTuner::kSamples + 3;
+  for (int i = 0; i < steps; ++i) {
+    const int a = t.step(
+        b, 0,
+        [&](std::array<std::int64_t, 2>& sums) {
+          ++exchanges;
+          EXPECT_GE(sums[1], 50000000);  // this member's means: the runs take
+          EXPECT_GT(sums[1] - sums[0], 49000000);  // microseconds at most
+          std::swap(sums[0], sums[1]);             // the others saw it the other way round
+        },
+        [&](const std::array<std::int64_t, 2>& sums, int algo) {
+          EXPECT_LT(sums[1], sums[0]);
+          heard = algo;
+        },
+        [&](int algo) { ran.push_back(algo); });
+    EXPECT_EQ(a, ran.back());
+  }
+  d::AllReduceTuner::set_test_penalty(0, 0);
+  EXPECT_EQ(exchanges, 1);
+  EXPECT_EQ(heard, 1);  // the exchanged sums decide, not this member's own times
+  std::vector<int> expected = {0, 1};
+  for (int a : alternating(0)) expected.push_back(a);
+  expected.insert(expected.end(), {1, 1, 1});
+  EXPECT_EQ(ran, expected);
+  EXPECT_EQ(t.chosen(b), 1);
+}
+
 TEST_F(CoreConfigEnv, SocketsPerPeerAndStripeBytes) {
   d::Config c = d::Config::from_env();
   EXPECT_EQ(c.sockets_per_peer, 1);
