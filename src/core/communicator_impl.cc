@@ -256,6 +256,7 @@ void Communicator::Impl::set_topology() {
   two_level = !single_host && detail::hierarchy_applies(world, job->host_of);
   const detail::Config& c = job->config;
   chunk_bytes = single_host ? c.chunk_bytes : c.hosts_chunk_bytes;
+  small_pipe_bytes = std::min<std::size_t>(chunk_bytes, single_host ? 64 << 10 : 32 << 10);
   const bool network = !single_host || c.transport == "tcp";
   const bool tune = c.algo_tuning == "on" ? network && size >= 2
                                           : c.algo_tuning == "auto" && !single_host && size >= 3;

@@ -128,6 +128,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // The pipelining unit of chunked network algorithms: TUTTI_CHUNK_BYTES
   // within one host, its across-hosts value otherwise (common/config.h).
   std::size_t chunk_bytes = 1 << 20;
+  std::size_t small_pipe_bytes = 64 << 10;
   // Time recursive doubling against Rabenseifner for network all_reduce in
   // (small_bytes/8, small_bytes], and Rabenseifner against the ring in
   // (512 KiB, 4 MiB] (TUTTI_ALGO_TUNING); null when not tuned. Used by the
@@ -169,6 +170,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
     c.size = size;
     c.world = &world;
     c.chunk_bytes = chunk_bytes;
+    c.small_pipe_bytes = small_pipe_bytes;
     c.scratch = &scratch;
     c.op_name = op_name;
     c.bytes = bytes;
