@@ -3,21 +3,29 @@
 # Run it inside a test-bed, e.g. 4 hosts with links shaped to 1 Gbit/s:
 #   bash tests/netbed/netbed.sh run 4 --rate 1gbit -- bench/peers/netbed/compare.sh
 # Environment: PER (ranks per host, 1), COLL (all_reduce), MINB (8), MAXB (16M),
-# F (8), ITERS (5), REPS (2). Prints "size time_us algbw busbw" rows per run.
+# F (8), ITERS (5), WARM (1), REPS (2); VARIANTS adds tutti runs with settings
+# of their own, "name=VAR=value VAR2=value;name2=...", printed as tutti-name.
+# Prints "size time_us algbw busbw wrong" rows per run; bench/peers/netbed/report.py
+# turns saved output into a table and a plot.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 IFS=, read -ra H <<< "$NETBED_HOSTS"; IFS=, read -ra A <<< "$NETBED_ADDRS"
 per=${PER:-1}
 hosts=$(printf "%s:$per," "${H[@]}"); hosts=${hosts%,}
 mpi_hosts=$(printf "%s:$per," "${A[@]}"); mpi_hosts=${mpi_hosts%,}
-args="${COLL:-all_reduce} -b ${MINB:-8} -e ${MAXB:-16M} -f ${F:-8} -n ${ITERS:-5} -w 1 -c 1"
+args="${COLL:-all_reduce} -b ${MINB:-8} -e ${MAXB:-16M} -f ${F:-8} -n ${ITERS:-5} -w ${WARM:-1} -c 1"
 # Both place ranks alike: tuttirun binds each host's local rank i to CPU i
 # (one rank per host keeps every CPU), as Open MPI's core binding does.
 mpi_bind=none; [ "$per" -gt 1 ] && mpi_bind=core:overload-allowed
+IFS=';' read -ra variants <<< "${VARIANTS:-}"
 for rep in $(seq "${REPS:-2}"); do
-  echo "== tutti rep $rep"
-  "$root/build/bin/tuttirun" --hosts "$hosts" --exec-prefix "$NETBED_PREFIX" --master-addr "$NETBED_MASTER" \
-    "$root/build/bin/tutti-bench" $args 2>&1 | awk '/^ +[0-9]/ {print $1, $6, $7, $8, $9}'
+  for v in "" "${variants[@]}"; do
+    name=tutti; settings=()
+    if [ -n "$v" ]; then name=tutti-${v%%=*}; read -ra settings <<< "${v#*=}"; fi
+    echo "== $name rep $rep"
+    env ${settings[@]+"${settings[@]}"} "$root/build/bin/tuttirun" --hosts "$hosts" --exec-prefix "$NETBED_PREFIX" \
+      --master-addr "$NETBED_MASTER" "$root/build/bin/tutti-bench" $args 2>&1 | awk '/^ +[0-9]/ {print $1, $6, $7, $8, $9}'
+  done
   echo "== openmpi rep $rep"
   bash "$root/tests/netbed/netbed.sh" exec "${H[0]}" env NETBED_ADDRS="$NETBED_ADDRS" NETBED_HOSTS="$NETBED_HOSTS" \
     mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to "$mpi_bind" -np $(( ${#H[@]} * per )) --host "$mpi_hosts" \
