@@ -402,32 +402,10 @@ def main():
                    "median": {s: {str(b): v for b, v in med[s].items()} for s in a.systems}}, f, indent=1)
 
     # Plot.
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
-        for s in a.systems:
-            xs = sorted(b for b in med[s] if b > 0)
-            if not xs:
-                continue
-            ax1.plot(xs, [max(med[s][b]["busbw"], 1e-6) for b in xs], marker="o", ms=3, label=s)
-            ax2.plot(xs, [med[s][b]["time_us"] for b in xs], marker="o", ms=3, label=s)
-        for ax, yl in ((ax1, "bus bandwidth (GB/s)"), (ax2, "time per op (us)")):
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_xlabel("message size (bytes)")
-            ax.set_ylabel(yl)
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend()
-        ax1.set_title("busbw vs size")
-        ax2.set_title("latency vs size")
-        fig.suptitle(f"{title}\n{model}, {cores}, {now}", fontsize=9)
-        fig.tight_layout()
-        fig.savefig(base + ".png", dpi=110)
-        plt.close(fig)
-        png = base + ".png"
-    except ImportError:
+    from plot import plot_bw_latency
+    png = base + ".png"
+    if not plot_bw_latency(png, f"{title}\n{model}, {cores}, {now}",
+                           {s: {b: (v["time_us"], v["busbw"]) for b, v in med[s].items()} for s in a.systems}):
         png = None
         print("compare.py: matplotlib is missing: no plot (bench/peers/setup.sh installs it)", file=sys.stderr)
 

@@ -86,34 +86,18 @@ def main():
     print("\n".join(lines))
 
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
         if os.path.exists(SYSTEM_PY) and os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PY) \
                 and "REPORT_REEXEC" not in os.environ:
             os.environ["REPORT_REEXEC"] = "1"
             os.execv(SYSTEM_PY, [SYSTEM_PY, os.path.abspath(__file__)] + sys.argv[1:])
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from plot import plot_bw_latency
+    if plot_bw_latency(base + ".png", f"{title}\n{now}, {cpus} CPUs", {s: med[s] for s in systems}):
+        print(f"wrote {base}.md, {base}.png")
+    else:
         print("report.py: matplotlib is missing: no plot (bench/peers/setup.sh installs it)", file=sys.stderr)
-        return 1 if wrong else 0
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
-    for s in systems:
-        xs = sorted(med[s])
-        ax1.plot(xs, [max(med[s][b][1], 1e-6) for b in xs], marker="o", ms=3, label=s)
-        ax2.plot(xs, [med[s][b][0] for b in xs], marker="o", ms=3, label=s)
-    for ax, yl in ((ax1, "bus bandwidth (GB/s)"), (ax2, "time per op (us)")):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel(yl)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-    ax1.set_title("busbw vs size")
-    ax2.set_title("latency vs size")
-    fig.suptitle(f"{title}\n{now}, {cpus} CPUs", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(base + ".png", dpi=110)
-    print(f"wrote {base}.md, {base}.png")
     return 1 if wrong else 0
 
 
