@@ -39,7 +39,7 @@ struct OpContext {
   // not set: a shared-memory op works it out only if it has to sleep.
   std::int64_t start_tick = 0;
   std::size_t chunk_bytes = 1 << 20;
-  // Rabenseifner's pipelining unit up to kSmallPipeMaxBytes (smaller than
+  // Rabenseifner's pipelining unit up to kSmallPipeMaxBytes (at most
   // chunk_bytes; see all_reduce_rabenseifner.cc).
   std::size_t small_pipe_bytes = 64 << 10;
   static constexpr std::size_t kSmallPipeMaxBytes = 512 << 10;

@@ -128,11 +128,13 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // The pipelining unit of chunked network algorithms: TUTTI_CHUNK_BYTES
   // within one host, its across-hosts value otherwise (common/config.h).
   std::size_t chunk_bytes = 1 << 20;
+  // Rabenseifner's unit up to 512 KiB: 32 KiB across hosts, 64 KiB within
+  // one, at most chunk_bytes (algorithms/all_reduce_rabenseifner.cc).
   std::size_t small_pipe_bytes = 64 << 10;
   // Time recursive doubling against Rabenseifner for network all_reduce in
   // (small_bytes/8, small_bytes], and Rabenseifner against the ring in
-  // (512 KiB, 4 MiB] (TUTTI_ALGO_TUNING); null when not tuned. Used by the
-  // thread running operations.
+  // (max(small_bytes, 512 KiB), 4 MiB] (TUTTI_ALGO_TUNING); null when not
+  // tuned. Used by the thread running operations.
   std::unique_ptr<detail::AllReduceTuner> tuner, tuner_large;
   void set_topology();
   // The communicator's shared-memory segment, mapped at the first
