@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <numeric>
 
 namespace tutti::detail {
 namespace {
@@ -34,8 +35,12 @@ AllReduceTuner::Step AllReduceTuner::next(std::size_t bytes, int preferred) {
   }
   const std::uint64_t trials = 2 * kSamples;
   if (c.ops < trials) {
-    // Alternate, starting with the other algorithm every other epoch.
-    s.algo = static_cast<int>((c.ops + c.epoch) % 2);
+    // Alternate, starting with the other algorithm every other epoch; for
+    // Figure::Fastest in runs of kSamples, so that each has trials that
+    // follow one of its own (a switch may cost the operation after it: in
+    // shared memory the wait for a peer still busy with the last one).
+    const std::uint64_t turn = figure_ == Figure::Fastest ? c.ops / kSamples : c.ops;
+    s.algo = static_cast<int>((turn + c.epoch) % 2);
     s.timed = true;
     ++c.ops;
     return s;
@@ -75,9 +80,10 @@ std::array<std::int64_t, 2> AllReduceTuner::means(std::size_t bytes) const {
   if (!c) return m;
   for (std::size_t a = 0; a < 2; ++a) {
     const int n = c->taken[a];
-    std::int64_t sum = 0;
-    for (int i = 0; i < n; ++i) sum += c->samples[a][static_cast<std::size_t>(i)];
-    if (n) m[a] = sum / n;
+    if (n == 0) continue;
+    const auto first = c->samples[a].begin();
+    m[a] = figure_ == Figure::Fastest ? *std::min_element(first, first + n)
+                                      : std::accumulate(first, first + n, std::int64_t{0}) / n;
   }
   return m;
 }

@@ -14,6 +14,10 @@
 // - Two-level all_reduce (core/hierarchy.cc): one leader per host, or every
 //   local rank with a slice; which is faster depends on the link, the cores
 //   and the size alike.
+// - Shared-memory collectives (core/communicator_impl.h, shm_run): single
+//   copy (process_vm_readv) against copying through the segment, whose
+//   costs differ from machine to machine (Figure::Fastest below; the
+//   members take the minimum of their figures instead of the sum).
 //
 // Per size class (bytes rounded up to a power of two), after one untimed
 // operation of each, each epoch runs the two alternately, kSamples times each, and
@@ -53,7 +57,12 @@ class AllReduceTuner {
   // Tunes sizes in (lo, hi] (bytes per rank) between alternatives 0 and 1;
   // the table's choice at a size (`preferred` of next() and decide()) stays unless the other
   // is kMargin faster.
-  AllReduceTuner(std::size_t lo, std::size_t hi) : lo_(lo), hi_(hi) {}
+  // What a member reports of each alternative's trials: their mean, or the
+  // fastest of them (where a trial is slowed only by others' work, e.g. a
+  // rank descheduled on a shared core: in shared memory one slow trial of
+  // two made a 32 KiB all_to_all pick the alternative 2x slower).
+  enum class Figure { Mean, Fastest };
+  AllReduceTuner(std::size_t lo, std::size_t hi, Figure figure = Figure::Mean) : lo_(lo), hi_(hi), figure_(figure) {}
 
   bool covers(std::size_t bytes) const { return bytes > lo_ && bytes <= hi_; }
 
@@ -71,7 +80,8 @@ class AllReduceTuner {
   Step next(std::size_t bytes, int preferred = 0);
   // The time of a timed step.
   void record(std::size_t bytes, int algo, std::int64_t ns);
-  // This member's mean time of each algorithm in the epoch's trials (ns).
+  // This member's mean (or fastest, by Figure) time of each algorithm in
+  // the epoch's trials (ns).
   std::array<std::int64_t, 2> means(std::size_t bytes) const;
   // The members' means summed: the algorithm to run now and until the
   // epoch ends. `preferred`: the table's choice for `bytes`.
@@ -121,6 +131,7 @@ class AllReduceTuner {
   Class& at(std::size_t bytes);
   const Class* find(std::size_t bytes) const;
   std::size_t lo_, hi_;
+  Figure figure_;
   std::array<std::unique_ptr<Class>, 65> classes_;  // by bit_width(bytes - 1)
   static std::array<std::atomic<std::int64_t>, 2> test_penalty_;
 };

@@ -135,7 +135,10 @@ Config Config::from_env() {
       throw Error(ErrorKind::InvalidArgument, "TUTTI_DEBUG: expected 'detail' or 'off', got '" + d + "'");
     c.debug_detail = d == "detail";
   }
-  if (const char* v = env("TUTTI_SHM_CMA_BYTES")) c.shm_cma_bytes = parse_bytes(v, "TUTTI_SHM_CMA_BYTES");
+  if (const char* v = env("TUTTI_SHM_CMA_BYTES")) {
+    c.shm_cma_bytes = parse_bytes(v, "TUTTI_SHM_CMA_BYTES");
+    c.shm_cma_set = true;
+  }
   return c;
 }
 
@@ -178,7 +181,8 @@ std::string Config::shared_settings() const {
   line("H", "TUTTI_TRANSPORT", transport);
   line("H", "TUTTI_SHM_SLOT_BYTES", std::to_string(shm_slot_bytes));
   line("H", "TUTTI_SHM_ONESHOT_BYTES", std::to_string(shm_one_shot_bytes));
-  line("H", "TUTTI_SHM_CMA_BYTES", std::to_string(shm_cma_bytes));
+  // Unset differs from any value: the tuners choose where it is unset.
+  line("H", "TUTTI_SHM_CMA_BYTES", shm_cma_set ? std::to_string(shm_cma_bytes) : "(unset)");
   line("H", "TUTTI_SHM_PREFIX", shm_prefix);
   return s;
 }

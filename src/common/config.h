@@ -76,6 +76,10 @@ struct Config {
   // this size with one copy straight from the peer's memory
   // (process_vm_readv) when every member's kernel allows it; 0 turns it off.
   std::size_t shm_cma_bytes = 128 << 10;
+  // Whether TUTTI_SHM_CMA_BYTES was set: then single copy follows it
+  // alone; unset, the shared-memory tuners may turn it off per size
+  // (TUTTI_ALGO_TUNING, algorithms/tuner.h).
+  bool shm_cma_set = false;
 
   // TUTTI_SHM_PREFIX: first part of shared-memory segment names
   // (/dev/shm/<prefix>-<job id>-<communicator id>).

@@ -202,7 +202,7 @@ Work Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int 
   c.algo = impl_->select("broadcast", bytes);
   return impl_->run(std::move(c), [=, impl = impl_.get()](OpContext& x) {
     if (algo_is(x.algo, "shm")) {
-      shm_broadcast(impl->shm(x), buf, bytes, root);
+      impl->shm_run(x, Impl::kShmBroadcast, [&](ShmGroup& g) { shm_broadcast(g, buf, bytes, root); });
     } else if (algo_is(x.algo, "two_level")) {
       two_level_broadcast(impl->hierarchy(), buf, count, dtype, root, x.rank);
     } else if (algo_is(x.algo, "chain")) {
@@ -232,7 +232,9 @@ Work Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
         if (algo_is(x.algo, "shm")) {
-          shm_reduce(impl->shm(x), sendbuf, recvbuf, count, dtype, op, root, impl->job->config.shm_one_shot_bytes);
+          impl->shm_run(x, Impl::kShmReduce, [&](ShmGroup& g) {
+            shm_reduce(g, sendbuf, recvbuf, count, dtype, op, root, impl->job->config.shm_one_shot_bytes);
+          });
           return;
         }
         std::vector<char> scaled;
@@ -267,7 +269,9 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
         if (shm) {
-          shm_all_reduce(impl->shm(x), sendbuf, recvbuf, count, dtype, op, impl->job->config.shm_one_shot_bytes);
+          impl->shm_run(x, Impl::kShmAllReduce, [&](ShmGroup& g) {
+            shm_all_reduce(g, sendbuf, recvbuf, count, dtype, op, impl->job->config.shm_one_shot_bytes);
+          });
           return;
         }
         if (algo_is(x.algo, "two_level")) {
@@ -317,7 +321,7 @@ Work Communicator::igather(const void* sendbuf, std::span<void* const> recvbufs,
       [=, impl = impl_.get()](OpContext& x) {
         if (x.rank == root && bytes && out[root] != sendbuf) std::memmove(out[root], sendbuf, bytes);
         if (algo_is(x.algo, "shm")) {
-          shm_gather(impl->shm(x), sendbuf, out, bytes, root);
+          impl->shm_run(x, Impl::kShmGather, [&](ShmGroup& g) { shm_gather(g, sendbuf, out, bytes, root); });
         } else {
           gather_linear(x, sendbuf, out, bytes, root);
         }
@@ -364,7 +368,7 @@ Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvb
         if (algo_is(x.algo, "shm")) {
           SmallVector<char*> ptrs;
           for (const Block& b : out) ptrs.push_back(b.ptr);
-          shm_all_gather(impl->shm(x), sendbuf, ptrs, bytes);
+          impl->shm_run(x, Impl::kShmAllGather, [&](ShmGroup& g) { shm_all_gather(g, sendbuf, ptrs, bytes); });
         } else if (algo_is(x.algo, "bruck")) {
           all_gather_bruck(x, out, es);
         } else if (algo_is(x.algo, "recursive_doubling")) {
@@ -407,7 +411,7 @@ Work Communicator::iscatter(std::span<const void* const> sendbufs, void* recvbuf
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
         if (algo_is(x.algo, "shm")) {
-          shm_scatter(impl->shm(x), in, recvbuf, bytes, root);
+          impl->shm_run(x, Impl::kShmScatter, [&](ShmGroup& g) { shm_scatter(g, in, recvbuf, bytes, root); });
         } else {
           scatter_linear(x, in, recvbuf, bytes, root);
         }
@@ -447,7 +451,8 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
         if (algo_is(x.algo, "shm")) {
           SmallVector<const char*> blocks;
           for (const void* p : in) blocks.push_back(static_cast<const char*>(p));
-          shm_reduce_scatter(impl->shm(x), blocks, recvbuf, count, dtype, op);
+          impl->shm_run(x, Impl::kShmReduceScatter,
+                        [&](ShmGroup& g) { shm_reduce_scatter(g, blocks, recvbuf, count, dtype, op); });
           return;
         }
         if (algo_is(x.algo, "two_level")) {
@@ -554,7 +559,9 @@ Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t c
     c.algo = algo;
     return impl_->run(
         std::move(c),
-        [=, impl = impl_.get()](OpContext& x) { shm_all_to_all(impl->shm(x), sendbuf, recvbuf, block); },
+        [=, impl = impl_.get()](OpContext& x) {
+          impl->shm_run(x, Impl::kShmAllToAll, [&](ShmGroup& g) { shm_all_to_all(g, sendbuf, recvbuf, block); });
+        },
         t_blocking_call);
   }
   if (algo_is(algo, "bruck")) {

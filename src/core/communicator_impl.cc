@@ -2,11 +2,13 @@
 #include "algorithms/signature.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include <cstdio>
 
 #include "algorithms/selection.h"
+#include "algorithms/shm_collectives.h"
 #include "common/log.h"
 #include "core/tags.h"
 
@@ -222,6 +224,19 @@ void Communicator::Impl::create_shm(const OpContext& ctx) {
   shm_->set_abort_flag(&aborted_flag);
 }
 
+void Communicator::Impl::shm_sum(detail::ShmGroup& g, std::array<std::int64_t, 2>& sums) {
+  detail::shm_all_reduce(g, sums.data(), sums.data(), sums.size(), DataType::Int64, ReduceOp(ReduceOpKind::Min),
+                         job->config.shm_one_shot_bytes);
+}
+
+void Communicator::Impl::log_shm_choice(const OpContext& x, const std::array<std::int64_t, 2>& sums, int algo) const {
+  if (x.rank == 0)
+    TUTTI_LOG(Debug, x.op_name << " up to " << detail::AllReduceTuner::class_hi(x.bytes) << " B on " << x.size
+                               << " ranks in shared memory: single copy " << sums[0] / 1000.0 << " us, copying "
+                               << sums[1] / 1000.0 << " us (the fastest trial of any member): "
+                               << (algo ? "copying" : "single copy"));
+}
+
 void Communicator::Impl::cache_signature(const OpContext& ctx) {
   sig_cache_ = {ctx.op_name, ctx.dtype_name, ctx.redop_name, ctx.root, detail::op_signature(ctx)};
 }
@@ -260,6 +275,11 @@ void Communicator::Impl::set_topology() {
   const bool network = !single_host || c.transport == "tcp";
   const bool tune = c.algo_tuning == "on" ? network && size >= 2
                                           : c.algo_tuning == "auto" && !single_host && size >= 3;
+  for (auto& t : shm_tuners) t.reset();
+  if (single_host && c.transport != "tcp" && c.algo_tuning != "off" && !c.shm_cma_set && c.shm_cma_bytes > 0 &&
+      size >= 2)
+    for (auto& t : shm_tuners) t = std::make_unique<detail::AllReduceTuner>(c.shm_cma_bytes / 16, SIZE_MAX,
+                                                                 detail::AllReduceTuner::Figure::Fastest);
   const auto forced = c.algo.find("all_reduce");  // naming two_level (the default there) leaves it tuned
   if (tune && (forced == c.algo.end() || forced->second == "two_level") && c.small_bytes >= 16) {
     tuner = std::make_unique<detail::AllReduceTuner>(c.small_bytes / 8, c.small_bytes);

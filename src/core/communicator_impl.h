@@ -14,6 +14,7 @@
 // transport fails every pending request of it with the same root cause, and
 // every later call fails at once with Error(Aborted) naming that cause.
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -161,6 +162,47 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
       g.negotiate_cma(job->config.shm_cma_bytes);
     return g;
   }
+
+  // Shared-memory collectives whose single copy a tuner times against
+  // copying through the segment (which pays depends on the machine: its
+  // memcpy against its process_vm_readv).
+  enum ShmTuned { kShmBroadcast, kShmReduce, kShmAllReduce, kShmGather, kShmAllGather,
+                  kShmScatter, kShmReduceScatter, kShmAllToAll, kShmTunedCount };
+  // Above TUTTI_SHM_CMA_BYTES/8 (the least any rule of
+  // algorithms/shm_collectives.cc copies once) on single-host communicators
+  // of 2 or more ranks with TUTTI_SHM_CMA_BYTES unset and TUTTI_ALGO_TUNING
+  // not `off`; null otherwise. Alternative 0: single copy where the rules
+  // use it; 1: copying only.
+  std::array<std::unique_ptr<detail::AllReduceTuner>, kShmTunedCount> shm_tuners;
+  // Runs `run(ShmGroup&)`, the shared-memory collective of operation `x`
+  // (every member calls it with the same x.bytes), under shm_tuners[which]
+  // where it applies.
+  template <class Run>
+  void shm_run(detail::OpContext& x, ShmTuned which, Run&& run) {
+    detail::ShmGroup& g = shm(x);
+    detail::AllReduceTuner* t = shm_tuners[which].get();
+    if (!t || !t->covers(x.bytes) || !g.single_copy_agreed()) [[likely]] {
+      run(g);
+      return;
+    }
+    struct Restore {
+      detail::ShmGroup& g;
+      ~Restore() { g.set_copy_only(false); }
+    };
+    t->step(
+        x.bytes, 0, [&](std::array<std::int64_t, 2>& sums) { shm_sum(g, sums); },
+        [&](const std::array<std::int64_t, 2>& sums, int algo) { log_shm_choice(x, sums, algo); },
+        [&](int algo) {
+          Restore restore{g};
+          g.set_copy_only(algo == 1);
+          if (algo == 1) x.set_algo(kShmCopy);
+          run(g);
+        });
+  }
+  static constexpr const char* kShmCopy = "shm_copy";
+  // Sums the members' two figures in place (a shared-memory all_reduce).
+  void shm_sum(detail::ShmGroup& g, std::array<std::int64_t, 2>& sums);
+  void log_shm_choice(const detail::OpContext& x, const std::array<std::int64_t, 2>& sums, int algo) const;
 
   // A context for the next operation (takes its sequence number).
   detail::OpContext make_context(const char* op_name, std::size_t bytes) {

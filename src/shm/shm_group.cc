@@ -214,7 +214,7 @@ void ShmGroup::negotiate_cma(std::size_t min_bytes) {
     wait_input(p, k);
     ok = ok && inline_slot(p, k)[0] == 1;
   }
-  cma_min_bytes_ = ok ? min_bytes : SIZE_MAX;
+  cma_agreed_ = cma_min_bytes_ = ok ? min_bytes : SIZE_MAX;
 }
 
 void ShmGroup::read_peer(int peer, void* dst, std::uint64_t remote, std::size_t bytes) {

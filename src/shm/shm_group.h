@@ -170,6 +170,11 @@ class ShmGroup {
   // (min_bytes > 0), else SIZE_MAX.
   void negotiate_cma(std::size_t min_bytes);
   std::size_t cma_min_bytes() const { return cma_min_bytes_; }
+  // Whether negotiate_cma() agreed on single copy at some size.
+  bool single_copy_agreed() const { return cma_agreed_ != SIZE_MAX; }
+  // Copying through the segment only (on), or single copy as agreed (off),
+  // for the operations that follow: a tuner times the two (algorithms/tuner.h).
+  void set_copy_only(bool on) { cma_min_bytes_ = on ? SIZE_MAX : cma_agreed_; }
   // Copies `bytes` from address `remote` of `peer`'s process into `dst`.
   // Fails with PeerLost if the peer has exited.
   void read_peer(int peer, void* dst, std::uint64_t remote, std::size_t bytes);
@@ -289,6 +294,7 @@ class ShmGroup {
   int spins_;
   int yield_us_;
   std::size_t cma_min_bytes_ = SIZE_MAX;
+  std::size_t cma_agreed_ = SIZE_MAX;  // what negotiate_cma() agreed
   std::uint64_t sig_ = 0, sig_bytes_ = kAnyBytes;
   DescribeSignature describe_sig_ = nullptr;
 };

@@ -230,5 +230,84 @@ TEST_P(TunedAllReduce, EveryRankRunsTheSameAlgorithmAndEveryResultIsRight) {
 INSTANTIATE_TEST_SUITE_P(World, TunedAllReduce, ::testing::Values(2, 4, 5),
                          [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
 
+// Single copy against copying through the segment in shared memory, timed
+// (communicator_impl.h, shm_run): every collective that has both, at a size
+// where the rules use single copy, through the first epoch and the next
+// one's trials, random data, every element checked, roots and the async
+// form varied. The flight recorder shows "shm_copy" for an operation that
+// copied.
+class TunedSingleCopy : public ::testing::TestWithParam<int> {};
+
+// 's' (single copy as the rules say) or 'c' (copying only) per operation
+// `op` in the trace, oldest first.
+std::string copies_run(const std::string& js, const std::string& op) {
+  std::string out;
+  const std::string key = "\"op\":\"" + op + "\"";
+  for (std::size_t at = js.find(key); at != std::string::npos; at = js.find(key, at + 1)) {
+    const std::size_t a = js.find("\"algo\":\"", at), end = js.find('}', at);
+    if (a == std::string::npos || a > end) return out + '?';
+    const std::string name = js.substr(a + 8, js.find('"', a + 8) - (a + 8));
+    out += name == "shm" ? 's' : name == "shm_copy" ? 'c' : '?';
+  }
+  return out;
+}
+
+TEST_P(TunedSingleCopy, EveryRankTakesTheMembersChoiceAndEveryResultIsRight) {
+  SpawnOptions o;
+  o.env = {{"TUTTI_TRACE_BUFFER", "1024"}};
+  spawn(GetParam(), [](Communicator& comm) {
+    using Check = void (*)(Communicator&, const CaseInfo&);
+    const struct {
+      const char* op;
+      Check check;
+    } colls[] = {{"broadcast", check_broadcast},   {"reduce", check_reduce},
+                 {"all_reduce", check_all_reduce}, {"gather", check_gather},
+                 {"all_gather", check_all_gather}, {"scatter", check_scatter},
+                 {"reduce_scatter", check_reduce_scatter}, {"all_to_all", check_all_to_all}};
+    const int n = comm.size();
+    const bool last = comm.rank() == n - 1;
+    const std::int64_t s = 1000000000;
+    std::uint64_t id = 960000;
+    for (std::size_t k = 0; k < std::size(colls); ++k) {
+      SCOPED_TRACE(colls[k].op);
+      // Trial times skewed so that each member alone would choose otherwise
+      // than the members' fastest trials: the others find single copy
+      // (alternative 0) faster, the last rank copying, or the reverse; the
+      // sum of the members' figures would choose the other way too.
+      // Even collectives must end up copying, odd ones with single copy.
+      const bool copy = k % 2 == 0;
+      if (copy) {
+        detail::AllReduceTuner::set_test_penalty(last ? 5 * s : s, last ? 0 : 10 * s);
+      } else {
+        detail::AllReduceTuner::set_test_penalty(last ? 0 : 10 * s, last ? 5 * s : s);
+      }
+      const char x = copy ? 'c' : 's';
+      // Warm-up (the rules' choice, then the other), trials in pairs, the
+      // choice and the first quiet part, the next trials starting with the
+      // other, the choice again.
+      const std::string expected = "sc" "sscc" + std::string(1 + 24, x) + "ccss" + std::string(1 + 3, x);
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        CaseInfo c;
+        c.id = ++id;
+        c.dtype = i % 3 == 1 ? DataType::Int32 : DataType::Float32;
+        c.count = 40000 + i % 3;  // 160 KB, one class
+        c.op = ReduceOp(i % 4 == 2 ? ReduceOpKind::Max : ReduceOpKind::Sum);
+        c.root = static_cast<int>(i % static_cast<std::size_t>(n));
+        c.inplace = i % 7 == 3;
+        c.async = i % 5 == 0;
+        colls[k].check(comm, c);
+        if (::testing::Test::HasFailure()) return;
+      }
+      const std::string got = copies_run(comm.trace_json(), colls[k].op);
+      EXPECT_EQ(got, expected) << "rank " << comm.rank();
+      if (comm.rank() == 0) std::printf("world %d, %s: %s\n", n, colls[k].op, got.c_str());
+    }
+    detail::AllReduceTuner::set_test_penalty(0, 0);
+  }, o);
+}
+
+INSTANTIATE_TEST_SUITE_P(World, TunedSingleCopy, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
+
 }  // namespace
 }  // namespace tutti::testing

@@ -362,6 +362,11 @@ TEST_F(CoreConfigEnv, SharedSettingsAndTheirDisagreements) {
   EXPECT_CONTAINS(usual, "J TUTTI_SMALL_BYTES=65536\n");
   EXPECT_CONTAINS(usual, "J TUTTI_ALGO_TUNING=auto\n");
   EXPECT_CONTAINS(usual, "H TUTTI_SHM_SLOT_BYTES=262144\n");
+  // Unset is not the default's value: unset, the shared-memory tuners choose.
+  EXPECT_CONTAINS(usual, "H TUTTI_SHM_CMA_BYTES=(unset)\n");
+  set("TUTTI_SHM_CMA_BYTES", "128K");
+  EXPECT_CONTAINS(d::Config::from_env().shared_settings(), "H TUTTI_SHM_CMA_BYTES=131072\n");
+  ::unsetenv("TUTTI_SHM_CMA_BYTES");
   EXPECT_EQ(usual.find("STRIPE"), std::string::npos) << usual;  // the sender alone decides
   EXPECT_EQ(d::settings_disagreement(usual, usual, true, 0, 1), "");
   EXPECT_EQ(d::settings_disagreement(usual, odd, false, 3, 5),
@@ -468,6 +473,39 @@ TEST(CoreTuner, TrialsAlternateThenTheMembersSumsDecideForAGrowingEpoch) {
   for (std::uint64_t i = 0; i < d::AllReduceTuner::kFirstQuiet; ++i) t.next(big, 1);
   run_trials(t, big, {500, 500});
   EXPECT_EQ(t.decide(big, {1880, 2000}, 1), 0);
+}
+
+// Figure::Fastest (the shared-memory tuners): trials in runs of kSamples
+// of each, the next epoch's starting with the other; a member reports the
+// fastest of each alternative's trials.
+TEST(CoreTuner, FastestFigureRunsTrialsInPairsAndReportsTheFastest) {
+  d::AllReduceTuner t(8 << 10, SIZE_MAX, d::AllReduceTuner::Figure::Fastest);
+  EXPECT_TRUE(t.covers(std::size_t(1) << 40));
+  const std::size_t b = 200000;
+  expect_warm_up(t, b, 0);
+  std::vector<int> pairs;
+  for (int a : {0, 1})
+    for (int i = 0; i < d::AllReduceTuner::kSamples; ++i) pairs.push_back(a);
+  // run_trials records ns[a] + i for the i-th trial: the fastest of each is
+  // its first.
+  EXPECT_EQ(run_trials(t, b, {3000, 7000}), pairs);
+  std::array<std::int64_t, 2> m = t.means(b);
+  EXPECT_EQ(m[0], 3000);
+  EXPECT_EQ(m[1], 7000 + d::AllReduceTuner::kSamples);
+  EXPECT_EQ(t.decide(b, {3000, 7000}), 0);
+  for (std::uint64_t i = 0; i < d::AllReduceTuner::kFirstQuiet; ++i) EXPECT_EQ(t.next(b).algo, 0);
+  std::reverse(pairs.begin(), pairs.end());
+  EXPECT_EQ(run_trials(t, b, {9000, 100}), pairs);
+  m = t.means(b);
+  EXPECT_EQ(m[0], 9000 + d::AllReduceTuner::kSamples);  // this epoch's trials only
+  EXPECT_EQ(m[1], 100);
+  EXPECT_EQ(t.decide(b, m), 1);
+  // One slow trial does not hide a fast one.
+  d::AllReduceTuner u(0, SIZE_MAX, d::AllReduceTuner::Figure::Fastest);
+  expect_warm_up(u, b, 0);
+  for (std::int64_t ns : {500000, 1000, 2000, 2000}) u.record(b, u.next(b).algo, ns);
+  EXPECT_EQ(u.means(b)[0], 1000);
+  EXPECT_EQ(u.means(b)[1], 2000);
 }
 
 TEST(CoreTuner, EpochsGrowFourfoldUpToTheLimit) {
