@@ -33,13 +33,15 @@ AllReduceTuner::Step AllReduceTuner::next(std::size_t bytes, int preferred) {
     s.algo = c.warm++ == 0 ? preferred : 1 - preferred;
     return s;
   }
-  const std::uint64_t trials = 2 * kSamples;
+  const std::uint64_t per = static_cast<std::uint64_t>(samples());
+  const std::uint64_t trials = 2 * per;
   if (c.ops < trials) {
     // Alternate, starting with the other algorithm every other epoch; for
-    // Figure::Fastest in runs of kSamples, so that each has trials that
-    // follow one of its own (a switch may cost the operation after it: in
-    // shared memory the wait for a peer still busy with the last one).
-    const std::uint64_t turn = figure_ == Figure::Fastest ? c.ops / kSamples : c.ops;
+    // Figure::Fastest in runs of samples(), so that each has trials that
+    // follow one of its own (a switch costs the operations after it in
+    // shared memory: the wait for a peer still busy with the last one,
+    // caches the other path filled).
+    const std::uint64_t turn = figure_ == Figure::Fastest ? c.ops / per : c.ops;
     s.algo = static_cast<int>((turn + c.epoch) % 2);
     s.timed = true;
     ++c.ops;
@@ -71,7 +73,7 @@ void AllReduceTuner::record(std::size_t bytes, int algo, std::int64_t ns) {
   ns += test_penalty_[static_cast<std::size_t>(algo)].load(std::memory_order_relaxed);
   Class& c = at(bytes);
   int& n = c.taken[static_cast<std::size_t>(algo)];
-  if (n < kSamples) c.samples[static_cast<std::size_t>(algo)][static_cast<std::size_t>(n++)] = ns;
+  if (n < samples()) c.samples[static_cast<std::size_t>(algo)][static_cast<std::size_t>(n++)] = ns;
 }
 
 std::array<std::int64_t, 2> AllReduceTuner::means(std::size_t bytes) const {

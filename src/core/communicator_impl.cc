@@ -224,16 +224,17 @@ void Communicator::Impl::create_shm(const OpContext& ctx) {
   shm_->set_abort_flag(&aborted_flag);
 }
 
-void Communicator::Impl::shm_sum(detail::ShmGroup& g, std::array<std::int64_t, 2>& sums) {
-  detail::shm_all_reduce(g, sums.data(), sums.data(), sums.size(), DataType::Int64, ReduceOp(ReduceOpKind::Min),
+void Communicator::Impl::shm_min(detail::ShmGroup& g, std::array<std::int64_t, 2>& figures) {
+  detail::shm_all_reduce(g, figures.data(), figures.data(), figures.size(), DataType::Int64, ReduceOp(ReduceOpKind::Min),
                          job->config.shm_one_shot_bytes);
 }
 
-void Communicator::Impl::log_shm_choice(const OpContext& x, const std::array<std::int64_t, 2>& sums, int algo) const {
+void Communicator::Impl::log_shm_choice(const OpContext& x, const std::array<std::int64_t, 2>& figures,
+                                        int algo) const {
   if (x.rank == 0)
     TUTTI_LOG(Debug, x.op_name << " up to " << detail::AllReduceTuner::class_hi(x.bytes) << " B on " << x.size
-                               << " ranks in shared memory: single copy " << sums[0] / 1000.0 << " us, copying "
-                               << sums[1] / 1000.0 << " us (the fastest trial of any member): "
+                               << " ranks in shared memory: single copy " << figures[0] / 1000.0 << " us, copying "
+                               << figures[1] / 1000.0 << " us (the fastest trial of any member): "
                                << (algo ? "copying" : "single copy"));
 }
 

@@ -168,8 +168,9 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // memcpy against its process_vm_readv).
   enum ShmTuned { kShmBroadcast, kShmReduce, kShmAllReduce, kShmGather, kShmAllGather,
                   kShmScatter, kShmReduceScatter, kShmAllToAll, kShmTunedCount };
-  // Above TUTTI_SHM_CMA_BYTES/8 (the least any rule of
-  // algorithms/shm_collectives.cc copies once) on single-host communicators
+  // Above TUTTI_SHM_CMA_BYTES/16 (8 KiB: the 16 KiB blocks, the least any
+  // rule of algorithms/shm_collectives.cc copies once, fall in the first
+  // class covered, (8, 16] KiB) on single-host communicators
   // of 2 or more ranks with TUTTI_SHM_CMA_BYTES unset and TUTTI_ALGO_TUNING
   // not `off`; null otherwise. Alternative 0: single copy where the rules
   // use it; 1: copying only.
@@ -190,8 +191,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
       ~Restore() { g.set_copy_only(false); }
     };
     t->step(
-        x.bytes, 0, [&](std::array<std::int64_t, 2>& sums) { shm_sum(g, sums); },
-        [&](const std::array<std::int64_t, 2>& sums, int algo) { log_shm_choice(x, sums, algo); },
+        x.bytes, 0, [&](std::array<std::int64_t, 2>& figures) { shm_min(g, figures); },
+        [&](const std::array<std::int64_t, 2>& figures, int algo) { log_shm_choice(x, figures, algo); },
         [&](int algo) {
           Restore restore{g};
           g.set_copy_only(algo == 1);
@@ -200,9 +201,10 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
         });
   }
   static constexpr const char* kShmCopy = "shm_copy";
-  // Sums the members' two figures in place (a shared-memory all_reduce).
-  void shm_sum(detail::ShmGroup& g, std::array<std::int64_t, 2>& sums);
-  void log_shm_choice(const detail::OpContext& x, const std::array<std::int64_t, 2>& sums, int algo) const;
+  // The members' least of each of the two figures, in place (a
+  // shared-memory all_reduce under the operation's signature).
+  void shm_min(detail::ShmGroup& g, std::array<std::int64_t, 2>& figures);
+  void log_shm_choice(const detail::OpContext& x, const std::array<std::int64_t, 2>& figures, int algo) const;
 
   // A context for the next operation (takes its sequence number).
   detail::OpContext make_context(const char* op_name, std::size_t bytes) {

@@ -282,10 +282,10 @@ TEST_P(TunedSingleCopy, EveryRankTakesTheMembersChoiceAndEveryResultIsRight) {
         detail::AllReduceTuner::set_test_penalty(last ? 0 : 10 * s, last ? 5 * s : s);
       }
       const char x = copy ? 'c' : 's';
-      // Warm-up (the rules' choice, then the other), trials in pairs, the
-      // choice and the first quiet part, the next trials starting with the
-      // other, the choice again.
-      const std::string expected = "sc" "sscc" + std::string(1 + 24, x) + "ccss" + std::string(1 + 3, x);
+      // Warm-up (the rules' choice, then the other), trials in runs of
+      // four, the choice and the first quiet part, the next trials starting
+      // with the other, the choice again.
+      const std::string expected = "sc" "sssscccc" + std::string(1 + 24, x) + "ccccssss" + std::string(1 + 3, x);
       for (std::size_t i = 0; i < expected.size(); ++i) {
         CaseInfo c;
         c.id = ++id;

@@ -397,7 +397,7 @@ TEST_F(CoreConfigEnv, SharedSettingsAndTheirDisagreements) {
 // algorithm a at t[a] ns (+i for the i-th trial); returns the algorithms run.
 std::vector<int> run_trials(d::AllReduceTuner& t, std::size_t bytes, std::array<std::int64_t, 2> ns) {
   std::vector<int> ran;
-  for (int i = 0; i < 2 * d::AllReduceTuner::kSamples; ++i) {
+  for (int i = 0; i < 2 * t.samples(); ++i) {
     d::AllReduceTuner::Step s = t.next(bytes);
     EXPECT_FALSE(s.agree) << i;
     EXPECT_TRUE(s.timed) << i;
@@ -475,37 +475,44 @@ TEST(CoreTuner, TrialsAlternateThenTheMembersSumsDecideForAGrowingEpoch) {
   EXPECT_EQ(t.decide(big, {1880, 2000}, 1), 0);
 }
 
-// Figure::Fastest (the shared-memory tuners): trials in runs of kSamples
-// of each, the next epoch's starting with the other; a member reports the
-// fastest of each alternative's trials.
-TEST(CoreTuner, FastestFigureRunsTrialsInPairsAndReportsTheFastest) {
+// Figure::Fastest (the shared-memory tuners): trials in runs of
+// kFastestSamples of each, the next epoch's starting with the other; a
+// member reports the fastest of each alternative's trials.
+TEST(CoreTuner, FastestFigureRunsTrialsInRunsAndReportsTheFastest) {
   d::AllReduceTuner t(8 << 10, SIZE_MAX, d::AllReduceTuner::Figure::Fastest);
+  ASSERT_EQ(t.samples(), d::AllReduceTuner::kFastestSamples);
   EXPECT_TRUE(t.covers(std::size_t(1) << 40));
   const std::size_t b = 200000;
+  const std::int64_t k = t.samples();
   expect_warm_up(t, b, 0);
-  std::vector<int> pairs;
+  std::vector<int> runs;
   for (int a : {0, 1})
-    for (int i = 0; i < d::AllReduceTuner::kSamples; ++i) pairs.push_back(a);
+    for (int i = 0; i < k; ++i) runs.push_back(a);
   // run_trials records ns[a] + i for the i-th trial: the fastest of each is
   // its first.
-  EXPECT_EQ(run_trials(t, b, {3000, 7000}), pairs);
+  EXPECT_EQ(run_trials(t, b, {3000, 7000}), runs);
   std::array<std::int64_t, 2> m = t.means(b);
   EXPECT_EQ(m[0], 3000);
-  EXPECT_EQ(m[1], 7000 + d::AllReduceTuner::kSamples);
+  EXPECT_EQ(m[1], 7000 + k);
   EXPECT_EQ(t.decide(b, {3000, 7000}), 0);
   for (std::uint64_t i = 0; i < d::AllReduceTuner::kFirstQuiet; ++i) EXPECT_EQ(t.next(b).algo, 0);
-  std::reverse(pairs.begin(), pairs.end());
-  EXPECT_EQ(run_trials(t, b, {9000, 100}), pairs);
+  std::reverse(runs.begin(), runs.end());
+  EXPECT_EQ(run_trials(t, b, {9000, 100}), runs);
   m = t.means(b);
-  EXPECT_EQ(m[0], 9000 + d::AllReduceTuner::kSamples);  // this epoch's trials only
+  EXPECT_EQ(m[0], 9000 + k);  // this epoch's trials only
   EXPECT_EQ(m[1], 100);
   EXPECT_EQ(t.decide(b, m), 1);
-  // One slow trial does not hide a fast one.
+  // Slow trials (the first after a switch) do not hide a fast one.
   d::AllReduceTuner u(0, SIZE_MAX, d::AllReduceTuner::Figure::Fastest);
   expect_warm_up(u, b, 0);
-  for (std::int64_t ns : {500000, 1000, 2000, 2000}) u.record(b, u.next(b).algo, ns);
+  for (int i = 0; i < 2 * k; ++i) {
+    const d::AllReduceTuner::Step s = u.next(b);
+    u.record(b, s.algo, s.algo == 0 ? (i == k - 1 ? 1000 : 500000) : 2000 + i);
+  }
   EXPECT_EQ(u.means(b)[0], 1000);
-  EXPECT_EQ(u.means(b)[1], 2000);
+  EXPECT_EQ(u.means(b)[1], 2000 + k);
+  // The mean figure keeps kSamples, alternating.
+  EXPECT_EQ(d::AllReduceTuner(0, 1).samples(), d::AllReduceTuner::kSamples);
 }
 
 TEST(CoreTuner, EpochsGrowFourfoldUpToTheLimit) {
