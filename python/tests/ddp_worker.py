@@ -1,4 +1,4 @@
-"""One rank of the DistributedDataParallel test (test_ddp.py).
+"""One rank of the DistributedDataParallel test (test_torch_ddp.py).
 
 The same small model, from the same initial parameters, trained for a few
 SGD steps on each rank's own random data three times: with DDP on a "gloo"

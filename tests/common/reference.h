@@ -58,11 +58,11 @@ inline long double small_float_to_value(std::uint16_t bits, int mant, int exp_bi
 // Nearest representable value, ties to even (nearbyint under the default
 // rounding mode), overflow to inf, NaN to the quiet NaN 0x7e00/0x7fc0 with
 // the input's sign.
-inline std::uint16_t value_to_small_float(long double x_in, int mant, int exp_bits) {
+inline std::uint16_t value_to_small_float(double x, int mant, int exp_bits) {
   // Works on the bits of a double (inputs here are doubles or long double
-  // sums far inside the tolerance, so the first rounding to double is
-  // harmless), which keeps the reference fast on multi-megabyte buffers.
-  const double x = static_cast<double>(x_in);
+  // sums far inside the tolerance, so the first rounding to double, by the
+  // caller, is harmless), which keeps the reference fast on multi-megabyte
+  // buffers.
   const int bias = (1 << (exp_bits - 1)) - 1;
   std::uint64_t b;
   std::memcpy(&b, &x, sizeof b);
@@ -82,7 +82,7 @@ inline std::uint16_t value_to_small_float(long double x_in, int mant, int exp_bi
   std::uint64_t units = drop >= 64 ? 0 : sig >> drop;
   const std::uint64_t rem = drop >= 64 ? sig : sig & ((std::uint64_t{1} << drop) - 1);
   const std::uint64_t half = std::uint64_t{1} << (drop - 1);
-  if (rem > half || (rem == half && (units & 1))) ++units;
+  units += static_cast<std::uint64_t>((rem > half) | ((rem == half) & (units & 1)));  // no branch: random data
   if (e < emin) {
     // Subnormal encoding is the unit count; a carry into 2^mant is the smallest normal.
     return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(units));
@@ -128,11 +128,20 @@ namespace ref_detail {
 inline bool is_signed_int(DataType t) {
   return t == DataType::Int8 || t == DataType::Int16 || t == DataType::Int32 || t == DataType::Int64;
 }
-inline int int_bits(DataType t) { return static_cast<int>(dtype_size(t)) * 8; }
+// Width in bytes of an integer type (inline: it is asked per element).
+inline std::size_t int_width(DataType t) {
+  switch (t) {
+    case DataType::Int8: case DataType::UInt8: return 1;
+    case DataType::Int16: return 2;
+    case DataType::Int32: case DataType::UInt32: return 4;
+    default: return 8;
+  }
+}
+inline int int_bits(DataType t) { return static_cast<int>(int_width(t)) * 8; }
 
 // Integer element as uint64: sign-extended for signed types.
 inline std::uint64_t load_int(const void* buf, std::size_t i, DataType t) {
-  const std::size_t w = dtype_size(t);
+  const std::size_t w = int_width(t);
   std::uint64_t v = 0;
   std::memcpy(&v, static_cast<const char*>(buf) + i * w, w);  // little-endian
   const int bits = int_bits(t);
@@ -140,7 +149,7 @@ inline std::uint64_t load_int(const void* buf, std::size_t i, DataType t) {
   return v;
 }
 inline void store_int(void* buf, std::size_t i, DataType t, std::uint64_t v) {
-  const std::size_t w = dtype_size(t);
+  const std::size_t w = int_width(t);
   std::memcpy(static_cast<char*>(buf) + i * w, &v, w);  // keeps the low bytes
 }
 
@@ -222,29 +231,64 @@ inline void fill_random(void* buf, std::size_t count, DataType dtype, std::uint6
   using namespace ref_detail;
   std::uint64_t state = seed * 0x2545f4914f6cdd1dull + 0x1234567ull;
   if (dtype_is_integer(dtype)) {
-    for (std::size_t i = 0; i < count; ++i) {
-      std::uint64_t v;
-      do v = splitmix64(state);
-      while ((v & (~std::uint64_t{0} >> (64 - int_bits(dtype)))) == 0);
-      store_int(buf, i, dtype, v);
+    auto fill_ints = [&](auto zero) {  // zero: a value of the element type
+      using T = decltype(zero);
+      char* p = static_cast<char*>(buf);  // may be unaligned
+      for (std::size_t i = 0; i < count; ++i) {
+        T v;
+        do v = static_cast<T>(splitmix64(state));  // the low bytes
+        while (v == zero);
+        std::memcpy(p + i * sizeof(T), &v, sizeof(T));
+      }
+    };
+    switch (dtype_size(dtype)) {
+      case 1: fill_ints(std::uint8_t{0}); return;
+      case 2: fill_ints(std::uint16_t{0}); return;
+      case 4: fill_ints(std::uint32_t{0}); return;
+      default: fill_ints(std::uint64_t{0}); return;
     }
-    return;
   }
   if (dtype == DataType::Bool) {
     auto* p = static_cast<std::uint8_t*>(buf);
     for (std::size_t i = 0; i < count; ++i) p[i] = static_cast<std::uint8_t>(splitmix64(state) & 1);
     return;
   }
-  const int comps = is_cplx(dtype) ? 2 : 1;
-  for (std::size_t i = 0; i < count; ++i) {
-    for (int c = 0; c < comps; ++c) {
-      for (;;) {
-        const double u = uniform01(state);
-        const double v = for_product ? 0.5 + u : (2 * u - 1) * kFillMaxAbs;
-        store_real(buf, i, dtype, v, c);
-        if (load_real(buf, i, dtype, c) != 0) break;  // rounded to zero: draw again
+  // One loop per element type (a complex number is two components in a
+  // row); a value that rounds to zero is drawn again.
+  auto draw = [&] {
+    const double u = uniform01(state);
+    return for_product ? 0.5 + u : (2 * u - 1) * kFillMaxAbs;
+  };
+  char* p = static_cast<char*>(buf);
+  const std::size_t n = count * (is_cplx(dtype) ? 2 : 1);
+  switch (dtype) {
+    case DataType::Float16: case DataType::BFloat16: {
+      const int mant = dtype == DataType::Float16 ? 10 : 7, exp_bits = dtype == DataType::Float16 ? 5 : 8;
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint16_t h;
+        do h = value_to_small_float(draw(), mant, exp_bits);
+        while ((h & 0x7fff) == 0);
+        std::memcpy(p + i * 2, &h, 2);
       }
+      return;
     }
+    case DataType::Float32: case DataType::Complex64:
+      for (std::size_t i = 0; i < n; ++i) {
+        float f;
+        do f = static_cast<float>(draw());
+        while (f == 0);
+        std::memcpy(p + i * 4, &f, 4);
+      }
+      return;
+    case DataType::Float64: case DataType::Complex128:
+      for (std::size_t i = 0; i < n; ++i) {
+        double d;
+        do d = draw();
+        while (d == 0);
+        std::memcpy(p + i * 8, &d, 8);
+      }
+      return;
+    default: throw std::invalid_argument("fill_random: unknown dtype");
   }
 }
 

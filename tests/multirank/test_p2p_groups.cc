@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -189,6 +190,41 @@ TEST_P(MultiRank, PointToPointManyInFlightAndMixedSizes) {
 // A large message into a smaller receive: Mismatch naming both sizes on the
 // receiver; the sender's request completes, or fails with the receiver's
 // Mismatch when that reaches it first.
+// Exchanges of 16 KiB between two ranks, 300 in a row, each waited for: a
+// waiter is woken when its message is in. Striped (messages of 4 KiB and
+// more split across three data connections), a waiter that read the
+// header connection itself slept through its stripes' arrival in 10 ms
+// slices: 4.7 ms an exchange, against 0.11 over one connection.
+TEST_P(MultiRank, ExchangesWakeTheirWaiters) {
+  if (world() < 2) GTEST_SKIP() << "needs two ranks";
+  spawn(world(), [](Communicator& comm) {
+    const int r = comm.rank();
+    if (r > 1) return;
+    constexpr int kRounds = 300;
+    CaseInfo c;
+    c.dtype = DataType::Float32;
+    c.count = 4096;  // 16 KiB
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kRounds; ++i) {
+      c.id = 50000 + static_cast<std::uint64_t>(i);
+      Buf mine = input_of(c, r), got = input_of(c, r, 77);
+      Work rw = comm.irecv(got.data(), c.count, c.dtype, 1 - r, i);
+      Work sw = comm.isend(mine.data(), c.count, c.dtype, 1 - r, i);
+      rw.wait();
+      sw.wait();
+      if (got != input_of(c, 1 - r)) {
+        ADD_FAILURE() << "round " << i << ": rank " << r << " got another message";
+        return;
+      }
+    }
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    EXPECT_LT(ms, 700) << kRounds << " exchanges on rank " << r;
+#endif
+    if (r == 0) std::printf("%d exchanges of 16 KiB: %lld ms\n", kRounds, static_cast<long long>(ms));
+  }, opts());
+}
+
 TEST_P(MultiRank, MismatchedLargeMessageIsAnError) {
   if (world() < 2) GTEST_SKIP() << "needs two ranks";
   spawn(world(), [](Communicator& world) {

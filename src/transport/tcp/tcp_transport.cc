@@ -436,8 +436,14 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
       staged_left = c.alive && staged(c);
       // An empty look without sleeping ends the drive only at the deadline
       // (a look by Work::test, a wait that timed out); the spin's end
-      // passing during it goes on to sleeping looks.
-      more = c.alive && !c.draining && !req.done() && !(ready == 0 && ms == 0 && Clock::now() >= deadline);
+      // passing during it goes on to sleeping looks. Stripes due on the
+      // data connections end it too: the progress thread reads those, and
+      // a driver asleep on the header connection would not see them in
+      // (16 KiB exchanges took 4.7 ms, in 10 ms slices, instead of 0.11).
+      const bool stripes_due =
+          std::any_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return !l.rxq.empty(); });
+      more = c.alive && !c.draining && !req.done() && !stripes_due &&
+             !(ready == 0 && ms == 0 && Clock::now() >= deadline);
       if (!more && c.alive && c.driven) {
         c.driven = false;
         if (req.done()) {
