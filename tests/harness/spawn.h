@@ -19,6 +19,15 @@
 
 namespace tutti::testing {
 
+// Built with AddressSanitizer or ThreadSanitizer (scripts/test.sh's second
+// stage): the same paths run several times slower there, and some tests run
+// fewer cases of them.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 struct SpawnOptions {
   std::chrono::seconds timeout{300};
   // Set in every child before init (e.g. TUTTI_CHUNK_BYTES).

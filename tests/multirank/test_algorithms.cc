@@ -31,10 +31,8 @@ const char* const kOverrideSets[] = {
 // size: the schedules' memory accesses depend on sizes, not on the type, and
 // the plain build runs all eight. The two largest worlds run one override
 // set each (7 ranks the second, 8 the first); 1 to 5 ranks run both.
-constexpr bool kSanitized = true;
 const DataType kDtypes[] = {DataType::Float32, DataType::Int8, DataType::BFloat16, DataType::Complex64};
 #else
-constexpr bool kSanitized = false;
 const DataType kDtypes[] = {DataType::Float32, DataType::Float64,  DataType::Int32, DataType::Int8,
                             DataType::BFloat16, DataType::Float16, DataType::Bool,  DataType::Complex64};
 #endif
@@ -243,14 +241,10 @@ INSTANTIATE_TEST_SUITE_P(World, TunedAllReduce, ::testing::Values(2, 4, 5),
 // copied.
 class TunedSingleCopy : public ::testing::TestWithParam<int> {};
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-// Under the sanitizers 16 KB (the first class tuned, 16 KiB blocks: where
-// the rules' single copy starts with a core per rank); 160 KB took 112 s
-// under TSan.
-constexpr std::size_t kTunedCount = 4000;
-#else
-constexpr std::size_t kTunedCount = 40000;  // 160 KB
-#endif
+// 160 KB; under the sanitizers 16 KB (the first class tuned, 16 KiB blocks:
+// where the rules' single copy starts with a core per rank): 160 KB took
+// 112 s under TSan.
+constexpr std::size_t kTunedCount = kSanitized ? 4000 : 40000;
 
 // 's' (single copy as the rules say) or 'c' (copying only) per operation
 // `op` in the trace, oldest first.

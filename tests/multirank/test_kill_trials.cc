@@ -46,11 +46,7 @@ void random_op(Communicator& comm, std::mt19937& rng, std::vector<float>& a, std
 
 class KillTrials : public ::testing::TestWithParam<std::string> {};
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr unsigned kTrials = 12;
-#else
-constexpr unsigned kTrials = 25;
-#endif
+constexpr unsigned kTrials = kSanitized ? 12 : 25;
 
 TEST_P(KillTrials, SurvivorsGetPeerLostNamingTheVictimWithinTwoSeconds) {
   // Where the victim writes when it dies, seen by every rank (fork keeps

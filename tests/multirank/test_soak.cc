@@ -16,11 +16,7 @@ namespace {
 
 class Soak : public ::testing::TestWithParam<std::string> {};
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr int kSoakOps = 2500;
-#else
-constexpr int kSoakOps = 10000;
-#endif
+constexpr int kSoakOps = kSanitized ? 2500 : 10000;
 
 TEST_P(Soak, ThousandsOfRandomOpsOverRandomGroups) {
   SpawnOptions o;
