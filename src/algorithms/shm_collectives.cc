@@ -66,7 +66,8 @@ Slice slice_of(std::size_t count, int n, int r) {
 // starts with a round that publishes where its own buffers are, and ends with
 // a round that every rank enters only after its last read, so that no rank
 // returns (and lets its caller reuse a buffer) while a peer may still read it.
-bool single_copy(const ShmGroup& g, std::size_t block_bytes) { return block_bytes >= g.cma_min_bytes(); }
+// Asked last, after a collective's other conditions (see single_copy_for).
+bool single_copy(const ShmGroup& g, std::size_t block_bytes) { return g.single_copy_for(block_bytes); }
 // Collectives where every rank copies blocks from (or to) every peer
 // (all_gather, all_to_all, reduce_scatter, all_reduce, reduce) gain from
 // single copy at an eighth of the usual block size when every rank has its
@@ -232,8 +233,8 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   const std::size_t slice_bytes = count / n * es;
   const bool cache_sized =
       g.oversubscribed() ? slice_bytes <= (std::size_t{512} << 10) : slice_bytes < (std::size_t{8} << 20);
-  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && single_copy_all_read(g, slice_bytes) &&
-      cache_sized) {
+  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && cache_sized &&
+      single_copy_all_read(g, slice_bytes)) {
     reduce_single_copy(g, send, out, count, dtype, op, root);
     return;
   }
@@ -372,7 +373,7 @@ void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, s
   // from cache: from 8 MiB gathered, copying through it is faster
   // (docs/tuning.md).
   const bool cache_sized = !g.oversubscribed() || bytes * n < (std::size_t{8} << 20);
-  if (single_copy_all_read(g, bytes) && cache_sized) {
+  if (cache_sized && single_copy_all_read(g, bytes)) {
     read_every_block(g, send, out, bytes, true);
     return;
   }

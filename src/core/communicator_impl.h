@@ -198,6 +198,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
           g.set_copy_only(algo == 1);
           if (algo == 1) x.set_algo(kShmCopy);
           run(g);
+          // Where the rules would not have copied once either, it ran them.
+          if (algo == 1 && !g.declined()) x.set_algo(kShm);
         });
   }
   static constexpr const char* kShmCopy = "shm_copy";

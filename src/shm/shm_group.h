@@ -174,7 +174,21 @@ class ShmGroup {
   bool single_copy_agreed() const { return cma_agreed_ != SIZE_MAX; }
   // Copying through the segment only (on), or single copy as agreed (off),
   // for the operations that follow: a tuner times the two (algorithms/tuner.h).
-  void set_copy_only(bool on) { cma_min_bytes_ = on ? SIZE_MAX : cma_agreed_; }
+  void set_copy_only(bool on) {
+    cma_min_bytes_ = on ? SIZE_MAX : cma_agreed_;
+    declined_ = false;
+  }
+  // Whether blocks of `bytes` go by single copy now. A collective asks once
+  // its other conditions for single copy hold; in copy-only mode a block
+  // that single copy would have taken is noted (declined()), so that an
+  // operation is said to have copied only where the rules would not have.
+  bool single_copy_for(std::size_t bytes) const {
+    if (bytes >= cma_min_bytes_) return true;
+    if (bytes >= cma_agreed_) declined_ = true;
+    return false;
+  }
+  // Since set_copy_only: copying was chosen where single copy was agreed.
+  bool declined() const { return declined_; }
   // Copies `bytes` from address `remote` of `peer`'s process into `dst`.
   // Fails with PeerLost if the peer has exited.
   void read_peer(int peer, void* dst, std::uint64_t remote, std::size_t bytes);
@@ -295,6 +309,7 @@ class ShmGroup {
   int yield_us_;
   std::size_t cma_min_bytes_ = SIZE_MAX;
   std::size_t cma_agreed_ = SIZE_MAX;  // what negotiate_cma() agreed
+  mutable bool declined_ = false;      // see single_copy_for()
   std::uint64_t sig_ = 0, sig_bytes_ = kAnyBytes;
   DescribeSignature describe_sig_ = nullptr;
 };
