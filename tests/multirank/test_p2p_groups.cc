@@ -187,9 +187,6 @@ TEST_P(MultiRank, PointToPointManyInFlightAndMixedSizes) {
   }, opts());
 }
 
-// A large message into a smaller receive: Mismatch naming both sizes on the
-// receiver; the sender's request completes, or fails with the receiver's
-// Mismatch when that reaches it first.
 // Exchanges of 16 KiB between two ranks, 300 in a row, each waited for: a
 // waiter is woken when its message is in. Striped (messages of 4 KiB and
 // more split across three data connections), a waiter that read the
@@ -225,6 +222,9 @@ TEST_P(MultiRank, ExchangesWakeTheirWaiters) {
   }, opts());
 }
 
+// A large message into a smaller receive: Mismatch naming both sizes on the
+// receiver; the sender's request completes, or fails with the receiver's
+// Mismatch when that reaches it first.
 TEST_P(MultiRank, MismatchedLargeMessageIsAnError) {
   if (world() < 2) GTEST_SKIP() << "needs two ranks";
   spawn(world(), [](Communicator& world) {
