@@ -34,22 +34,24 @@ const char* input_of(const ShmGroup& g, int p, std::uint64_t k, Space space, std
 }
 
 // out = in[0] op in[1] op ... op in[n-1], waiting for each peer's input.
+// This rank's own input is read from `own` where given (it then need not
+// have copied that part into its slot), else from its slot.
 void reduce_all_inputs(ShmGroup& g, std::uint64_t k, std::size_t offset_bytes, char* out, std::size_t count,
-                       DataType dtype, ReduceOpKind op, Space space = Space::Slots) {
+                       DataType dtype, ReduceOpKind op, Space space = Space::Slots, const char* own = nullptr) {
   const int n = g.size(), me = g.rank();
   if (count == 0) return;
+  auto in = [&](int p) { return p == me && own ? own : input_of(g, p, k, space, offset_bytes); };
   // This rank's own input is in place: it published it.
   if (me != 0) g.wait_input(0, k);
   if (n == 1) {
-    std::memcpy(out, input_of(g, 0, k, space, offset_bytes), count * elem_size(dtype));
+    std::memcpy(out, in(0), count * elem_size(dtype));
     return;
   }
   if (me != 1) g.wait_input(1, k);
-  reduce_pair(out, input_of(g, 0, k, space, offset_bytes), input_of(g, 1, k, space, offset_bytes), count,
-              dtype, op);
+  reduce_pair(out, in(0), in(1), count, dtype, op);
   for (int p = 2; p < n; ++p) {
     if (p != me) g.wait_input(p, k);
-    reduce_inplace(out, input_of(g, p, k, space, offset_bytes), count, dtype, op);
+    reduce_inplace(out, in(p), count, dtype, op);
   }
 }
 
@@ -245,13 +247,24 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
     // reduce's senders run ahead of its root.
     const Space space = one_shot ? ShmGroup::space_for(c * es) : Space::Slots;
     const std::uint64_t k = g.begin_round(space);
-    copy_in(g.input(r, k, space), send + off * es, c, dtype, op);
+    const Slice mine = slice_of(c, n, r);
+    // Two-shot: the peers read every slice of this rank's input but its
+    // own, which it reduces from where it is (PremulSum scales it first).
+    const bool own_in_place = !one_shot && op.kind != ReduceOpKind::PremulSum;
+    if (own_in_place) {
+      char* slot = g.input(r, k, space);
+      copy_in(slot, send + off * es, mine.lo, dtype, op);
+      const std::size_t hi = mine.lo + mine.count;
+      copy_in(slot + hi * es, send + (off + hi) * es, c - hi, dtype, op);
+    } else {
+      copy_in(g.input(r, k, space), send + off * es, c, dtype, op);
+    }
     g.publish_input(k);
     if (one_shot) {
       if (root < 0 || root == r) reduce_all_inputs(g, k, 0, out + off * es, c, dtype, kind, space);
     } else {
-      Slice mine = slice_of(c, n, r);
-      reduce_all_inputs(g, k, mine.lo * es, g.out_slot(r, k) + mine.lo * es, mine.count, dtype, kind);
+      reduce_all_inputs(g, k, mine.lo * es, g.out_slot(r, k) + mine.lo * es, mine.count, dtype, kind, Space::Slots,
+                        own_in_place ? send + (off + mine.lo) * es : nullptr);
       g.publish_output(k);
       if (root < 0 || root == r) {
         for (int i = 0; i < n; ++i) {
