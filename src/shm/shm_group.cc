@@ -48,6 +48,16 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
   begun_seen_.assign(static_cast<std::size_t>(size), 0);
   yield_us_ = 200;
   ctrl(rank)->pid = static_cast<std::int32_t>(::getpid());
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1) {
+    for (int i = 0; i < CPU_SETSIZE; ++i) {
+      if (CPU_ISSET(i, &set)) {
+        my_cpu_ = i + 1;
+        break;
+      }
+    }
+  }
+  ctrl(rank)->cpu.store(my_cpu_, std::memory_order_relaxed);
   // Fault the control lines and the ring in now (this rank's for writing,
   // the peers' for reading): otherwise the first rounds of the first
   // operations each pay page faults (64 lines are five pages per rank, the
@@ -123,11 +133,25 @@ void ShmGroup::wait_until_reached(int peer, std::uint64_t value) {
   // Then yield for a while: with more ranks than cores the rank we wait for
   // is usually runnable, and handing it the core directly is much cheaper
   // than a futex sleep and wake-up. An idle core makes yield return at once,
-  // so this phase is bounded in time too.
-  const auto yield_until = Clock::now() + std::chrono::microseconds(yield_us_);
-  while (Clock::now() < yield_until) {
+  // so this phase is bounded in time too. But where every member bound to
+  // this rank's CPU has reached this point too, they all wait for members
+  // on other CPUs: yielding would only pass the CPU around among waiters
+  // (a context switch each, several microseconds on a virtual machine), so
+  // spin instead, for at most kMatesSpin of the phase.
+  constexpr auto kMatesSpin = std::chrono::microseconds(20);
+  const auto yield_start = Clock::now();
+  const auto yield_until = yield_start + std::chrono::microseconds(yield_us_);
+  const bool may_spin = spins_ == 0 && my_cpu_ != 0;
+  for (auto now = yield_start; now < yield_until; now = Clock::now()) {
     if (reached(counter.load(std::memory_order_acquire))) return;
     check_remote_failure();
+    if (may_spin && now - yield_start < kMatesSpin && cpu_mates_reached(value)) {
+      for (int i = 0; i < 64; ++i) {
+        if (reached(counter.load(std::memory_order_acquire))) return;
+        cpu_relax();
+      }
+      continue;
+    }
     sched_yield();
   }
   while (true) {
@@ -153,6 +177,20 @@ void ShmGroup::wait_until_reached(int peer, std::uint64_t value) {
     if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
       fail_wait(peer, value, abort_soon() ? WaitFailure::Aborted : WaitFailure::Dead);
   }
+}
+
+bool ShmGroup::cpu_mates_reached(std::uint64_t value) const {
+  if (my_cpu_ == 0) return false;
+  const auto target = static_cast<std::uint32_t>(value);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    Ctrl* c = ctrl(p);
+    const std::int32_t cpu = c->cpu.load(std::memory_order_relaxed);
+    if (cpu == 0) return false;  // unbound, or not known yet: it may share ours
+    if (cpu != my_cpu_) continue;
+    if (static_cast<std::int32_t>(counter_for(c, value).load(std::memory_order_acquire) - target) < 0) return false;
+  }
+  return true;
 }
 
 void ShmGroup::signature_mismatch(int peer, std::uint64_t sig, std::uint64_t bytes, std::uint64_t my_sig,

@@ -189,6 +189,13 @@ class ShmGroup {
   }
   // Since set_copy_only: copying was chosen where single copy was agreed.
   bool declined() const { return declined_; }
+  // Whether this rank is bound to one CPU and every other member bound to
+  // it has reached `value` on its counter of that value's line (published
+  // that input or output): then none of them has anything to do before the
+  // members on other CPUs move on, and a waiter that yielded to them would
+  // only pass the CPU around among waiters. False where a member may run on
+  // several CPUs (or has not said yet).
+  bool cpu_mates_reached(std::uint64_t value) const;
   // Copies `bytes` from address `remote` of `peer`'s process into `dst`.
   // Fails with PeerLost if the peer has exited.
   void read_peer(int peer, void* dst, std::uint64_t remote, std::size_t bytes);
@@ -212,6 +219,9 @@ class ShmGroup {
     alignas(64) Line line[kLines];
     alignas(64) std::atomic<std::uint32_t> sleepers;  // waiters sleeping on a counter
     std::int32_t pid;
+    // 1 + the only CPU the rank may run on, 0 when it may run on several
+    // (or has not said yet).
+    std::atomic<std::int32_t> cpu;
   };
   static std::atomic<std::uint32_t>& counter_for(Ctrl* c, std::uint64_t value) {
     return c->line[((value - 1) / 2) % kLines].counter;
@@ -307,6 +317,7 @@ class ShmGroup {
   const void* describe_arg_ = nullptr;
   int spins_;
   int yield_us_;
+  std::int32_t my_cpu_ = 0;  // as Ctrl::cpu
   std::size_t cma_min_bytes_ = SIZE_MAX;
   std::size_t cma_agreed_ = SIZE_MAX;  // what negotiate_cma() agreed
   mutable bool declined_ = false;      // see single_copy_for()

@@ -2,12 +2,14 @@
 // middle of a shared-memory collective is reported, not waited for.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <set>
+#include <vector>
 
 #include "harness/spawn.h"
 #include "shm/shm_group.h"
@@ -75,6 +77,65 @@ TEST(Shm, ControlLinesAndRingAreMappedInAtCreation) {
       }
     }
     ::close(pagemap);
+  });
+  EXPECT_TRUE(segments(prefix).empty());
+}
+
+// A waiter on a shared CPU yields to the members bound to the same CPU
+// until they have all reached the round it waits in; from then on it spins
+// (they have nothing to do either). Ranks 0 and 1 share a CPU, rank 2 has
+// another where two are allowed; then rank 1 unbinds itself.
+TEST(Shm, MembersKnowWhenTheirCpuMatesHaveReachedARound) {
+  const std::string prefix = prefix_for("mates");
+  spawn(3, [&](Communicator& world) {
+    cpu_set_t allowed;
+    ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    std::vector<int> cpus;
+    for (int i = 0; i < CPU_SETSIZE; ++i)
+      if (CPU_ISSET(i, &allowed)) cpus.push_back(i);
+    const int r = world.rank();
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(r == 2 ? cpus.back() : cpus.front(), &one);
+    ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);
+    const auto deadline = detail::Clock::now() + std::chrono::seconds(30);
+    {
+      detail::ShmGroup g("/" + prefix + "-bound", r, world.size(), 64 << 10, deadline, nullptr);
+      world.barrier();  // every member has said where it runs
+      const std::uint64_t k = g.begin_round(detail::ShmGroup::Space::Line);
+      const std::uint64_t input = 2 * k + 1, next = 2 * (k + 1) + 1;
+      if (r != 1) g.publish_input(k);
+      world.barrier();
+      if (r == 0) {
+        EXPECT_FALSE(g.cpu_mates_reached(input)) << "rank 1 shares its CPU and has not published";
+      }
+      world.barrier();
+      if (r == 1) {
+        EXPECT_TRUE(g.cpu_mates_reached(input)) << "rank 0 (and rank 2 where one CPU is allowed) published";
+        EXPECT_FALSE(g.cpu_mates_reached(next)) << "rank 0 has not reached the next round";
+        g.publish_input(k);
+      }
+      world.barrier();
+      EXPECT_TRUE(g.cpu_mates_reached(input)) << "every member has published";
+      if (r == 0) {
+        EXPECT_FALSE(g.cpu_mates_reached(next)) << "rank 1 has not reached the next round";
+      }
+      for (int p = 0; p < world.size(); ++p)
+        if (p != r) g.wait_input(p, k);
+      world.barrier();
+    }
+    if (cpus.size() < 2) return;  // nobody can be unbound
+    if (r == 1) {
+      ASSERT_EQ(::sched_setaffinity(0, sizeof allowed, &allowed), 0);
+    }
+    detail::ShmGroup g("/" + prefix + "-unbound", r, world.size(), 64 << 10, deadline, nullptr);
+    world.barrier();
+    const std::uint64_t k = g.begin_round(detail::ShmGroup::Space::Line);
+    g.publish_input(k);
+    for (int p = 0; p < world.size(); ++p)
+      if (p != r) g.wait_input(p, k);
+    EXPECT_FALSE(g.cpu_mates_reached(2 * k + 1)) << "rank 1 may run on any CPU, rank " << r << "'s too";
+    world.barrier();
   });
   EXPECT_TRUE(segments(prefix).empty());
 }
