@@ -116,7 +116,7 @@ TimePoint ShmGroup::deadline() {
   return deadline_;
 }
 
-void ShmGroup::wait_until_reached(int peer, std::uint64_t value) {
+void ShmGroup::wait_until_reached(int peer, std::uint64_t value, bool in_flow) {
   Ctrl* c = ctrl(peer);
   std::atomic<std::uint32_t>& counter = counter_for(c, value);
   const auto target = static_cast<std::uint32_t>(value);
@@ -134,14 +134,14 @@ void ShmGroup::wait_until_reached(int peer, std::uint64_t value) {
   // is usually runnable, and handing it the core directly is much cheaper
   // than a futex sleep and wake-up. An idle core makes yield return at once,
   // so this phase is bounded in time too. But where every member bound to
-  // this rank's CPU has reached this point too, they all wait for members
-  // on other CPUs: yielding would only pass the CPU around among waiters
-  // (a context switch each, several microseconds on a virtual machine), so
-  // spin instead, for at most kMatesSpin of the phase.
+  // this rank's CPU has reached this point of the operation too, spin
+  // instead, for at most kMatesSpin of the phase (cpu_mates_reached). Not in
+  // waits for a slot to come free: their value is an earlier round's, which
+  // the mates passed long ago, busy or not.
   constexpr auto kMatesSpin = std::chrono::microseconds(20);
   const auto yield_start = Clock::now();
   const auto yield_until = yield_start + std::chrono::microseconds(yield_us_);
-  const bool may_spin = spins_ == 0 && my_cpu_ != 0;
+  const bool may_spin = in_flow && spins_ == 0 && my_cpu_ != 0;
   for (auto now = yield_start; now < yield_until; now = Clock::now()) {
     if (reached(counter.load(std::memory_order_acquire))) return;
     check_remote_failure();

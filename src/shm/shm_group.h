@@ -191,9 +191,12 @@ class ShmGroup {
   bool declined() const { return declined_; }
   // Whether this rank is bound to one CPU and every other member bound to
   // it has reached `value` on its counter of that value's line (published
-  // that input or output): then none of them has anything to do before the
-  // members on other CPUs move on, and a waiter that yielded to them would
-  // only pass the CPU around among waiters. False where a member may run on
+  // that input or output). A waiter for that value then spins rather than
+  // yield to them: in these collectives a mate that reached the same point
+  // can do little before members on other CPUs move on (it waits for them
+  // too, or copies out what is there), and yielding passed the CPU around
+  // among waiters, a context switch each. A mate that has work left loses
+  // at most the 20 us the spin lasts. False where a member may run on
   // several CPUs (or has not said yet).
   bool cpu_mates_reached(std::uint64_t value) const;
   // Copies `bytes` from address `remote` of `peer`'s process into `dst`.
@@ -220,8 +223,8 @@ class ShmGroup {
     alignas(64) std::atomic<std::uint32_t> sleepers;  // waiters sleeping on a counter
     std::int32_t pid;
     // 1 + the only CPU the rank may run on, 0 when it may run on several
-    // (or has not said yet).
-    std::atomic<std::int32_t> cpu;
+    // (or has not said yet). Apart from `sleepers`, which waiters update.
+    alignas(64) std::atomic<std::int32_t> cpu;
   };
   static std::atomic<std::uint32_t>& counter_for(Ctrl* c, std::uint64_t value) {
     return c->line[((value - 1) / 2) % kLines].counter;
@@ -252,7 +255,7 @@ class ShmGroup {
   void wait_for(int peer, std::uint64_t value, bool check = false) {
     const auto target = static_cast<std::uint32_t>(value);
     if (static_cast<std::int32_t>(counter_for(ctrl(peer), value).load(std::memory_order_acquire) - target) < 0)
-      wait_until_reached(peer, value);
+      wait_until_reached(peer, value, check);
     if (check) {
       check_signature(peer, value);
       if (value > 2) check_previous_round(peer, (value - 1) / 2 - 1);
@@ -289,7 +292,10 @@ class ShmGroup {
   [[noreturn]] void signature_mismatch(int peer, std::uint64_t sig, std::uint64_t bytes, std::uint64_t my_sig,
                                        std::uint64_t my_bytes, bool previous);
   void check_remote_failure();
-  void wait_until_reached(int peer, std::uint64_t value);
+  // `in_flow`: a wait for a peer's input or output of a round this rank is
+  // in (not for a slot to come free), where CPU mates that reached the same
+  // point may make the waiter spin (see cpu_mates_reached).
+  void wait_until_reached(int peer, std::uint64_t value, bool in_flow);
   enum class WaitFailure { Timeout, Dead, Aborted };
   // Whether the communicator is aborted now or within a short grace period
   // (a peer that vanished may have left because of a failure elsewhere).
