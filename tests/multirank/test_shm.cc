@@ -82,9 +82,10 @@ TEST(Shm, ControlLinesAndRingAreMappedInAtCreation) {
 }
 
 // A waiter on a shared CPU yields to the members bound to the same CPU
-// until they have all reached the round it waits in; from then on it spins
-// (they have nothing to do either). Ranks 0 and 1 share a CPU, rank 2 has
-// another where two are allowed; then rank 1 unbinds itself.
+// until they have all reached the point it waits at; from then on it may
+// spin a while (ShmGroup::cpu_mates_reached). This checks that predicate:
+// ranks 0 and 1 share a CPU, rank 2 has another where two are allowed; then
+// rank 1 unbinds itself.
 TEST(Shm, MembersKnowWhenTheirCpuMatesHaveReachedARound) {
   const std::string prefix = prefix_for("mates");
   spawn(3, [&](Communicator& world) {
