@@ -241,6 +241,17 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
     return;
   }
   const bool stream_out = streams(count * es);
+  // Two-shot, a rank that wants the result reduces its own slice straight
+  // into its output; an all_reduce's ranks then copy it into their output
+  // slots for the peers. The reduction's stores then go to lines no peer
+  // holds: writing it into the slot the peers read in the previous use of
+  // that slot (each store taking the line back from the peer's cache) made
+  // 2-rank all_reduces 1.5-1.8x slower here (docs/performance.md). Not where
+  // the output is the input and this rank's input is reduced after others'
+  // (ranks 2 and up): the first step would overwrite it.
+  const bool apart = out + count * es <= send || send + count * es <= out;
+  const bool into_out = !one_shot && op.kind != ReduceOpKind::PremulSum && (root < 0 || root == r) &&
+                        (apart || (out == send && r < 2));
   for (std::size_t off = 0; off < count; off += per_round) {
     const std::size_t c = std::min(per_round, count - off);
     // One-shot rounds of up to 8 KiB go through the line or the ring: a
@@ -263,11 +274,18 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
     if (one_shot) {
       if (root < 0 || root == r) reduce_all_inputs(g, k, 0, out + off * es, c, dtype, kind, space);
     } else {
-      reduce_all_inputs(g, k, mine.lo * es, g.out_slot(r, k) + mine.lo * es, mine.count, dtype, kind, Space::Slots,
-                        own_in_place ? send + (off + mine.lo) * es : nullptr);
+      char* const my_slice = g.out_slot(r, k) + mine.lo * es;
+      if (into_out) {
+        char* const dst = out + (off + mine.lo) * es;
+        reduce_all_inputs(g, k, mine.lo * es, dst, mine.count, dtype, kind, Space::Slots, send + (off + mine.lo) * es);
+        if (root < 0 && mine.count) std::memcpy(my_slice, dst, mine.count * es);
+      } else {
+        reduce_all_inputs(g, k, mine.lo * es, my_slice, mine.count, dtype, kind, Space::Slots,
+                          own_in_place ? send + (off + mine.lo) * es : nullptr);
+      }
       g.publish_output(k);
       if (root < 0 || root == r) {
-        for (int i = 0; i < n; ++i) {
+        for (int i = into_out ? 1 : 0; i < n; ++i) {
           int p = (r + i) % n;  // start with our own slice, then the next ranks'
           Slice s = slice_of(c, n, p);
           if (p != r) g.wait_output(p, k);

@@ -170,8 +170,9 @@ Options parse_options(int argc, char** argv) {
   app.add_flag("--inplace", opt.inplace, "run the in-place form (output buffer overlapping the input)");
   app.add_flag("--xcopy", opt.xcopy,
                "also measure, at each size, how fast rank 1 copies out a shared-memory buffer rank 0 has just "
-               "written (the physical limit of one-host collectives); printed as a comment line per row and as "
-               "xcopy_gbps in --json");
+               "written (the physical limit of one-host collectives), and how fast ranks 0 and 1 copy at once "
+               "each the other's (the bound of a 2-rank all_reduce); printed as a comment line per row and as "
+               "xcopy_gbps and xexchange_gbps in --json");
   app.add_option("--json", opt.json_path, "rank 0 writes one JSON object per row to FILE (JSON lines)")
       ->type_name("FILE");
 
@@ -345,16 +346,22 @@ int run(int argc, char** argv) {
     row.busbw = row.algbw * tutti_bench::bus_factor(opt.coll->coll, n);
     busbw_sum += row.busbw;
     ++rows;
-    double xcopy = 0;
-    if (opt.xcopy && n >= 2) xcopy = tutti_bench::cross_process_copy_gbps(comm, shape.bytes, opt.iters);
+    tutti_bench::CrossCopy xcopy;
+    if (opt.xcopy && n >= 2) xcopy = tutti_bench::cross_process_copy(comm, shape.bytes, opt.iters);
     if (printer) {
       print_row(opt, row);
       if (opt.xcopy && n >= 2)
-        std::printf("#   cross-process copy of %zu B: %.2f GB/s; busbw / copy = %.2f\n", shape.bytes, xcopy,
-                    xcopy > 0 ? row.busbw / xcopy : 0.0);
+        std::printf(
+            "#   cross-process copy of %zu B: %.2f GB/s; busbw / copy = %.2f; both ways at once: %.2f GB/s per rank "
+            "(%.2f of the copy)\n",
+            shape.bytes, xcopy.copy_gbps, xcopy.copy_gbps > 0 ? row.busbw / xcopy.copy_gbps : 0.0,
+            xcopy.exchange_gbps, xcopy.copy_gbps > 0 ? xcopy.exchange_gbps / xcopy.copy_gbps : 0.0);
       if (json.is_open()) {
         nlohmann::json j = row_json(opt, n, row);
-        if (opt.xcopy && n >= 2) j["xcopy_gbps"] = xcopy;
+        if (opt.xcopy && n >= 2) {
+          j["xcopy_gbps"] = xcopy.copy_gbps;
+          j["xexchange_gbps"] = xcopy.exchange_gbps;
+        }
         json << j.dump() << '\n' << std::flush;
       }
     }

@@ -1,8 +1,15 @@
 #pragma once
-// The physical limit of one-host collectives: how fast one process copies
-// out a buffer that another process has just written into shared memory.
-// Measured between ranks 0 (writer) and 1 (reader) in the same run as the
-// collective, so the two figures compare on the same machine state.
+// The physical limits of one-host collectives, measured between ranks 0 and
+// 1 in the same run as the collective, so that the figures compare on the
+// same machine state:
+//  - copy: how fast one process copies out a buffer that another process
+//    has just written into shared memory (the other one idle);
+//  - exchange: both copy at once, each a buffer the other has just written.
+//    That is the least a 2-rank all_reduce of the same size must move: each
+//    rank's output depends on every byte of the other's input (S bytes in)
+//    and is S bytes written, so the all_reduce takes at least the
+//    exchange's time and its busbw (= algbw on 2 ranks) is at most the
+//    exchange's rate per rank.
 
 #include <cstddef>
 
@@ -10,9 +17,14 @@
 
 namespace tutti_bench {
 
-// Every rank calls it (the others only take part in the barriers). Returns,
-// on every rank, the reader's copy bandwidth in GB/s (bytes / mean copy
-// time), or 0 when the world has one rank. Owns and removes its segment.
-double cross_process_copy_gbps(tutti::Communicator& comm, std::size_t bytes, int iters);
+struct CrossCopy {
+  double copy_gbps = 0;      // bytes / mean copy time, one reader
+  double exchange_gbps = 0;  // bytes / mean time of both copying at once (the slower rank's)
+};
+
+// Every rank calls it (the others only take part in the barriers). Returns
+// the figures on every rank, zeros when the world has one rank. Owns and
+// removes its segment.
+CrossCopy cross_process_copy(tutti::Communicator& comm, std::size_t bytes, int iters);
 
 }  // namespace tutti_bench
