@@ -241,17 +241,21 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
     return;
   }
   const bool stream_out = streams(count * es);
-  // Two-shot, a rank that wants the result reduces its own slice straight
-  // into its output; an all_reduce's ranks then copy it into their output
-  // slots for the peers. The reduction's stores then go to lines no peer
-  // holds: writing it into the slot the peers read in the previous use of
-  // that slot (each store taking the line back from the peer's cache) made
-  // 2-rank all_reduces 1.5-1.8x slower here (docs/performance.md). Not where
-  // the output is the input and this rank's input is reduced after others'
-  // (ranks 2 and up): the first step would overwrite it.
+  // Two-shot, a rank reduces its slice into memory of its own: its output
+  // where it wants the result, else (a reduce's other ranks) a scratch
+  // buffer; then copies it into its output slot if peers want it. The
+  // reduction's stores then go to lines no peer holds: writing it straight
+  // into the slot the peers read in the slot's previous use (each store
+  // taking the line back from the peer's cache) made 2-rank all_reduces
+  // 1.5-1.8x slower here (docs/performance.md). Where the output is the
+  // input and this rank's input is reduced after others' (ranks 2 and up),
+  // the first step would overwrite it: such a rank reduces into its slot.
+  const bool own_in_place = !one_shot && op.kind != ReduceOpKind::PremulSum;
+  const bool wants = root < 0 || root == r;
   const bool apart = out + count * es <= send || send + count * es <= out;
-  const bool into_out = !one_shot && op.kind != ReduceOpKind::PremulSum && (root < 0 || root == r) &&
-                        (apart || (out == send && r < 2));
+  const bool into_out = wants && (!own_in_place || apart || (out == send && r < 2));
+  thread_local std::vector<char> scratch;
+  if (!one_shot && !wants) scratch.resize(std::min(count, per_round) * es);
   for (std::size_t off = 0; off < count; off += per_round) {
     const std::size_t c = std::min(per_round, count - off);
     // One-shot rounds of up to 8 KiB go through the line or the ring: a
@@ -261,7 +265,6 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
     const Slice mine = slice_of(c, n, r);
     // Two-shot: the peers read every slice of this rank's input but its
     // own, which it reduces from where it is (PremulSum scales it first).
-    const bool own_in_place = !one_shot && op.kind != ReduceOpKind::PremulSum;
     if (own_in_place) {
       char* slot = g.input(r, k, space);
       copy_in(slot, send + off * es, mine.lo, dtype, op);
@@ -272,19 +275,15 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
     }
     g.publish_input(k);
     if (one_shot) {
-      if (root < 0 || root == r) reduce_all_inputs(g, k, 0, out + off * es, c, dtype, kind, space);
+      if (wants) reduce_all_inputs(g, k, 0, out + off * es, c, dtype, kind, space);
     } else {
-      char* const my_slice = g.out_slot(r, k) + mine.lo * es;
-      if (into_out) {
-        char* const dst = out + (off + mine.lo) * es;
-        reduce_all_inputs(g, k, mine.lo * es, dst, mine.count, dtype, kind, Space::Slots, send + (off + mine.lo) * es);
-        if (root < 0 && mine.count) std::memcpy(my_slice, dst, mine.count * es);
-      } else {
-        reduce_all_inputs(g, k, mine.lo * es, my_slice, mine.count, dtype, kind, Space::Slots,
-                          own_in_place ? send + (off + mine.lo) * es : nullptr);
-      }
+      char* const slot = g.out_slot(r, k) + mine.lo * es;
+      char* const dst = into_out ? out + (off + mine.lo) * es : wants ? slot : scratch.data();
+      reduce_all_inputs(g, k, mine.lo * es, dst, mine.count, dtype, kind, Space::Slots,
+                        own_in_place ? send + (off + mine.lo) * es : nullptr);
+      if (root != r && dst != slot && mine.count) std::memcpy(slot, dst, mine.count * es);
       g.publish_output(k);
-      if (root < 0 || root == r) {
+      if (wants) {
         for (int i = into_out ? 1 : 0; i < n; ++i) {
           int p = (r + i) % n;  // start with our own slice, then the next ranks'
           Slice s = slice_of(c, n, p);
@@ -294,7 +293,7 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
       }
     }
   }
-  if (op.kind == ReduceOpKind::Avg && (root < 0 || root == r)) divide_by(out, count, dtype, n);
+  if (op.kind == ReduceOpKind::Avg && wants) divide_by(out, count, dtype, n);
 }
 
 // Per-destination share of a slot (scatter, reduce_scatter, all_to_all):
@@ -502,12 +501,20 @@ void shm_reduce_scatter(ShmGroup& g, std::span<const char* const> in, void* recv
     finish_reads(g);
     return;
   }
+  // The peers read every block but this rank's own, which it reduces from
+  // where it is (PremulSum scales it first), unless the output is that
+  // block and others' are reduced into it first (ranks 2 and up).
+  const char* const own = in[r];
+  const bool apart = out + count * es <= own || own + count * es <= out;
+  const bool own_in_place = op.kind != ReduceOpKind::PremulSum && (apart || (out == own && r < 2));
   for (std::size_t off = 0; off < count; off += per) {
     const std::size_t c = std::min(per, count - off);
     const std::uint64_t k = g.begin_round();
-    for (int p = 0; p < n; ++p) copy_in(g.in_slot(r, k) + p * P, in[p] + off * es, c, dtype, op);
+    for (int p = 0; p < n; ++p)
+      if (p != r || !own_in_place) copy_in(g.in_slot(r, k) + p * P, in[p] + off * es, c, dtype, op);
     g.publish_input(k);
-    reduce_all_inputs(g, k, r * P, out + off * es, c, dtype, kind);
+    reduce_all_inputs(g, k, r * P, out + off * es, c, dtype, kind, Space::Slots,
+                      own_in_place ? own + off * es : nullptr);
   }
   if (op.kind == ReduceOpKind::Avg) divide_by(out, count, dtype, n);
 }
