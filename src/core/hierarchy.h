@@ -11,6 +11,10 @@
 //   reduce_scatter, cross all_reduce of each slice (the L cross
 //   communicators run in parallel, each on its own slice), local all_gather;
 //   a tail of fewer than L elements is all-reduced locally then across.
+//   Slices of more than 512 KiB go in pieces (a 32nd of the slice, from 512
+//   KiB to 1 MiB): each piece's cross all_reduce runs asynchronously while the
+//   local reduce_scatter of the next piece and the local all_gather of the
+//   previous one run.
 //   From an eighth of that size to eight times it, both forms are timed and
 //   the faster runs (TUTTI_ALGO_TUNING; the members' times are summed by a
 //   local then a cross all_reduce of two integers).
@@ -25,7 +29,8 @@
 // The two children are internal communicators, made at the first two-level
 // operation (every member runs it in the same order), with ids derived from
 // the parent's; they run their operations inline in the thread that runs
-// the parent's.
+// the parent's, but for the slices form's pieces across hosts (on the cross
+// communicator's worker thread, waited for within the operation).
 
 #include <memory>
 #include <span>

@@ -154,6 +154,41 @@ TEST(Netbed, TwoLevelAllReduceAroundTheLeaderCut) {
   EXPECT_NE(trace.find("\"two_level\""), std::string::npos) << trace.substr(0, 2000);
 }
 
+// Two-level all_reduce large enough to go in pieces (slices of more than
+// 512 KiB a rank: each piece's step across hosts overlaps the host's steps
+// of its neighbours), with a short last piece and a tail of fewer elements
+// than ranks per host; in place and not, blocking and not, Avg's final
+// division, every element checked.
+TEST(Netbed, TwoLevelAllReduceInPieces) {
+  Communicator& comm = *g_world;
+  std::uint64_t id = 960000;
+  struct Case {
+    DataType dt;
+    ReduceOpKind op;
+    std::size_t count;
+    bool inplace, async;
+  };
+  const Case cases[] = {
+      {DataType::Float32, ReduceOpKind::Sum, (std::size_t(4) << 20) / 4 + 3, false, false},
+      {DataType::Int64, ReduceOpKind::Max, (std::size_t(6) << 20) / 8 + 1, true, false},
+      {DataType::Float64, ReduceOpKind::Avg, (std::size_t(3) << 20) / 8 + 5, false, true},
+      {DataType::BFloat16, ReduceOpKind::Sum, (std::size_t(2) << 20) / 2 + 7, true, true},
+  };
+  for (const Case& k : cases) {
+    CaseInfo c;
+    c.dtype = k.dt;
+    c.op = k.op;
+    c.count = k.count;
+    c.inplace = k.inplace;
+    c.async = k.async;
+    c.id = ++id;
+    check_all_reduce(comm, c);
+    if (::testing::Test::HasFailure()) return;
+  }
+  const std::string trace = comm.trace_json();
+  EXPECT_NE(trace.find("\"two_level\""), std::string::npos) << trace.substr(0, 2000);
+}
+
 // The timed choices (algorithms/tuner.h) across hosts, on by default: the
 // two-level forms on the world (16 KiB to 1 MiB) and recursive doubling
 // against Rabenseifner among one rank per host (8-64 KiB, also the leaders'
