@@ -3,17 +3,20 @@
 
   check_bench.py --tuttirun PATH --bench PATH --coll COLL [--nranks N] [--inplace] --workdir DIR
   check_bench.py --tuttirun PATH --bench PATH --usage-errors --workdir DIR
+  check_bench.py --tuttirun PATH --bench PATH --xcopy --workdir DIR
 
 A run must exit 0; every table row must have the 9 columns of nccl-tests
 (size, count, type, redop, root, time, algbw, busbw, #wrong) with #wrong 0;
 the sizes must be the sweep 8 B .. 64 KiB rounded as the collective
 requires; --json must hold one parseable object per row, with every field,
 agreeing with the table. --usage-errors checks that bad options and invalid
-(dtype, op) pairs exit 2 with a message.
+(dtype, op) pairs exit 2 with a message. --xcopy checks the cross-process
+copy lines and fields.
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -129,6 +132,46 @@ def check_run(args):
     print("OK: %s, %d ranks, %d rows" % (tag, n, len(rows)))
 
 
+def check_xcopy(args):
+    """--xcopy on 3 ranks (the third only takes part in the barriers): after
+    every row a comment line with the one-way copy and both-ways rates, both
+    positive, and busbw / copy and the exchange's share worked out from
+    them; the JSON rows carry the two rates."""
+    n = 3
+    json_path = os.path.join(args.workdir, "bench_xcopy_n%d.jsonl" % n)
+    if os.path.exists(json_path):
+        os.remove(json_path)
+    cmd = [args.tuttirun, "-n", str(n), args.bench, "all_reduce", "-b", "64K", "-e", "1M", "-f", "16", "-n", "3",
+           "-w", "1", "--xcopy", "--json", json_path]
+    p = run(cmd)
+    print(p.stdout)
+    if p.returncode != 0:
+        print(p.stderr, file=sys.stderr)
+        fail("%s exited %d" % (" ".join(cmd), p.returncode))
+    pattern = re.compile(r"^#   cross-process copy of (\d+) B: ([\d.]+) GB/s; busbw / copy = ([\d.]+); "
+                         r"both ways at once: ([\d.]+) GB/s per rank \(([\d.]+) of the copy\)$")
+    lines = p.stdout.splitlines()
+    rows = [(i, l.split()) for i, l in enumerate(lines) if l.strip() and not l.startswith("#")]
+    if [int(r[0]) for _, r in rows] != [64 * 1024, 1024 * 1024]:
+        fail("rows %s, expected 64 KiB and 1 MiB" % [r[0] for _, r in rows])
+    for i, row in rows:
+        m = pattern.match(lines[i + 1]) if i + 1 < len(lines) else None
+        if not m:
+            fail("no cross-process copy line after row %s" % row)
+        size, copy, ratio, exchange, share = int(m[1]), float(m[2]), float(m[3]), float(m[4]), float(m[5])
+        if size != int(row[0]) or not copy > 0 or not exchange > 0:
+            fail("copy line %r: size must match the row, rates must be positive" % lines[i + 1])
+        if abs(ratio - float(row[7]) / copy) > 0.006 + 0.01 * ratio or abs(share - exchange / copy) > 0.006 + 0.01 * share:
+            fail("copy line %r: the ratios do not follow from the rates (busbw %s)" % (lines[i + 1], row[7]))
+    with open(json_path) as f:
+        objs = [json.loads(l) for l in f.read().splitlines() if l.strip()]
+    if len(objs) != len(rows) or set(objs[0]) != FIELDS | {"xcopy_gbps", "xexchange_gbps"}:
+        fail("JSON rows %s: expected %d with the fields and xcopy_gbps, xexchange_gbps" % (objs, len(rows)))
+    if not all(o["xcopy_gbps"] > 0 and o["xexchange_gbps"] > 0 for o in objs):
+        fail("JSON copy rates must be positive: %s" % objs)
+    print("OK: --xcopy, %d ranks, %d rows" % (n, len(rows)))
+
+
 def check_usage_errors(args):
     cases = [
         (["all_reduce", "-d", "float32", "-o", "band", "-e", "64"], "band"),  # reported by tutti
@@ -157,15 +200,18 @@ def main():
     ap.add_argument("--nranks", type=int, default=3)
     ap.add_argument("--inplace", action="store_true")
     ap.add_argument("--usage-errors", action="store_true")
+    ap.add_argument("--xcopy", action="store_true")
     ap.add_argument("--workdir", default=".")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     if args.usage_errors:
         check_usage_errors(args)
+    elif args.xcopy:
+        check_xcopy(args)
     elif args.coll:
         check_run(args)
     else:
-        ap.error("give --coll or --usage-errors")
+        ap.error("give --coll, --xcopy or --usage-errors")
 
 
 if __name__ == "__main__":
