@@ -110,24 +110,29 @@ void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, con
   const std::size_t es = dtype_size(dtype), L = static_cast<std::size_t>(h.per_host);
   const std::size_t q = count / L;
   if (q > 0) {
-    char* const slice = h.scratch.get(0, q * es);
     // Pieces of a 32nd of the slice, from 512 KiB to 1 MiB. 4 hosts x 2
     // ranks at 1 Gbit/s: 4, 16 and 64 MiB went from 73-78%, 84-86% and
     // 82-83% of the link to 98%, 94-95% and 90-92%; at 256 MiB pieces of 4
-    // MiB reached 75%, of 1 MiB 80% (docs/performance.md).
+    // MiB reached 75%, of 1 MiB 80% (docs/performance.md), with a scratch
+    // slice (128 MiB) faulted in again by every operation.
     constexpr std::size_t kPieces = 32, kLeastPieceBytes = 512 << 10, kMostPieceBytes = 1 << 20;
     const std::size_t piece = std::clamp((q + kPieces - 1) / kPieces, std::max<std::size_t>(1, kLeastPieceBytes / es),
                                          std::max<std::size_t>(1, kMostPieceBytes / es));
     if (piece >= q) {
+      char* const slice = h.scratch.get(0, q * es);
       h.local.reduce_scatter(buf, slice, q, dtype, op);
       h.cross.all_reduce(slice, slice, q, dtype, op);
       h.local.all_gather(slice, buf, q, dtype);
     } else {
+      // Two piece buffers in turn: piece j's is free again once piece j-2
+      // was gathered, which the loop did before piece j's reduce-scatter.
+      char* const pieces = h.scratch.get(0, 2 * piece * es);
+      auto piece_buf = [&](std::size_t lo) { return pieces + (lo / piece % 2) * piece * es; };
       std::vector<const void*> in(L);
       std::vector<void*> out(L);
       auto gather = [&](std::size_t lo, std::size_t c) {
         for (std::size_t l = 0; l < L; ++l) out[l] = buf + (l * q + lo) * es;
-        h.local.all_gather(slice + lo * es, std::span<void* const>(out), c, dtype);
+        h.local.all_gather(piece_buf(lo), std::span<void* const>(out), c, dtype);
       };
       // Steps across hosts in flight: the previous piece's, this one's.
       std::array<Work, 2> across;
@@ -136,8 +141,8 @@ void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, con
         for (std::size_t lo = 0; lo < q; lo += piece) {
           const std::size_t c = std::min(piece, q - lo);
           for (std::size_t l = 0; l < L; ++l) in[l] = buf + (l * q + lo) * es;
-          h.local.reduce_scatter(std::span<const void* const>(in), slice + lo * es, c, dtype, op);
-          across[1] = h.cross.iall_reduce(slice + lo * es, slice + lo * es, c, dtype, op);
+          h.local.reduce_scatter(std::span<const void* const>(in), piece_buf(lo), c, dtype, op);
+          across[1] = h.cross.iall_reduce(piece_buf(lo), piece_buf(lo), c, dtype, op);
           if (prev_c) {
             across[0].wait();
             gather(prev_lo, prev_c);
