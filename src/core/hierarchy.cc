@@ -113,8 +113,9 @@ void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, con
     // Pieces of a 32nd of the slice, from 512 KiB to 1 MiB. 4 hosts x 2
     // ranks at 1 Gbit/s: 4, 16 and 64 MiB went from 73-78%, 84-86% and
     // 82-83% of the link to 98%, 94-95% and 90-92%; at 256 MiB pieces of 4
-    // MiB reached 75%, of 1 MiB 80% (docs/performance.md), with a scratch
-    // slice (128 MiB) faulted in again by every operation.
+    // MiB reached 75%, of 1 MiB 80% with a scratch slice (128 MiB) faulted
+    // in again by every operation, 88-91% with the two piece buffers below
+    // (docs/performance.md).
     constexpr std::size_t kPieces = 32, kLeastPieceBytes = 512 << 10, kMostPieceBytes = 1 << 20;
     const std::size_t piece = std::clamp((q + kPieces - 1) / kPieces, std::max<std::size_t>(1, kLeastPieceBytes / es),
                                          std::max<std::size_t>(1, kMostPieceBytes / es));
