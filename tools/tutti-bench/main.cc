@@ -171,7 +171,7 @@ Options parse_options(int argc, char** argv) {
   app.add_flag("--xcopy", opt.xcopy,
                "also measure, at each size, how fast rank 1 copies out a shared-memory buffer rank 0 has just "
                "written (the physical limit of one-host collectives), and how fast ranks 0 and 1 copy at once "
-               "each the other's (the bound of a 2-rank all_reduce); printed as a comment line per row and as "
+               "each the other's (what a 2-rank all_reduce must move at least); printed as a comment line per row and as "
                "xcopy_gbps and xexchange_gbps in --json");
   app.add_option("--json", opt.json_path, "rank 0 writes one JSON object per row to FILE (JSON lines)")
       ->type_name("FILE");

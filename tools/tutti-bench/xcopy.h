@@ -5,10 +5,11 @@
 //  - copy: how fast one process copies out a buffer that another process
 //    has just written into shared memory (the other one idle);
 //  - exchange: both copy at once, each a buffer the other has just written.
-//    That is the least a 2-rank all_reduce of the same size must move: each
-//    rank's output depends on every byte of the other's input (S bytes in)
-//    and is S bytes written, so the all_reduce takes at least the
-//    exchange's time and its busbw (= algbw on 2 ranks) is at most the
+//    That moves what a 2-rank all_reduce of the same size must move at
+//    least: each rank's output depends on every byte of the other's input
+//    (S bytes in) and is S bytes written. It is a reference, not a proof:
+//    as far as memcpy is the fastest mover and the caches hold what they
+//    held here, the all_reduce's busbw (= algbw on 2 ranks) stays below the
 //    exchange's rate per rank.
 
 #include <cstddef>
