@@ -2,6 +2,7 @@
 // Futex wait/wake on a 32-bit word of (shared) memory, and a spin hint.
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,5 +32,27 @@ inline void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
 inline void futex_wake_all(std::atomic<std::uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
+
+// Asymmetric fences between processes (membarrier(2)). A publisher that
+// stores a value and then loads a "someone sleeps" flag needs a full fence
+// between the two, or a sleeper that sets the flag and then loads the value
+// may miss the store and sleep through it. The fence costs the publisher a
+// cache-line transfer on every publication; with membarrier the sleeper pays
+// instead, once per sleep: it interrupts every running thread of every
+// registered process to run a full fence, so the publisher needs only a
+// compiler barrier. Registers this process once; false where the kernel or
+// a seccomp filter refuses (the publisher then keeps its fence).
+inline bool membarrier_registered() {
+  static const bool ok = [] {
+    const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (cmds < 0 || (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return false;
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+  }();
+  return ok;
+}
+
+// A full fence on every running thread of every registered process (this
+// one included). Call only where membarrier_registered() is true.
+inline void membarrier_global() { syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0); }
 
 }  // namespace tutti::detail

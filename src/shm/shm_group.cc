@@ -48,6 +48,7 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
   begun_seen_.assign(static_cast<std::size_t>(size), 0);
   yield_us_ = 200;
   ctrl(rank)->pid = static_cast<std::int32_t>(::getpid());
+  ctrl(rank)->membarrier = membarrier_registered() ? 1 : 0;
   cpu_set_t set;
   if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1) {
     for (int i = 0; i < CPU_SETSIZE; ++i) {
@@ -156,6 +157,9 @@ void ShmGroup::wait_until_reached(int peer, std::uint64_t value, bool in_flow) {
   }
   while (true) {
     c->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    // The peer may have published without a fence (light_publish_ on its
+    // side): this makes its store visible, or our increment to its load.
+    if (membarrier_registered()) membarrier_global();
     std::uint32_t cur = counter.load(std::memory_order_seq_cst);
     if (reached(cur)) {
       c->sleepers.fetch_sub(1, std::memory_order_relaxed);
@@ -238,9 +242,11 @@ void ShmGroup::negotiate_cma(std::size_t min_bytes) {
   std::memcpy(inline_slot(rank_, k), addrs, sizeof addrs);
   publish_input(k);
   bool ok = min_bytes > 0;
+  bool light = membarrier_registered();
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     wait_input(p, k);
+    light = light && ctrl(p)->membarrier == 1;
     std::uint64_t remote[2], value = 0;
     std::memcpy(remote, inline_slot(p, k), sizeof remote);
     if (!ok) continue;
@@ -253,6 +259,9 @@ void ShmGroup::negotiate_cma(std::size_t min_bytes) {
       TUTTI_LOG(Debug, "single-copy reads and writes with rank " << p << " not possible (" << std::strerror(errno)
                                                       << "); shared-memory collectives copy through the segment");
   }
+  // Every member's waits now make this rank's stores visible before they
+  // sleep (Ctrl::membarrier was written before the round it published).
+  light_publish_ = light;
   // Round 2: everyone's verdict; all must agree.
   k = begin_round(false);
   inline_slot(rank_, k)[0] = ok ? 1 : 0;

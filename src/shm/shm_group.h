@@ -167,9 +167,13 @@ class ShmGroup {
   // process_vm_writev (same user, no
   // ptrace restriction, same PID namespace), and all agree. Afterwards
   // cma_min_bytes() is `min_bytes` if every member allows it and wants it
-  // (min_bytes > 0), else SIZE_MAX.
+  // (min_bytes > 0), else SIZE_MAX. Its first round also tells every member
+  // whether all run membarrier_global() before they sleep; if so, it
+  // publishes its later rounds without a fence (see publish()).
   void negotiate_cma(std::size_t min_bytes);
   std::size_t cma_min_bytes() const { return cma_min_bytes_; }
+  // Whether this member publishes without a fence (negotiate_cma()).
+  bool light_publish() const { return light_publish_; }
   // Whether negotiate_cma() agreed on single copy at some size.
   bool single_copy_agreed() const { return cma_agreed_ != SIZE_MAX; }
   // Copying through the segment only (on), or single copy as agreed (off),
@@ -222,6 +226,9 @@ class ShmGroup {
     alignas(64) Line line[kLines];
     alignas(64) std::atomic<std::uint32_t> sleepers;  // waiters sleeping on a counter
     std::int32_t pid;
+    // 1 if the rank's process is registered for membarrier_global() and
+    // runs it before every sleep (futex.h); written before its first round.
+    std::int32_t membarrier;
     // 1 + the only CPU the rank may run on, 0 when it may run on several
     // (or has not said yet). Apart from `sleepers`, which waiters update.
     alignas(64) std::atomic<std::int32_t> cpu;
@@ -244,8 +251,18 @@ class ShmGroup {
     }
     line.sig.store(sig_, std::memory_order_relaxed);
     line.sig_bytes.store(sig_bytes_, std::memory_order_relaxed);
-    line.counter.store(static_cast<std::uint32_t>(value), std::memory_order_seq_cst);
-    if (c->sleepers.load(std::memory_order_seq_cst) != 0) wake(line.counter);
+    // Where every member runs membarrier_global() before it sleeps, a
+    // compiler barrier suffices between the store and the sleepers' load;
+    // otherwise a full fence (futex.h). The fence made the publisher wait
+    // for the line, which its peers read last, every round.
+    if (light_publish_) {
+      line.counter.store(static_cast<std::uint32_t>(value), std::memory_order_release);
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      if (c->sleepers.load(std::memory_order_relaxed) != 0) wake(line.counter);
+    } else {
+      line.counter.store(static_cast<std::uint32_t>(value), std::memory_order_seq_cst);
+      if (c->sleepers.load(std::memory_order_seq_cst) != 0) wake(line.counter);
+    }
   }
   static void wake(std::atomic<std::uint32_t>& counter);
   std::uint64_t begin_round_waiting(std::uint64_t lag);
@@ -324,6 +341,9 @@ class ShmGroup {
   int spins_;
   int yield_us_;
   std::int32_t my_cpu_ = 0;  // as Ctrl::cpu
+  // Publish without a fence: every member said Ctrl::membarrier (learnt in
+  // negotiate_cma's first round).
+  bool light_publish_ = false;
   std::size_t cma_min_bytes_ = SIZE_MAX;
   std::size_t cma_agreed_ = SIZE_MAX;  // what negotiate_cma() agreed
   mutable bool declined_ = false;      // see single_copy_for()

@@ -7,11 +7,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <random>
+#include <thread>
 #include <set>
 #include <vector>
 
 #include "harness/spawn.h"
+#include "shm/futex.h"
 #include "shm/shm_group.h"
 
 namespace tutti::testing {
@@ -137,6 +141,58 @@ TEST(Shm, MembersKnowWhenTheirCpuMatesHaveReachedARound) {
       if (p != r) g.wait_input(p, k);
     EXPECT_FALSE(g.cpu_mates_reached(2 * k + 1)) << "rank 1 may run on any CPU, rank " << r << "'s too";
     world.barrier();
+  });
+  EXPECT_TRUE(segments(prefix).empty());
+}
+
+// Members publish without a fence once every member runs membarrier before
+// it sleeps (ShmGroup::publish). Here each round's publisher is late by a
+// random 100-400 us, around the 200 us a waiter yields before it sleeps on
+// the futex, so that publications land before, during and after waiters go
+// to sleep. A missed wake-up would show as a wait of 100 ms (a sleep's
+// limit); every wait must end within 20 ms of its publication.
+TEST(Shm, PublishersWithoutAFenceWakeEverySleeper) {
+  const std::string prefix = prefix_for("light");
+  spawn(3, [&](Communicator& world) {
+    const int r = world.rank(), n = world.size();
+    detail::ShmGroup g("/" + prefix + "-group", r, n, 64 << 10, detail::Clock::now() + std::chrono::seconds(60),
+                       nullptr);
+    g.negotiate_cma(0);
+    // Every process of the test can register, or none can.
+    EXPECT_EQ(g.light_publish(), detail::membarrier_registered());
+    std::mt19937 rng(1234u + static_cast<unsigned>(r));
+    std::uniform_int_distribution<int> late_us(100, 400);
+    auto worst = std::chrono::nanoseconds(0);
+    int late_rounds = 0;
+    for (int i = 0; i < 600; ++i) {
+      const std::uint64_t k = g.begin_round(detail::ShmGroup::Space::Line);
+      const int publisher = i % n;
+      if (r == publisher) {
+        std::this_thread::sleep_for(std::chrono::microseconds(late_us(rng)));
+        std::memcpy(g.input(r, k, detail::ShmGroup::Space::Line), &i, sizeof i);
+        g.publish_input(k);
+      } else {
+        g.publish_input(k);  // the others' rounds are there from the start
+      }
+      for (int p = 0; p < n; ++p) {
+        if (p == r) continue;
+        const auto t0 = detail::Clock::now();
+        g.wait_input(p, k);
+        const auto waited = detail::Clock::now() - t0;
+        if (p == publisher) {
+          int got = -1;
+          std::memcpy(&got, g.input(p, k, detail::ShmGroup::Space::Line), sizeof got);
+          ASSERT_EQ(got, i) << "round " << i << " from rank " << p;
+          worst = std::max(worst, std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
+          if (waited > std::chrono::microseconds(200)) ++late_rounds;
+        }
+      }
+    }
+    // The late publisher sleeps at most 400 us: a wait of 20 ms or more is a
+    // missed wake-up (or a machine stalled for that long).
+    EXPECT_LT(worst, std::chrono::milliseconds(20)) << "a waiter slept through a publication";
+    // Some waits must have reached the futex sleep, else this checked nothing.
+    EXPECT_GT(late_rounds, 0);
   });
   EXPECT_TRUE(segments(prefix).empty());
 }
