@@ -226,8 +226,8 @@ class ShmGroup {
     alignas(64) Line line[kLines];
     alignas(64) std::atomic<std::uint32_t> sleepers;  // waiters sleeping on a counter
     std::int32_t pid;
-    // 1 if the rank's process is registered for membarrier_global() and
-    // runs it before every sleep (futex.h); written before its first round.
+    // 1 if the rank runs membarrier_global() before every sleep (futex.h;
+    // sleeps_fenced_); written before its first round.
     std::int32_t membarrier;
     // 1 + the only CPU the rank may run on, 0 when it may run on several
     // (or has not said yet). Apart from `sleepers`, which waiters update.
@@ -341,6 +341,9 @@ class ShmGroup {
   int spins_;
   int yield_us_;
   std::int32_t my_cpu_ = 0;  // as Ctrl::cpu
+  // This rank runs membarrier_global() before it sleeps: its process is
+  // registered and the group has no more members than the host has cores.
+  bool sleeps_fenced_ = false;
   // Publish without a fence: every member said Ctrl::membarrier (learnt in
   // negotiate_cma's first round).
   bool light_publish_ = false;

@@ -150,16 +150,20 @@ TEST(Shm, MembersKnowWhenTheirCpuMatesHaveReachedARound) {
 // random 100-400 us, around the 200 us a waiter yields before it sleeps on
 // the futex, so that publications land before, during and after waiters go
 // to sleep. A missed wake-up would show as a wait of 100 ms (a sleep's
-// limit); every wait must end within 20 ms of its publication.
+// limit); every wait must end within 20 ms of its publication. Two ranks:
+// groups with more members than the host has cores keep the fence (on two
+// cores three would). The race itself lasts nanoseconds, too short for a
+// test to hit on purpose; this checks that sleepers are woken throughout.
 TEST(Shm, PublishersWithoutAFenceWakeEverySleeper) {
   const std::string prefix = prefix_for("light");
-  spawn(3, [&](Communicator& world) {
+  spawn(2, [&](Communicator& world) {
     const int r = world.rank(), n = world.size();
     detail::ShmGroup g("/" + prefix + "-group", r, n, 64 << 10, detail::Clock::now() + std::chrono::seconds(60),
                        nullptr);
     g.negotiate_cma(0);
-    // Every process of the test can register, or none can.
-    EXPECT_EQ(g.light_publish(), detail::membarrier_registered());
+    // Every process of the test can register, or none can; groups with more
+    // members than cores keep the fence.
+    EXPECT_EQ(g.light_publish(), detail::membarrier_registered() && !g.oversubscribed());
     std::mt19937 rng(1234u + static_cast<unsigned>(r));
     std::uniform_int_distribution<int> late_us(100, 400);
     auto worst = std::chrono::nanoseconds(0);
