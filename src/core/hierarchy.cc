@@ -14,6 +14,15 @@
 
 namespace tutti::detail {
 
+namespace {
+// The slices form's pieces (slices_form): from 512 KiB to 1 MiB a piece.
+constexpr std::size_t kLeastPieceBytes = 512 << 10, kMostPieceBytes = 1 << 20;
+// Up to this size (bytes a rank) the slices form runs whole or in pieces,
+// whichever was faster (Hierarchy::pieces); above, in pieces, where a trial
+// of the slower way would cost seconds on a slow link.
+constexpr std::size_t kMostTunedPiecesBytes = 16 << 20;
+}  // namespace
+
 bool hierarchy_applies(const std::vector<int>& world, const std::vector<int>& host_of) {
   std::vector<int> hosts;   // host ids in order of first appearance
   std::vector<int> counts;  // members per host
@@ -75,6 +84,11 @@ detail::Hierarchy& Communicator::Impl::hierarchy() {
   h->leader_bytes = job->config.two_level_leader_bytes;
   if (job->config.algo_tuning != "off" && h->leader_bytes >= 8)
     h->forms = std::make_unique<AllReduceTuner>(h->leader_bytes / 8, h->leader_bytes * 8);
+  if (job->config.algo_tuning != "off") {
+    const std::size_t lo = std::max<std::size_t>(kLeastPieceBytes * static_cast<std::size_t>(h->per_host),
+                                                 h->forms ? h->leader_bytes * 8 : 0);
+    if (lo < kMostTunedPiecesBytes) h->pieces = std::make_unique<AllReduceTuner>(lo, kMostTunedPiecesBytes);
+  }
   TUTTI_LOG(Debug, "two-level collectives on " << h->hosts << " hosts x " << h->per_host
                        << " ranks: all_reduce through one leader per host up to " << h->leader_bytes << " bytes");
   hier_ = std::move(h);
@@ -106,7 +120,7 @@ void leader_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, con
 // running (on the cross communicator's worker) while this thread reduces
 // the next piece on the host and gathers the previous one, so that the
 // link is not idle during the host's steps.
-void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, const ReduceOp& op) {
+void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, const ReduceOp& op, bool in_pieces) {
   const std::size_t es = dtype_size(dtype), L = static_cast<std::size_t>(h.per_host);
   const std::size_t q = count / L;
   if (q > 0) {
@@ -116,10 +130,10 @@ void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, con
     // MiB reached 75%, of 1 MiB 80% with a scratch slice (128 MiB) faulted
     // in again by every operation, 88-91% with the two piece buffers below
     // (docs/performance.md).
-    constexpr std::size_t kPieces = 32, kLeastPieceBytes = 512 << 10, kMostPieceBytes = 1 << 20;
+    constexpr std::size_t kPieces = 32;
     const std::size_t piece = std::clamp((q + kPieces - 1) / kPieces, std::max<std::size_t>(1, kLeastPieceBytes / es),
                                          std::max<std::size_t>(1, kMostPieceBytes / es));
-    if (piece >= q) {
+    if (!in_pieces || piece >= q) {
       char* const slice = h.scratch.get(0, q * es);
       h.local.reduce_scatter(buf, slice, q, dtype, op);
       h.cross.all_reduce(slice, slice, q, dtype, op);
@@ -188,29 +202,36 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
   }
   const ReduceOp cop = child_op(op);
   const int preferred = bytes <= h.leader_bytes ? 0 : 1;  // 0: leader form, 1: slices
+  const auto slices = [&](bool in_pieces) {
+    slices_form(h, out, count, dtype, cop, in_pieces);
+    h.scratch.trim();
+  };
   const auto run = [&](int form) {
     if (form == 0) {
       leader_form(h, out, count, dtype, cop);
     } else {
-      slices_form(h, out, count, dtype, cop);
-      h.scratch.trim();
+      slices(true);
     }
   };
+  // The members' figures summed over the host, then across hosts.
+  const auto sum_members = [&](std::array<std::int64_t, 2>& sums) {
+    h.local.all_reduce(sums.data(), sums.data(), 2, DataType::Int64, ReduceOp::SUM);
+    h.cross.all_reduce(sums.data(), sums.data(), 2, DataType::Int64, ReduceOp::SUM);
+  };
+  const auto log_choice = [&](const char* what0, const char* what1) {
+    return [&h, bytes, n, what0, what1](const std::array<std::int64_t, 2>& sums, int algo) {
+      if (h.local.rank() == 0 && h.cross.rank() == 0)
+        TUTTI_LOG(Debug, "two-level all_reduce up to "
+                             << AllReduceTuner::class_hi(bytes) << " B on " << h.hosts << " x " << h.per_host << " ranks: "
+                             << what0 << " " << sums[0] / 1000 / n << " us, " << what1 << " " << sums[1] / 1000 / n
+                             << " us (mean of the members' means): " << (algo ? what1 : what0));
+    };
+  };
   if (h.forms && h.forms->covers(bytes)) {
-    h.forms->step(
-        bytes, preferred,
-        [&](std::array<std::int64_t, 2>& sums) {
-          h.local.all_reduce(sums.data(), sums.data(), 2, DataType::Int64, ReduceOp::SUM);
-          h.cross.all_reduce(sums.data(), sums.data(), 2, DataType::Int64, ReduceOp::SUM);
-        },
-        [&](const std::array<std::int64_t, 2>& sums, int form) {
-          if (h.local.rank() == 0 && h.cross.rank() == 0)
-            TUTTI_LOG(Debug, "two-level all_reduce up to "
-                                 << AllReduceTuner::class_hi(bytes) << " B on " << h.hosts << " x " << h.per_host
-                                 << " ranks: leader form " << sums[0] / 1000 / n << " us, slices " << sums[1] / 1000 / n
-                                 << " us (mean of the members' means): " << (form ? "slices" : "leader form"));
-        },
-        run);
+    h.forms->step(bytes, preferred, sum_members, log_choice("leader form", "slices"), run);
+  } else if (preferred == 1 && h.pieces && h.pieces->covers(bytes)) {
+    h.pieces->step(bytes, 1, sum_members, log_choice("slices whole", "slices in pieces"),
+                   [&](int algo) { slices(algo == 1); });
   } else {
     run(preferred);
   }

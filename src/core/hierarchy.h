@@ -57,6 +57,13 @@ struct Hierarchy {
   // timed against each other (algorithms/tuner.h; 0 the leader form, 1 the
   // slices; null with TUTTI_ALGO_TUNING=off).
   std::unique_ptr<AllReduceTuner> forms;
+  // Above the sizes `forms` covers, from slices of 512 KiB a rank up to 16
+  // MiB, the slices form whole (0) or in pieces (1) (null with
+  // TUTTI_ALGO_TUNING=off: in pieces). The pieces keep the link busy while
+  // the host reduces and gathers (1 Gbit/s, 4 x 2, 4 MiB: 51 against 64
+  // ms); where the CPUs are the limit their extra steps cost more than they
+  // hide (4 Gbit/s: 4 MiB 19.5-28 against 13.5-14.6 ms).
+  std::unique_ptr<AllReduceTuner> pieces;
 };
 
 // True when `world` (comm rank -> world rank) spans at least two hosts with
