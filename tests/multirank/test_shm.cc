@@ -150,7 +150,8 @@ TEST(Shm, MembersKnowWhenTheirCpuMatesHaveReachedARound) {
 // random 100-400 us, around the 200 us a waiter yields before it sleeps on
 // the futex, so that publications land before, during and after waiters go
 // to sleep. A missed wake-up would show as a wait of 100 ms (a sleep's
-// limit); every wait must end within 20 ms of its publication. Two ranks:
+// limit); every wait must end within 80 ms (a busy machine may delay a
+// woken rank by some milliseconds, never by 80). Two ranks:
 // groups with more members than the host has cores keep the fence (on two
 // cores three would). The race itself lasts nanoseconds, too short for a
 // test to hit on purpose; this checks that sleepers are woken throughout.
@@ -192,9 +193,9 @@ TEST(Shm, PublishersWithoutAFenceWakeEverySleeper) {
         }
       }
     }
-    // The late publisher sleeps at most 400 us: a wait of 20 ms or more is a
+    // The late publisher sleeps at most 400 us: a wait of 80 ms or more is a
     // missed wake-up (or a machine stalled for that long).
-    EXPECT_LT(worst, std::chrono::milliseconds(20)) << "a waiter slept through a publication";
+    EXPECT_LT(worst, std::chrono::milliseconds(80)) << "a waiter slept through a publication";
     // Some waits must have reached the futex sleep, else this checked nothing.
     EXPECT_GT(late_rounds, 0);
   });
