@@ -10,8 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
-#include <thread>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "harness/spawn.h"
