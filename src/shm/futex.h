@@ -40,15 +40,14 @@ inline void futex_wake_all(std::atomic<std::uint32_t>* word) {
 // cache-line transfer on every publication; with membarrier the sleeper pays
 // instead, once per sleep: it interrupts every running thread of every
 // registered process to run a full fence, so the publisher needs only a
-// compiler barrier. Registers this process once; false where the kernel or
-// a seccomp filter refuses (the publisher then keeps its fence).
+// compiler barrier. Registers this process (again: registering twice is
+// harmless, and a cached answer could outlive a fork or an exec); false where
+// the kernel or a seccomp filter refuses (the publisher then keeps its
+// fence). Two system calls: call it when a group is made, not per wait.
 inline bool membarrier_registered() {
-  static const bool ok = [] {
-    const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    if (cmds < 0 || (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return false;
-    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
-  }();
-  return ok;
+  const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (cmds < 0 || (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return false;
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
 }
 
 // A full fence on every running thread of every registered process (this
