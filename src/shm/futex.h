@@ -40,10 +40,12 @@ inline void futex_wake_all(std::atomic<std::uint32_t>* word) {
 // cache-line transfer on every publication; with membarrier the sleeper pays
 // instead, once per sleep: it interrupts every running thread of every
 // registered process to run a full fence, so the publisher needs only a
-// compiler barrier. Registers this process (again: registering twice is
-// harmless, and a cached answer could outlive a fork or an exec); false where
-// the kernel or a seccomp filter refuses (the publisher then keeps its
-// fence). Two system calls: call it when a group is made, not per wait.
+// compiler barrier. Registers this process, at every call: registering
+// twice is harmless, and the answer then never depends on whether the
+// kernel carried a parent's registration across fork (its state lives in
+// the address space, which fork copies; exec starts afresh). False where the
+// kernel or a seccomp filter refuses (the publisher then keeps its fence).
+// Two system calls: call it when a group is made, not per wait.
 inline bool membarrier_registered() {
   const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
   if (cmds < 0 || (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return false;
