@@ -189,7 +189,8 @@ TEST(Shm, PublishersWithoutAFenceWakeEverySleeper) {
           std::memcpy(&got, g.input(p, k, detail::ShmGroup::Space::Line), sizeof got);
           ASSERT_EQ(got, i) << "round " << i << " from rank " << p;
           worst = std::max(worst, std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
-          if (waited > std::chrono::microseconds(200)) ++late_rounds;
+          // Past the 5 us spin and the 200 us of yields: in the futex sleep.
+          if (waited > std::chrono::microseconds(250)) ++late_rounds;
         }
       }
     }
