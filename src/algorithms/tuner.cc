@@ -34,16 +34,19 @@ AllReduceTuner::Step AllReduceTuner::next(std::size_t bytes, int preferred) {
     return s;
   }
   const std::uint64_t per = static_cast<std::uint64_t>(samples());
-  const std::uint64_t trials = 2 * per;
+  // Operations of one algorithm in a row: one for Figure::Mean, samples()
+  // for Fastest, samples() after an untimed one for MeanAfterFirst.
+  const std::uint64_t run = figure_ == Figure::Mean ? 1 : figure_ == Figure::Fastest ? per : per + 1;
+  const std::uint64_t trials = figure_ == Figure::Mean ? 2 * per : 2 * run;
   if (c.ops < trials) {
     // Alternate, starting with the other algorithm every other epoch; for
-    // Figure::Fastest in runs of samples(), so that each has trials that
-    // follow one of its own (a switch costs the operations after it in
+    // Figure::Fastest and MeanAfterFirst in runs, so that each has trials
+    // that follow one of its own (a switch costs the operations after it in
     // shared memory: the wait for a peer still busy with the last one,
     // caches the other path filled).
-    const std::uint64_t turn = figure_ == Figure::Fastest ? c.ops / per : c.ops;
+    const std::uint64_t turn = c.ops / run;
     s.algo = static_cast<int>((turn + c.epoch) % 2);
-    s.timed = true;
+    s.timed = figure_ != Figure::MeanAfterFirst || c.ops % run != 0;
     ++c.ops;
     return s;
   }

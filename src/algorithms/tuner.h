@@ -55,7 +55,12 @@ class AllReduceTuner {
   // single copy took 650-1,120 us, then 550, then 400-450 in steady
   // state), so each runs four in a row and the fastest counts.
   static constexpr int kFastestSamples = 4;
-  int samples() const { return figure_ == Figure::Fastest ? kFastestSamples : kSamples; }
+  // With Figure::MeanAfterFirst: timed runs of each per epoch, after an
+  // untimed one.
+  static constexpr int kRunSamples = 4;
+  int samples() const {
+    return figure_ == Figure::Fastest ? kFastestSamples : figure_ == Figure::MeanAfterFirst ? kRunSamples : kSamples;
+  }
   static constexpr std::uint64_t kFirstQuiet = 24;  // operations after the first choice
   static constexpr std::uint64_t kMaxQuiet = 6144;
   static constexpr double kMargin = 0.05;      // the other must be this much faster
@@ -67,7 +72,13 @@ class AllReduceTuner {
   // fastest of them (where a trial is slowed only by others' work, e.g. a
   // rank descheduled on a shared core: in shared memory one slow trial of
   // two made a 32 KiB all_to_all pick the alternative 2x slower).
-  enum class Figure { Mean, Fastest };
+  // MeanAfterFirst: each runs kRunSamples + 1 in a row, the first
+  // untimed, and the mean of the others counts (where an alternative's
+  // speed is a rhythm its operations fall into: between the test-bed's
+  // hosts, recursive doubling over every rank ran 8 B in 200 us in a row,
+  // but its trials right after the leader form's took 230-480 us, so that
+  // alternating trials chose the leader form, 300-320 us in a row).
+  enum class Figure { Mean, Fastest, MeanAfterFirst };
   AllReduceTuner(std::size_t lo, std::size_t hi, Figure figure = Figure::Mean) : lo_(lo), hi_(hi), figure_(figure) {}
 
   bool covers(std::size_t bytes) const { return bytes > lo_ && bytes <= hi_; }
@@ -132,7 +143,8 @@ class AllReduceTuner {
     std::uint64_t epoch = 0;
     int warm = 0;  // untimed first operations run (one of each)
     int choice = -1;
-    std::array<std::array<std::int64_t, kFastestSamples>, 2> samples{};
+    static constexpr int kMost = kFastestSamples > kRunSamples ? kFastestSamples : kRunSamples;
+    std::array<std::array<std::int64_t, kMost>, 2> samples{};
     std::array<int, 2> taken{};
   };
   Class& at(std::size_t bytes);

@@ -275,7 +275,19 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
           return;
         }
         if (algo_is(x.algo, "two_level")) {
-          two_level_all_reduce(impl->hierarchy(), sendbuf, recvbuf, count, dtype, op, n);
+          // Recursive doubling over this communicator, timed against the
+          // leader form for small sizes (core/hierarchy.h).
+          struct Flat {
+            OpContext& x;
+            std::size_t count;
+            DataType dtype;
+            static void run(void* arg, void* buf, ReduceOpKind kind) {
+              Flat& f = *static_cast<Flat*>(arg);
+              f.x.set_algo("recursive_doubling");
+              all_reduce_recursive_doubling(f.x, buf, f.count, f.dtype, kind);
+            }
+          } flat{x, count, dtype};
+          two_level_all_reduce(impl->hierarchy(), sendbuf, recvbuf, count, dtype, op, n, {&Flat::run, &flat});
           return;
         }
         if (op.kind == ReduceOpKind::PremulSum) {

@@ -88,6 +88,8 @@ detail::Hierarchy& Communicator::Impl::hierarchy() {
     const std::size_t lo = std::max<std::size_t>(kLeastPieceBytes * static_cast<std::size_t>(h->per_host),
                                                  h->forms ? h->leader_bytes * 8 : 0);
     if (lo < kMostTunedPiecesBytes) h->pieces = std::make_unique<AllReduceTuner>(lo, kMostTunedPiecesBytes);
+    if (h->leader_bytes >= 8 && !job->config.algo.count("all_reduce"))
+      h->flat = std::make_unique<AllReduceTuner>(0, h->leader_bytes / 8, AllReduceTuner::Figure::MeanAfterFirst);
   }
   TUTTI_LOG(Debug, "two-level collectives on " << h->hosts << " hosts x " << h->per_host
                        << " ranks: all_reduce through one leader per host up to " << h->leader_bytes << " bytes");
@@ -191,7 +193,7 @@ void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, con
 }  // namespace
 
 void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype,
-                          const ReduceOp& op, int n) {
+                          const ReduceOp& op, int n, FlatAllReduce flat) {
   const std::size_t es = dtype_size(dtype);
   const std::size_t bytes = count * es;
   char* out = static_cast<char*>(recv);
@@ -227,7 +229,15 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
                              << " us (mean of the members' means): " << (algo ? what1 : what0));
     };
   };
-  if (h.forms && h.forms->covers(bytes)) {
+  if (flat.run && h.flat && h.flat->covers(bytes)) {
+    h.flat->step(bytes, 0, sum_members, log_choice("leader form", "flat recursive doubling"), [&](int algo) {
+      if (algo == 0) {
+        leader_form(h, out, count, dtype, cop);
+      } else {
+        flat.run(flat.arg, out, cop.kind);
+      }
+    });
+  } else if (h.forms && h.forms->covers(bytes)) {
     h.forms->step(bytes, preferred, sum_members, log_choice("leader form", "slices"), run);
   } else if (preferred == 1 && h.pieces && h.pieces->covers(bytes)) {
     h.pieces->step(bytes, 1, sum_members, log_choice("slices whole", "slices in pieces"),

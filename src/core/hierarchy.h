@@ -17,7 +17,12 @@
 //   previous one run.
 //   From an eighth of that size to eight times it, both forms are timed and
 //   the faster runs (TUTTI_ALGO_TUNING; the members' times are summed by a
-//   local then a cross all_reduce of two integers).
+//   local then a cross all_reduce of two integers). Below an eighth, the
+//   leader form is timed against recursive doubling over the whole
+//   communicator (every rank on the network, the ranks of a host through
+//   loopback): where the hosts' ranks share few cores, the leader form
+//   leaves the other ranks' cores idle while its leaders take turns on
+//   theirs (4 hosts x 2 ranks on 2 cores: 8 B 300-325 against 200-205 us).
 // broadcast: cross broadcast among the ranks with the root's local index,
 //   then a local broadcast from each of them.
 // all_gather: cross all_gather of each rank's block (each rank receives the
@@ -64,6 +69,17 @@ struct Hierarchy {
   // ms); where the CPUs are the limit their extra steps cost more than they
   // hide (4 Gbit/s: 4 MiB 19.5-28 against 13.5-14.6 ms).
   std::unique_ptr<AllReduceTuner> pieces;
+  // Up to leader_bytes/8, the leader form (0) against recursive doubling
+  // over the whole communicator (1) (null with TUTTI_ALGO_TUNING=off or an
+  // all_reduce algorithm named in TUTTI_ALGO).
+  std::unique_ptr<AllReduceTuner> flat;
+};
+
+// The parent communicator's own network all_reduce, in place on `buf`
+// (which holds this rank's input), for two_level_all_reduce's timed choice.
+struct FlatAllReduce {
+  void (*run)(void* arg, void* buf, ReduceOpKind op) = nullptr;
+  void* arg = nullptr;
 };
 
 // True when `world` (comm rank -> world rank) spans at least two hosts with
@@ -72,7 +88,7 @@ bool hierarchy_applies(const std::vector<int>& world, const std::vector<int>& ho
 
 // The operations, run inside the parent's operation (n: the parent's size).
 void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype,
-                          const ReduceOp& op, int n);
+                          const ReduceOp& op, int n, FlatAllReduce flat = {});
 void two_level_broadcast(Hierarchy& h, void* buf, std::size_t count, DataType dtype, int root, int rank);
 // out[r]: where rank r's block goes (out[rank] may be `send`).
 void two_level_all_gather(Hierarchy& h, const void* send, std::span<char* const> out, std::size_t count,

@@ -225,6 +225,33 @@ TEST(Netbed, TunedAllReduceAcrossHosts) {
   }
 }
 
+// Up to an eighth of the leader form's limit (16 KiB), the two-level
+// all_reduce times its leader form against recursive doubling over every
+// rank (Hierarchy::flat: runs of five of each, the first untimed), on by
+// default: two size classes through the first epoch and the next one's
+// trials, Avg's final division, in place and not, blocking and not, every
+// element checked; the flight recorder shows both ran.
+TEST(Netbed, SmallTwoLevelAllReduceTimedAgainstFlat) {
+  Communicator& world = *g_world;
+  std::uint64_t id = 990000;
+  const std::size_t counts[] = {1, 301};  // 8 B and 2,408 B of 8-byte elements
+  for (int i = 0; i < 2 * 50; ++i) {
+    CaseInfo c;
+    c.dtype = i % 4 < 2 ? DataType::Int64 : DataType::Float64;
+    c.count = counts[i % 2];
+    c.op = i % 3 == 0 ? ReduceOpKind::Max : c.dtype == DataType::Float64 && i % 3 == 1 ? ReduceOpKind::Avg
+                                                                                       : ReduceOpKind::Sum;
+    c.inplace = i % 5 == 0;
+    c.async = i % 7 == 0;
+    c.id = ++id;
+    check_all_reduce(world, c);
+    if (::testing::Test::HasFailure()) return;
+  }
+  const std::string trace = world.trace_json();
+  EXPECT_NE(trace.find("\"recursive_doubling\""), std::string::npos) << trace.substr(0, 2000);
+  EXPECT_NE(trace.find("\"two_level\""), std::string::npos) << trace.substr(0, 2000);
+}
+
 // Every ordered pair, blocking and not, and messages from any source.
 TEST(Netbed, PointToPoint) {
   Communicator& comm = *g_world;

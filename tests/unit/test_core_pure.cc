@@ -515,6 +515,50 @@ TEST(CoreTuner, FastestFigureRunsTrialsInRunsAndReportsTheFastest) {
   EXPECT_EQ(d::AllReduceTuner(0, 1).samples(), d::AllReduceTuner::kSamples);
 }
 
+// MeanAfterFirst: runs of kRunSamples + 1 of each, the first of each run
+// untimed (whatever it would have recorded), the mean of the rest.
+TEST(CoreTuner, MeanAfterFirstFigureSkipsTheFirstOfEachRun) {
+  d::AllReduceTuner t(0, 16 << 10, d::AllReduceTuner::Figure::MeanAfterFirst);
+  const std::int64_t k = d::AllReduceTuner::kRunSamples;
+  ASSERT_EQ(t.samples(), k);
+  EXPECT_FALSE(t.covers(0));
+  EXPECT_TRUE(t.covers(8));
+  EXPECT_FALSE(t.covers((16 << 10) + 1));
+  const std::size_t b = 8;
+  expect_warm_up(t, b, 0);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<int> ran, timed;
+    for (int i = 0; i < 2 * (k + 1); ++i) {
+      const d::AllReduceTuner::Step s = t.next(b);
+      EXPECT_FALSE(s.agree) << i;
+      ran.push_back(s.algo);
+      timed.push_back(s.timed);
+      // The first of each run is slow (it follows the other algorithm);
+      // were it recorded, it would turn the choice.
+      if (s.timed) t.record(b, s.algo, (s.algo == 0 ? 300000 : 200000) + i);
+    }
+    std::vector<int> want_ran, want_timed;
+    for (int a : {epoch % 2, 1 - epoch % 2})
+      for (int i = 0; i <= k; ++i) {
+        want_ran.push_back(a);
+        want_timed.push_back(i != 0);
+      }
+    EXPECT_EQ(ran, want_ran) << "epoch " << epoch;
+    EXPECT_EQ(timed, want_timed) << "epoch " << epoch;
+    const d::AllReduceTuner::Step agree = t.next(b);
+    EXPECT_TRUE(agree.agree);
+    // Means of the timed ones (whole nanoseconds): trial i records base + i,
+    // i over the run's positions 1..k (first run) or k+2..2k+1 (second).
+    const std::array<std::int64_t, 2> m = t.means(b);
+    const std::int64_t first_run = (k + 1) / 2, second_run = (k + 1) + (k + 1) / 2;
+    EXPECT_EQ(m[0], 300000 + (epoch % 2 == 0 ? first_run : second_run)) << "epoch " << epoch;
+    EXPECT_EQ(m[1], 200000 + (epoch % 2 == 0 ? second_run : first_run)) << "epoch " << epoch;
+    EXPECT_EQ(t.decide(b, m), 1);
+    const std::uint64_t quiet = epoch == 0 ? d::AllReduceTuner::kFirstQuiet : 4 * d::AllReduceTuner::kFirstQuiet;
+    for (std::uint64_t i = 0; i < quiet; ++i) EXPECT_EQ(t.next(b).algo, 1);
+  }
+}
+
 TEST(CoreTuner, EpochsGrowFourfoldUpToTheLimit) {
   d::AllReduceTuner t(8 << 10, 64 << 10);
   const std::size_t b = 40000;
