@@ -76,8 +76,8 @@ class AllReduceTuner {
   // untimed, and the mean of the others counts (where an alternative's
   // speed is a rhythm its operations fall into: between the test-bed's
   // hosts, recursive doubling over every rank ran 8 B in 200 us in a row,
-  // but its trials right after the leader form's took 230-480 us, so that
-  // alternating trials chose the leader form, 300-320 us in a row).
+  // but its trials right after the leader form's took 219-551 us, so that
+  // alternating trials chose the leader form, 299-316 us in a row).
   enum class Figure { Mean, Fastest, MeanAfterFirst };
   AllReduceTuner(std::size_t lo, std::size_t hi, Figure figure = Figure::Mean) : lo_(lo), hi_(hi), figure_(figure) {}
 
