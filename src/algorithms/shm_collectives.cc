@@ -350,6 +350,16 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
   if (const Space space = ShmGroup::space_for(bytes); bytes > 0 && space != Space::Slots) {
     // One round, in the control line or the ring: the root runs ahead.
     const std::uint64_t k = g.begin_round(space);
+    if (bytes <= ShmGroup::kPackedBytes) {
+      // Four rounds to a cache line (ShmGroup::publish_packed).
+      if (r == root) {
+        g.publish_packed(k, p, bytes);
+      } else {
+        g.publish_input(k);
+        g.wait_packed(root, k, p, bytes);
+      }
+      return;
+    }
     if (r == root) std::memcpy(g.input(r, k, space), p, bytes);
     g.publish_input(k);
     if (r != root) {

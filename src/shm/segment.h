@@ -19,7 +19,7 @@ class SharedSegment {
   // the segment itself; `layout` (a hash of whatever determines the layout)
   // must be the same on every member, else Mismatch. Timeout at `deadline`
   // when member 0 never creates it.
-  static constexpr std::size_t kHeaderBytes = 256;
+  static constexpr std::size_t kHeaderBytes = 1024;
   // A waiting member also gives up (Aborted) once *abort_flag is set.
   SharedSegment(const std::string& name, int rank, int size, std::size_t bytes, std::uint64_t layout,
                 TimePoint deadline, const std::atomic<bool>* abort_flag = nullptr);
@@ -33,7 +33,7 @@ class SharedSegment {
   struct Failure {
     std::atomic<std::uint32_t> by;  // failing rank + 1, or 0
     std::uint32_t kind;
-    char message[192];
+    char message[960];  // room for a message naming two operations
   };
   Failure* failure() const;
   std::size_t bytes() const { return bytes_; }

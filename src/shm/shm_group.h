@@ -16,7 +16,10 @@
 // began round k-1 has finished reading round k-2, the last user of that
 // parity. A round whose payload fits the inline line only waits for peers to
 // have finished round k - kLines, the last user of that line, so a root may
-// run several small rounds ahead.
+// run several small rounds ahead. A rank that finds a peer has not finished
+// the round it needs waits for a quarter of the lag more (see
+// begin_round_waiting), so it runs at most kLines - kLines / 4 - 1 rounds
+// ahead (47), kRing - kRing / 4 - 1 in the ring (11).
 //
 // Waiting spins briefly, yields the core for a while, then sleeps on a futex
 // (the counter itself), so oversubscribed ranks give their core away. A
@@ -32,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <climits>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -65,8 +69,8 @@ class ShmGroup {
   char* out_slot(int r, std::uint64_t round) const { return in_slot(r, round) + slot_bytes_; }
   // Payloads of up to kRingBytes may also travel in a ring of kRing slots
   // per rank (round k in slot k % kRing): such a round only waits for peers
-  // to have finished round k - kRing, so a root may run kRing - 1 rounds of
-  // up to 8 KiB ahead of its readers, where the data slots' two parities
+  // to have finished round k - kRing, so a root may run kRing - kRing / 4 - 1
+  // rounds of up to 8 KiB ahead of its readers, where the data slots' two parities
   // allow one.
   static constexpr int kRing = 16;
   static constexpr std::size_t kRingBytes = 8192;
@@ -91,7 +95,8 @@ class ShmGroup {
   // data slots waits until their parity is free (every peer began the
   // previous round); a round whose data fits its inline line only waits
   // until that line is free (every peer finished the round kLines earlier),
-  // so a rank may run up to kLines - 1 small rounds ahead (a broadcast root).
+  // so a rank may run up to kLines - kLines / 4 - 1 small rounds ahead (a
+  // broadcast root).
   std::uint64_t begin_round(bool uses_slots = true) { return begin_round_lag(uses_slots ? 2 : kLines); }
   // A round that may only overwrite what peers finished `lag` rounds ago.
   std::uint64_t begin_round_lag(std::uint64_t lag) {
@@ -106,6 +111,40 @@ class ShmGroup {
   // This rank's input / output of the current round is in place.
   void publish_input(std::uint64_t round) { publish(2 * round + 1); }
   void publish_output(std::uint64_t round) { publish(2 * round + 2); }
+  // Broadcasts of up to kPackedBytes also travel in a record of 16 bytes,
+  // four rounds to a cache line (Ctrl::packed, round k in record k % kLines),
+  // so that receivers behind a root that runs ahead get four rounds per line
+  // transfer, and the root writes a line its readers last read once per four
+  // rounds. The round still publishes its counter and signature on its
+  // control line (for sleepers, later signature checks and flow control);
+  // receivers read that line only when they must wait.
+  static constexpr std::size_t kPackedBytes = 8;
+  // The root of the current round (begun with Space::Line): puts `bytes`
+  // (1..kPackedBytes) of `src` in this rank's record, then publishes its input.
+  void publish_packed(std::uint64_t round, const void* src, std::size_t bytes);
+  // A receiver of that round: waits for the root's record of `round` and
+  // copies its `bytes` into `dst`. Same checks as wait_input(root, round).
+  void wait_packed(int root, std::uint64_t round, void* dst, std::size_t bytes) {
+    const std::uint64_t want = packed_stamp(round, bytes);
+    const Packed& rec = ctrl(root)->packed[round % kLines];
+    if (rec.stamp.load(std::memory_order_acquire) != want || !packed_previous_checked(root, round)) {
+      wait_packed_slow(root, round, want);
+    }
+    const std::uint64_t d = rec.data.load(std::memory_order_relaxed);
+    std::memcpy(dst, &d, bytes);
+    packed_checked_peer_ = root;
+    packed_checked_round_ = round;
+  }
+  // The stamp a record of `round` carries: the round (low 32 bits, plus one)
+  // over the signature's kind / dtype / reduce op hash with the byte count
+  // in its low four bits. A root is implied: only the rank that thinks itself
+  // the root writes a record, and a receiver reads the record of the rank it
+  // thinks is the root.
+  std::uint64_t packed_stamp(std::uint64_t round, std::size_t bytes) const {
+    const auto tag = (static_cast<std::uint32_t>(sig_ >> 32) & ~0xFu) | static_cast<std::uint32_t>(bytes);
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(round + 1)) << 32) | tag;
+  }
+
   // Waits until peer's input / output of `round` is in place.
   // Both check that the peer's round belongs to an operation with the same
   // signature, else Mismatch naming both operations.
@@ -211,7 +250,7 @@ class ShmGroup {
 
  private:
   static constexpr int kLines = 64;
-  static constexpr std::size_t kCtrlBytes = kLines * 256 + 256;
+  static constexpr std::size_t kCtrlBytes = kLines * 256 + 256 + kLines * 16;
   // Rounds k use line k % kLines: its counter carries the progress of those
   // rounds (the futex word), its data their inline payload.
   struct alignas(64) Line {  // four cache lines
@@ -222,8 +261,14 @@ class ShmGroup {
     std::atomic<std::uint64_t> sig, sig_bytes;
     char data[kInlineBytes];
   };
+  // A packed round's record (publish_packed): data first, then the stamp.
+  struct alignas(16) Packed {
+    std::atomic<std::uint64_t> stamp;
+    std::atomic<std::uint64_t> data;
+  };
   struct Ctrl {
     alignas(64) Line line[kLines];
+    alignas(64) Packed packed[kLines];
     alignas(64) std::atomic<std::uint32_t> sleepers;  // waiters sleeping on a counter
     std::int32_t pid;
     // 1 if the rank runs membarrier_global() before every sleep (futex.h;
@@ -306,6 +351,16 @@ class ShmGroup {
     if (sig == my_sig && (bytes == my_bytes || bytes == kAnyBytes || my_bytes == kAnyBytes)) return;
     signature_mismatch(peer, sig, bytes, my_sig, my_bytes, true);
   }
+  // A receiver that read `root`'s record of the previous round checked it
+  // then: that round was the same operation on both. Otherwise the previous
+  // round is checked on the root's control line.
+  bool packed_previous_checked(int root, std::uint64_t round) const {
+    return packed_checked_round_ + 1 == round && packed_checked_peer_ == root;
+  }
+  // The record is not there yet, or shows another operation, or the previous
+  // round needs its check: wait on the control line as wait_input does (which
+  // fails with Mismatch naming both operations), then read the record.
+  void wait_packed_slow(int root, std::uint64_t round, std::uint64_t want);
   [[noreturn]] void signature_mismatch(int peer, std::uint64_t sig, std::uint64_t bytes, std::uint64_t my_sig,
                                        std::uint64_t my_bytes, bool previous);
   void check_remote_failure();
@@ -351,6 +406,9 @@ class ShmGroup {
   std::size_t cma_agreed_ = SIZE_MAX;  // what negotiate_cma() agreed
   mutable bool declined_ = false;      // see single_copy_for()
   std::uint64_t sig_ = 0, sig_bytes_ = kAnyBytes;
+  // The last round whose packed record this rank read, and from whom.
+  std::uint64_t packed_checked_round_ = ~std::uint64_t(0);
+  int packed_checked_peer_ = -1;
   DescribeSignature describe_sig_ = nullptr;
 };
 

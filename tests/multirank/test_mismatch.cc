@@ -109,6 +109,29 @@ TEST_P(Mismatch, EveryRankLearnsOfEveryKindOfMismatch) {
          [&](Communicator& g, int r) { g.broadcast(f.data(), 4, DataType::Float32, r == 2 ? 1 : 0); },
          "broadcast (16 B, float32, root 1)", "broadcast (16 B, float32, root 0)", "broadcast (float32, root 1)",
          "broadcast (float32, root 0)"},
+        // Broadcasts of up to 8 bytes go in packed records (ShmGroup::publish_packed).
+        {"packed dtype",
+         [&](Communicator& g, int r) {
+           if (r == 2) {
+             g.broadcast(i32.data(), 2, DataType::Int32, 0);
+           } else {
+             g.broadcast(f.data(), 2, DataType::Float32, 0);
+           }
+         },
+         "broadcast (8 B, int32, root 0)", "broadcast (8 B, float32, root 0)", "broadcast (int32, root 0)",
+         "broadcast (float32, root 0)"},
+        {"packed count",
+         [&](Communicator& g, int r) { g.broadcast(f.data(), r == 2 ? 1 : 2, DataType::Float32, 0); },
+         "broadcast (4 B, float32, root 0)", "broadcast (8 B, float32, root 0)", "4 bytes", "8 bytes"},
+        // Rank 2 is a root too: nobody reads its record; the next packed
+        // broadcast's check of the previous round finds it.
+        {"packed roots, then a packed broadcast",
+         [&](Communicator& g, int r) {
+           g.broadcast(f.data(), 1, DataType::Float32, r == 2 ? 2 : 0);
+           g.broadcast(f.data(), 1, DataType::Float32, 0);
+         },
+         "broadcast (4 B, float32, root 2)", "broadcast (4 B, float32, root 0)", "broadcast (float32, root 2)",
+         "broadcast (float32, root 0)"},
         {"large count",
          [&](Communicator& g, int r) {
            std::vector<float> big(300000, 1.f);

@@ -203,6 +203,65 @@ TEST(Shm, PublishersWithoutAFenceWakeEverySleeper) {
   EXPECT_TRUE(segments(prefix).empty());
 }
 
+// Broadcasts of up to 8 bytes travel in packed records, four rounds to a
+// cache line (ShmGroup::publish_packed). A root runs up to 63 such rounds
+// ahead of a receiver that sleeps, and no further; every byte of every
+// round arrives, in order, while roots change, sizes change (1 to 8 bytes,
+// and broadcasts of the ring and the data slots in between) and either side
+// is late. On 2 ranks receivers spin on the records, on 3 (more ranks than
+// this machine's cores, or as many) they may go straight to the control
+// line's wait.
+void check_packed_broadcasts(Communicator& world) {
+  const int r = world.rank(), n = world.size();
+  auto byte_of = [](int op, int rank, std::size_t j) {
+    return static_cast<std::uint8_t>((op * 131 + rank * 17 + static_cast<int>(j) * 29 + 7) % 251 + 1);
+  };
+  // Every byte of broadcast `op` from `root` (1 to 8 bytes, or a larger one
+  // every 13th); `late`: this rank first sleeps for a while.
+  auto run = [&](int op, int root, bool late) {
+    const std::size_t bytes = op >= 70 && op % 13 == 12 ? (op % 2 ? 1000 : 70000) : 1 + op % 8;
+    std::vector<std::uint8_t> buf(bytes, 0);
+    if (r == root) {
+      for (std::size_t j = 0; j < bytes; ++j) buf[j] = byte_of(op, root, j);
+    }
+    if (late) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    world.broadcast(buf.data(), bytes, DataType::Int8, root);
+    for (std::size_t j = 0; j < bytes; ++j) {
+      ASSERT_EQ(buf[j], byte_of(op, root, j)) << "broadcast " << op << " from " << root << ", byte " << j;
+    }
+  };
+  world.barrier();
+  // The root runs ahead of a receiver that sleeps 300 ms: 40 broadcasts go
+  // at once, the 70th waits for the receiver (at most 47 rounds ahead:
+  // ShmGroup::begin_round_waiting).
+  const auto t0 = std::chrono::steady_clock::now();
+  if (r == 0) {
+    for (int op = 0; op < 70; ++op) {
+      run(op, 0, false);
+      if (op == 39) {
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+      }
+    }
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250)) << "ran 70 rounds ahead";
+  } else {
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (int op = 0; op < 70; ++op) run(op, 0, false);
+  }
+  // Roots change every 400 broadcasts; now and then a rank is late.
+  std::mt19937 rng(77u + static_cast<unsigned>(r));
+  for (int op = 70; op < 3000; ++op) run(op, (op / 400) % n, rng() % 97 == 0);
+  world.barrier();
+}
+
+TEST(Shm, PackedBroadcastsRunAheadBoundedAndArriveInOrder) {
+  const std::string prefix = prefix_for("packed");
+  SpawnOptions o;
+  o.env = {{"TUTTI_SHM_PREFIX", prefix}};
+  spawn(2, check_packed_broadcasts, o);
+  spawn(3, check_packed_broadcasts, o);
+  EXPECT_TRUE(segments(prefix).empty());
+}
+
 TEST(Shm, KilledRankIsReportedAndNoSegmentIsLeft) {
   const std::string prefix = prefix_for("killed");
   SpawnOptions o;

@@ -24,7 +24,9 @@
 #include <vector>
 
 #include "algorithms/ring_steps.h"
+#include "algorithms/context.h"
 #include "algorithms/selection.h"
+#include "algorithms/signature.h"
 #include "algorithms/tuner.h"
 #include "common/config.h"
 #include "common/small_vector.h"
@@ -1017,3 +1019,25 @@ TEST(SmallVector, InPlaceThenHeapCopyMoveAndSpan) {
 }
 
 }  // namespace
+
+// ---- signatures -----------------------------------------------------------------
+
+// Broadcasts of up to 8 bytes in shared memory carry a 32-bit tag of their
+// signature in their packed record (ShmGroup::packed_stamp): the signature
+// hash with its low four bits replaced by the byte count. Two broadcasts
+// that differ in dtype must differ in the rest of those bits, else a
+// receiver would take a record of another dtype for its own.
+TEST(CoreSignature, BroadcastsOfEveryDtypeDifferInThePackedTagsBits) {
+  std::set<std::uint32_t> tags;
+  for (int d = 0; d < tutti::kNumDataTypes; ++d) {
+    d::OpContext c;
+    c.op_name = "broadcast";
+    c.dtype_name = tutti::dtype_name(static_cast<tutti::DataType>(d));
+    c.root = 0;
+    const auto tag = static_cast<std::uint32_t>(d::op_signature(c) >> 32) & ~0xFu;
+    EXPECT_TRUE(tags.insert(tag).second) << c.dtype_name;
+    // And the signature tells the dtype back.
+    EXPECT_CONTAINS(d::describe_signature(d::op_signature(c), 8), c.dtype_name);
+  }
+  EXPECT_EQ(tags.size(), static_cast<std::size_t>(tutti::kNumDataTypes));
+}
