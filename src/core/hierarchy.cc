@@ -17,10 +17,13 @@ namespace tutti::detail {
 namespace {
 // The slices form's pieces (slices_form): from 512 KiB to 1 MiB a piece.
 constexpr std::size_t kLeastPieceBytes = 512 << 10, kMostPieceBytes = 1 << 20;
-// Up to this size (bytes a rank) the slices form runs whole or in pieces,
-// whichever was faster (Hierarchy::pieces); above, in pieces, where a trial
-// of the slower way would cost seconds on a slow link.
+// Up to this size the slices form runs whole or in pieces, whichever was
+// faster (Hierarchy::pieces); above, in pieces, where a trial of the slower
+// way would cost seconds on a slow link.
 constexpr std::size_t kMostTunedPiecesBytes = 16 << 20;
+// How many pieces a slice goes in, by default and the other count timed
+// against it (Hierarchy::piece_size).
+constexpr std::size_t kPieces = 32, kFewerPieces = 8;
 }  // namespace
 
 bool hierarchy_applies(const std::vector<int>& world, const std::vector<int>& host_of) {
@@ -85,9 +88,14 @@ detail::Hierarchy& Communicator::Impl::hierarchy() {
   if (job->config.algo_tuning != "off" && h->leader_bytes >= 8)
     h->forms = std::make_unique<AllReduceTuner>(h->leader_bytes / 8, h->leader_bytes * 8);
   if (job->config.algo_tuning != "off") {
-    const std::size_t lo = std::max<std::size_t>(kLeastPieceBytes * static_cast<std::size_t>(h->per_host),
-                                                 h->forms ? h->leader_bytes * 8 : 0);
-    if (lo < kMostTunedPiecesBytes) h->pieces = std::make_unique<AllReduceTuner>(lo, kMostTunedPiecesBytes);
+    const auto L = static_cast<std::size_t>(h->per_host);
+    const std::size_t lo = std::max<std::size_t>(kLeastPieceBytes * L, h->forms ? h->leader_bytes * 8 : 0);
+    // Up to slices of 4 MiB an 8th and a 32nd both give pieces of 512 KiB;
+    // from slices of 32 MiB both give 1 MiB.
+    const std::size_t same_low = kLeastPieceBytes * kFewerPieces * L, same_high = kMostPieceBytes * kPieces * L;
+    const std::size_t hi = std::min(same_low, kMostTunedPiecesBytes);
+    if (lo < hi) h->pieces = std::make_unique<AllReduceTuner>(lo, hi);
+    h->piece_size = std::make_unique<AllReduceTuner>(std::max(lo, same_low), same_high);
     if (h->leader_bytes >= 8 && !job->config.algo.count("all_reduce"))
       h->flat = std::make_unique<AllReduceTuner>(0, h->leader_bytes / 8, AllReduceTuner::Figure::MeanAfterFirst);
   }
@@ -122,7 +130,9 @@ void leader_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, con
 // running (on the cross communicator's worker) while this thread reduces
 // the next piece on the host and gathers the previous one, so that the
 // link is not idle during the host's steps.
-void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, const ReduceOp& op, bool in_pieces) {
+// `pieces`: how many pieces a slice goes in (0: whole), each of 512 KiB to
+// 1 MiB.
+void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, const ReduceOp& op, std::size_t pieces) {
   const std::size_t es = dtype_size(dtype), L = static_cast<std::size_t>(h.per_host);
   const std::size_t q = count / L;
   if (q > 0) {
@@ -131,11 +141,13 @@ void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, con
     // 82-83% of the link to 98%, 94-95% and 90-92%; at 256 MiB pieces of 4
     // MiB reached 75%, of 1 MiB 80% with a scratch slice (128 MiB) faulted
     // in again by every operation, 88-91% with the two piece buffers below
-    // (docs/performance.md).
-    constexpr std::size_t kPieces = 32;
-    const std::size_t piece = std::clamp((q + kPieces - 1) / kPieces, std::max<std::size_t>(1, kLeastPieceBytes / es),
-                                         std::max<std::size_t>(1, kMostPieceBytes / es));
-    if (!in_pieces || piece >= q) {
+    // (docs/performance.md). Where the CPUs are the limit, fewer pieces
+    // (an 8th) cost fewer steps (4 Gbit/s, 16 MiB: 53-57 against 62-66 ms).
+    const std::size_t piece =
+        pieces == 0 ? q
+                    : std::clamp((q + pieces - 1) / pieces, std::max<std::size_t>(1, kLeastPieceBytes / es),
+                                 std::max<std::size_t>(1, kMostPieceBytes / es));
+    if (piece >= q) {
       char* const slice = h.scratch.get(0, q * es);
       h.local.reduce_scatter(buf, slice, q, dtype, op);
       h.cross.all_reduce(slice, slice, q, dtype, op);
@@ -143,8 +155,8 @@ void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, con
     } else {
       // Two piece buffers in turn: piece j's is free again once piece j-2
       // was gathered, which the loop did before piece j's reduce-scatter.
-      char* const pieces = h.scratch.get(0, 2 * piece * es);
-      auto piece_buf = [&](std::size_t lo) { return pieces + (lo / piece % 2) * piece * es; };
+      char* const bufs = h.scratch.get(0, 2 * piece * es);
+      auto piece_buf = [&](std::size_t lo) { return bufs + (lo / piece % 2) * piece * es; };
       std::vector<const void*> in(L);
       std::vector<void*> out(L);
       auto gather = [&](std::size_t lo, std::size_t c) {
@@ -204,15 +216,15 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
   }
   const ReduceOp cop = child_op(op);
   const int preferred = bytes <= h.leader_bytes ? 0 : 1;  // 0: leader form, 1: slices
-  const auto slices = [&](bool in_pieces) {
-    slices_form(h, out, count, dtype, cop, in_pieces);
+  const auto slices = [&](std::size_t pieces) {
+    slices_form(h, out, count, dtype, cop, pieces);
     h.scratch.trim();
   };
   const auto run = [&](int form) {
     if (form == 0) {
       leader_form(h, out, count, dtype, cop);
     } else {
-      slices(true);
+      slices(kPieces);
     }
   };
   // The members' figures summed over the host, then across hosts.
@@ -241,7 +253,10 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
     h.forms->step(bytes, preferred, sum_members, log_choice("leader form", "slices"), run);
   } else if (preferred == 1 && h.pieces && h.pieces->covers(bytes)) {
     h.pieces->step(bytes, 1, sum_members, log_choice("slices whole", "slices in pieces"),
-                   [&](int algo) { slices(algo == 1); });
+                   [&](int algo) { slices(algo == 1 ? kPieces : 0); });
+  } else if (preferred == 1 && h.piece_size && h.piece_size->covers(bytes)) {
+    h.piece_size->step(bytes, 1, sum_members, log_choice("an 8th of a slice a piece", "a 32nd"),
+                       [&](int algo) { slices(algo == 1 ? kPieces : kFewerPieces); });
   } else {
     run(preferred);
   }

@@ -11,10 +11,10 @@
 //   reduce_scatter, cross all_reduce of each slice (the L cross
 //   communicators run in parallel, each on its own slice), local all_gather;
 //   a tail of fewer than L elements is all-reduced locally then across.
-//   Slices of more than 512 KiB go in pieces (a 32nd of the slice, from 512
-//   KiB to 1 MiB): each piece's cross all_reduce runs asynchronously while the
-//   local reduce_scatter of the next piece and the local all_gather of the
-//   previous one run.
+//   Slices of more than 512 KiB go in pieces (a 32nd of the slice, or an
+//   8th where that was timed faster, from 512 KiB to 1 MiB): each piece's
+//   cross all_reduce runs asynchronously while the local reduce_scatter of
+//   the next piece and the local all_gather of the previous one run.
 //   From an eighth of that size to eight times it, both forms are timed and
 //   the faster runs (TUTTI_ALGO_TUNING; the members' times are summed by a
 //   local then a cross all_reduce of two integers). Below an eighth, the
@@ -62,13 +62,21 @@ struct Hierarchy {
   // timed against each other (algorithms/tuner.h; 0 the leader form, 1 the
   // slices; null with TUTTI_ALGO_TUNING=off).
   std::unique_ptr<AllReduceTuner> forms;
-  // Above the sizes `forms` covers, from slices of 512 KiB a rank up to 16
-  // MiB, the slices form whole (0) or in pieces (1) (null with
+  // Above the sizes `forms` covers, from slices of 512 KiB a rank up to
+  // slices of 4 MiB (at most 16 MiB), the slices form whole (0) or in pieces
+  // (1) (null with
   // TUTTI_ALGO_TUNING=off: in pieces). The pieces keep the link busy while
   // the host reduces and gathers (1 Gbit/s, 4 x 2, 4 MiB: 51 against 64
   // ms); where the CPUs are the limit their extra steps cost more than they
   // hide (4 Gbit/s: 4 MiB 19.5-28 against 13.5-14.6 ms).
   std::unique_ptr<AllReduceTuner> pieces;
+  // Above that, up to slices of 32 MiB, pieces of an 8th of the slice (0)
+  // against a 32nd (1), each from 512 KiB to 1 MiB (null with
+  // TUTTI_ALGO_TUNING=off: a 32nd). Where the CPUs are the limit each
+  // piece's steps cost more than the pipeline's start and end: 4 x 2 at 4
+  // Gbit/s, 16 MiB 53-57 against 62-66 ms, 32 MiB 116-120 against 134-147;
+  // at 1 Gbit/s an 8th was 1-3% slower.
+  std::unique_ptr<AllReduceTuner> piece_size;
   // Up to leader_bytes/8, the leader form (0) against recursive doubling
   // over the whole communicator (1) (null with TUTTI_ALGO_TUNING=off or an
   // all_reduce algorithm named in TUTTI_ALGO).

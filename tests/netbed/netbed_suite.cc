@@ -158,11 +158,11 @@ TEST(Netbed, TwoLevelAllReduceAroundTheLeaderCut) {
 // 512 KiB a rank: each piece's step across hosts overlaps the host's steps
 // of its neighbours), with a short last piece and a tail of fewer elements
 // than ranks per host; in place and not, blocking and not, Avg's final
-// division, every element checked. Up to 16 MiB a rank the slices run whole
-// or in pieces as timed (Hierarchy::pieces): each case of that range runs
-// twice, and the first operations of a size class run both ways (the
-// table's, then the other, then trials of each in turn); above, always in
-// pieces (the last case).
+// division, every element checked. Up to slices of 4 MiB the slices run
+// whole or in pieces as timed (Hierarchy::pieces), above in pieces of an
+// 8th or a 32nd of the slice as timed (Hierarchy::piece_size: the last two
+// cases): each case runs twice, and the first operations of a size class
+// run both ways (the table's, then the other, then trials of each in turn).
 TEST(Netbed, TwoLevelAllReduceInPieces) {
   Communicator& comm = *g_world;
   std::uint64_t id = 960000;
@@ -178,10 +178,10 @@ TEST(Netbed, TwoLevelAllReduceInPieces) {
       {DataType::Float64, ReduceOpKind::Avg, (std::size_t(3) << 20) / 8 + 5, false, true},
       {DataType::BFloat16, ReduceOpKind::Sum, (std::size_t(2) << 20) / 2 + 7, true, true},
       {DataType::Float32, ReduceOpKind::Sum, (std::size_t(17) << 20) / 4 + 5, true, true},
+      {DataType::Float64, ReduceOpKind::Avg, (std::size_t(12) << 20) / 8 + 3, false, false},
   };
   for (const Case& k : cases) {
-    const bool tuned = k.count * dtype_size(k.dt) <= (std::size_t(16) << 20);
-    for (int i = 0; i < (tuned ? 2 : 1); ++i) {
+    for (int i = 0; i < 2; ++i) {
       CaseInfo c;
       c.dtype = k.dt;
       c.op = k.op;
