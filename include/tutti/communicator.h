@@ -114,6 +114,23 @@ class Communicator {
   void barrier();
   Work ibarrier();
 
+  // ---- memory the ranks of a host share ------------------------------------
+  // Collective (every rank calls it, in the same order relative to other
+  // operations; the sizes may differ): `bytes` of memory, page-aligned, that
+  // the other ranks of this communicator can address too when they all share
+  // a host. all_reduce and reduce whose send and receive buffers lie in such
+  // memory (of this communicator) on every rank read the peers' inputs and
+  // write their outputs directly instead of copying through a segment (above
+  // TUTTI_SHM_ONESHOT_BYTES; docs/design.md "Shared buffers"). Where
+  // collectives of this communicator do not use shared memory (ranks on
+  // several hosts, TUTTI_TRANSPORT=tcp) it is ordinary memory. Valid until
+  // free_shared or the communicator's end.
+  void* alloc_shared(std::size_t bytes);
+  // Collective: every rank passes what the same alloc_shared call returned it.
+  // Ranks that pass pointers of different calls, or one alloc_shared did not
+  // return, fail with InvalidArgument.
+  void free_shared(void* ptr);
+
   // ---- groups -------------------------------------------------------------
   // Every member of this communicator must call new_group with the same
   // list, in the same order relative to other operations. Returns the new

@@ -218,6 +218,76 @@ void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t co
   finish_reads(g);
 }
 
+// Direct, on memory every member can address (Communicator::alloc_shared).
+// A first round tells the others whether this rank's buffers lie in the
+// group's shared allocations, and where; if every rank's do, rank r reduces
+// slice r of every input, reading the peers' inputs where they are, chunk by
+// chunk into a buffer that stays in cache, and copies each reduced chunk
+// into the output of every rank that wants it (each rank's own output
+// included): a pass over the slice where copying through the segment makes
+// four (docs/design.md "Shared buffers"). Only rank r reads or writes slice
+// r of any buffer, each chunk read before it is written, so inputs may be
+// outputs. A last round keeps every rank in the call until the others are
+// done with its buffers. Returns false, every rank alike, when some rank's
+// buffers are elsewhere: the caller then runs the usual path.
+bool reduce_direct(ShmGroup& g, const char* send, char* out, std::size_t count, DataType dtype, const ReduceOp& op,
+                   int root) {
+  const int n = g.size(), r = g.rank();
+  const std::size_t es = elem_size(dtype), bytes = count * es;
+  const bool wants = root < 0 || root == r;
+  bool mine = g.shared().contains(send, bytes);
+  if (wants) {
+    const bool apart = out + bytes <= send || send + bytes <= out;
+    mine = mine && g.shared().contains(out, bytes) && (out == send || apart);
+  }
+  const std::uint64_t k = g.begin_round(false);
+  const std::uint64_t said[3] = {mine ? 1u : 0u, reinterpret_cast<std::uint64_t>(send),
+                                 reinterpret_cast<std::uint64_t>(out)};
+  std::memcpy(g.inline_slot(r, k), said, sizeof said);
+  g.publish_input(k);
+  thread_local std::vector<const char*> in;
+  thread_local std::vector<char*> outs;
+  in.assign(n, nullptr);
+  outs.assign(n, nullptr);
+  bool all = mine;
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    g.wait_input(p, k);
+    std::uint64_t theirs[3];
+    std::memcpy(theirs, g.inline_slot(p, k), sizeof theirs);
+    if (!theirs[0]) all = false;
+    if (!all) continue;
+    in[p] = g.shared().view(p, theirs[1], bytes);
+    if (root < 0 || root == p) outs[p] = g.shared().view(p, theirs[2], bytes);
+    if (!in[p] || ((root < 0 || root == p) && !outs[p]))
+      throw Error(ErrorKind::Internal, "rank " + std::to_string(p) +
+                                           "'s buffers lie in shared memory this rank has not mapped");
+  }
+  if (!all) return false;
+  in[r] = send;
+  if (wants) outs[r] = out;
+  const Slice s = slice_of(count, n, r);
+  const ReduceOpKind kind = base_kind(op);
+  const bool stream_out = streams(bytes);
+  constexpr std::size_t kChunkBytes = 64 << 10;
+  const std::size_t chunk = std::max<std::size_t>(1, kChunkBytes / es);
+  thread_local std::vector<char> stage;
+  stage.resize(std::min(chunk, std::max<std::size_t>(s.count, 1)) * es);
+  for (std::size_t off = 0; off < s.count; off += chunk) {
+    const std::size_t c = std::min(chunk, s.count - off), at = (s.lo + off) * es;
+    reduce_pair(stage.data(), in[0] + at, in[1] + at, c, dtype, kind);
+    for (int p = 2; p < n; ++p) reduce_inplace(stage.data(), in[p] + at, c, dtype, kind);
+    if (op.kind == ReduceOpKind::Avg) divide_by(stage.data(), c, dtype, n);
+    for (int i = 0; i < n; ++i) {
+      const int q = (r + i) % n;
+      if (outs[q]) copy_out(outs[q] + at, stage.data(), c * es, stream_out);
+    }
+  }
+  finish_reads(g);
+  g.note_direct();
+  return true;
+}
+
 // The reduction over all ranks of [off, off+count) of every input, left in
 // `out` on every rank (all_reduce) or on `root` only (root >= 0).
 void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, DataType dtype, const ReduceOp& op,
@@ -227,6 +297,9 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   const std::size_t per_round = std::max<std::size_t>(1, g.slot_bytes() / es);
   const ReduceOpKind kind = base_kind(op);
   const bool one_shot = count * es <= one_shot_bytes;
+  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && g.shared().made() > 0 &&
+      reduce_direct(g, send, out, count, dtype, op, root))
+    return;
   // Single copy reads the peers' inputs through process_vm_readv; once the
   // slices outgrow the caches (sooner when ranks share cores) copying through
   // the segment, where every cross-core read hits a slot still in cache, is

@@ -7,7 +7,8 @@ namespace tutti::detail {
 namespace {
 
 const char* const kKinds[] = {"all_reduce", "reduce",         "broadcast",  "gather",       "all_gather",
-                              "scatter",    "reduce_scatter", "all_to_all", "all_to_all_v", "barrier"};
+                              "scatter",    "reduce_scatter", "all_to_all", "all_to_all_v", "barrier",
+                              "alloc_shared", "free_shared"};
 
 std::uint32_t fnv(std::uint32_t h, const char* s) {
   if (s)

@@ -608,6 +608,25 @@ Work Communicator::ibarrier() {
   }, t_blocking_call);
 }
 
+void* Communicator::alloc_shared(std::size_t bytes) {
+  BlockingCall b;
+  OpContext c = impl_->make_context("alloc_shared", bytes);
+  c.varying_sizes = true;
+  c.algo = impl_->shares_memory() ? "shm" : "local";
+  void* result = nullptr;
+  impl_->run(std::move(c), [&result, bytes, impl = impl_.get()](OpContext& x) { result = impl->alloc_shared(x, bytes); },
+             true)
+      .wait();
+  return result;
+}
+
+void Communicator::free_shared(void* ptr) {
+  BlockingCall b;
+  OpContext c = impl_->make_context("free_shared", 0);
+  c.algo = impl_->shares_memory() ? "shm" : "local";
+  impl_->run(std::move(c), [ptr, impl = impl_.get()](OpContext& x) { impl->free_shared(x, ptr); }, true).wait();
+}
+
 }  // namespace tutti
 
 // ---- blocking forms -------------------------------------------------------------

@@ -1,11 +1,13 @@
 #include "core/communicator_impl.h"
 #include "algorithms/signature.h"
 
-#include <algorithm>
-#include <cstdint>
-#include <cstring>
+#include <sys/mman.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 
 #include "algorithms/selection.h"
 #include "algorithms/shm_collectives.h"
@@ -77,6 +79,7 @@ Communicator::Impl::~Impl() {
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   if (aborted_ && shm_) shm_->abandon();
+  for (const auto& [p, bytes] : plain_shared_) ::munmap(p, bytes);
   // Receives still posted on this communicator must not outlive it (their
   // buffers may be freed next), nor may its late messages be kept forever.
   if (job && job->transport)
@@ -214,6 +217,7 @@ void Communicator::Impl::create_shm(const OpContext& ctx) {
   std::snprintf(ids, sizeof ids, "-%016llx-%016llx", static_cast<unsigned long long>(job->job_id),
                 static_cast<unsigned long long>(comm_id));
   std::string name = "/" + job->config.shm_prefix + ids;
+  shm_name_ = name;
   const detail::TimePoint deadline = ctx.start_tick ? detail::deadline_after(timeout.load()) : ctx.deadline;
   try {
     shm_ = std::make_unique<detail::ShmGroup>(name, rank, size, job->config.shm_slot_bytes, deadline, &aborted_flag);
@@ -222,6 +226,77 @@ void Communicator::Impl::create_shm(const OpContext& ctx) {
   }
   shm_published_.store(shm_.get(), std::memory_order_release);
   shm_->set_abort_flag(&aborted_flag);
+}
+
+void* Communicator::Impl::alloc_shared(OpContext& x, std::size_t bytes) {
+  if (!shares_memory() || size == 1) {
+    void* p = ::mmap(nullptr, std::max<std::size_t>(bytes, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (p == MAP_FAILED)
+      throw Error(ErrorKind::Internal, x.where() + "cannot allocate " + std::to_string(bytes) + " bytes: " +
+                                           std::strerror(errno));
+    plain_shared_[p] = std::max<std::size_t>(bytes, 1);
+    return p;
+  }
+  detail::ShmGroup& g = shm(x);
+  const ReduceOp sum(ReduceOpKind::Sum);
+  // Every member's size, then one segment with every member's part.
+  std::vector<std::int64_t> words(size, 0);
+  words[rank] = static_cast<std::int64_t>(bytes);
+  detail::shm_all_reduce(g, words.data(), words.data(), words.size(), DataType::Int64, sum,
+                         job->config.shm_one_shot_bytes);
+  const std::vector<std::uint64_t> sizes(words.begin(), words.end());
+  std::size_t total = 0;
+  const std::vector<std::size_t> offsets = detail::SharedBuffers::part_offsets(sizes, &total);
+  const std::uint64_t serial = g.shared().made() + 1;
+  const std::string name = shm_name_ + "-a" + std::to_string(serial);
+  const detail::TimePoint deadline = x.start_tick ? detail::deadline_after(timeout.load()) : x.deadline;
+  std::unique_ptr<detail::SharedSegment> seg;
+  try {
+    seg = std::make_unique<detail::SharedSegment>(name, rank, size, total, total ^ (serial << 48), deadline,
+                                                  &aborted_flag);
+  } catch (const Error& e) {
+    throw Error(e.kind(), x.where() + e.message());
+  }
+  // Where each member mapped it.
+  std::fill(words.begin(), words.end(), 0);
+  words[rank] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(seg->base()));
+  try {
+    detail::shm_all_reduce(g, words.data(), words.data(), words.size(), DataType::Int64, sum,
+                         job->config.shm_one_shot_bytes);
+  } catch (...) {
+    seg->abandon();  // a member may never map it: take the name away
+    throw;
+  }
+  return g.shared().add(std::move(seg), std::vector<std::uint64_t>(words.begin(), words.end()), offsets[rank], serial);
+}
+
+void Communicator::Impl::free_shared(OpContext& x, void* ptr) {
+  const auto plain = plain_shared_.find(ptr);
+  if (!shares_memory() || size == 1) {
+    if (plain == plain_shared_.end())
+      throw Error(ErrorKind::InvalidArgument, x.where() + "free_shared: this pointer did not come from alloc_shared");
+    ::munmap(plain->first, plain->second);
+    plain_shared_.erase(plain);
+    return;
+  }
+  detail::ShmGroup& g = shm(x);
+  // Every member names the same allocation, or all fail.
+  const std::uint64_t serial = g.shared().serial_of(ptr);
+  std::vector<std::int64_t> words(size, 0);
+  words[rank] = static_cast<std::int64_t>(serial);
+  detail::shm_all_reduce(g, words.data(), words.data(), words.size(), DataType::Int64, ReduceOp(ReduceOpKind::Sum),
+                         job->config.shm_one_shot_bytes);
+  const bool same = std::all_of(words.begin(), words.end(), [&](std::int64_t w) { return w == words[0]; });
+  if (!same || words[0] == 0) {
+    std::string each;
+    for (int p = 0; p < size; ++p)
+      each += (p ? ", rank " : "rank ") + std::to_string(p) +
+              (words[p] == 0 ? " a pointer alloc_shared did not return" : " allocation #" + std::to_string(words[p]));
+    throw Error(ErrorKind::InvalidArgument,
+                x.where() + "free_shared: the ranks must free what one alloc_shared call returned them: " + each);
+  }
+  g.shared().remove(serial);
 }
 
 void Communicator::Impl::shm_min(detail::ShmGroup& g, std::array<std::int64_t, 2>& figures) {

@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -184,6 +185,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
     detail::AllReduceTuner* t = shm_tuners[which].get();
     if (!t || !t->covers(x.bytes) || !g.single_copy_agreed()) [[likely]] {
       run(g);
+      if (g.take_direct()) [[unlikely]]
+        x.set_algo(kShmDirect);
       return;
     }
     struct Restore {
@@ -199,10 +202,15 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
           if (algo == 1) x.set_algo(kShmCopy);
           run(g);
           // Where the rules would not have copied once either, it ran them.
-          if (algo == 1 && !g.declined()) x.set_algo(kShm);
+          if (g.take_direct())
+            x.set_algo(kShmDirect);
+          else if (algo == 1 && !g.declined())
+            x.set_algo(kShm);
         });
   }
   static constexpr const char* kShmCopy = "shm_copy";
+  // Ran on alloc_shared memory (algorithms/shm_collectives.cc, reduce_direct).
+  static constexpr const char* kShmDirect = "shm_direct";
   // The members' least of each of the two figures, in place (a
   // shared-memory all_reduce under the operation's signature).
   void shm_min(detail::ShmGroup& g, std::array<std::int64_t, 2>& figures);
@@ -288,6 +296,16 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // Called from a catch block: aborts as fail-stop requires, then rethrows.
   [[noreturn]] void fail_inline(const detail::OpContext& ctx, std::uint64_t trace);
   void create_shm(const detail::OpContext& ctx);
+ public:
+  // Communicator::alloc_shared / free_shared inside their operation.
+  void* alloc_shared(detail::OpContext& x, std::size_t bytes);
+  void free_shared(detail::OpContext& x, void* ptr);
+  // Whether this communicator's collectives run in shared memory.
+  bool shares_memory() const { return single_host && job->config.transport != "tcp"; }
+
+ private:
+  std::string shm_name_;  // the group's segment name (create_shm)
+  std::map<void*, std::size_t> plain_shared_;  // alloc_shared's ordinary memory
   void cache_signature(const detail::OpContext& ctx);
   static std::string describe_context(const void* ctx);
   std::unique_ptr<detail::ShmGroup> shm_;

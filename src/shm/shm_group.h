@@ -37,11 +37,13 @@
 #include <climits>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/completion.h"
 #include "tutti/error.h"
 #include "shm/segment.h"
+#include "shm/shared_buffers.h"
 
 namespace tutti::detail {
 
@@ -193,7 +195,17 @@ class ShmGroup {
   // never mapped the segment (it may never come). A healthy communicator
   // keeps the name until the last member maps it, even after this rank has
   // moved on: a slow member may still need the data published here.
-  void abandon() { segment_.abandon(); }
+  void abandon() {
+    segment_.abandon();
+    shared_.abandon();
+  }
+
+  // Memory every member can address (Communicator::alloc_shared).
+  SharedBuffers& shared() { return shared_; }
+  const SharedBuffers& shared() const { return shared_; }
+  // Set by a collective that ran directly on such memory; cleared by reading.
+  void note_direct() { ran_direct_ = true; }
+  bool take_direct() { return std::exchange(ran_direct_, false); }
 
   // How long (microseconds) a waiter spins before sleeping.
   static int spin_limit(int local_ranks);
@@ -410,6 +422,8 @@ class ShmGroup {
   std::uint64_t packed_checked_round_ = ~std::uint64_t(0);
   int packed_checked_peer_ = -1;
   DescribeSignature describe_sig_ = nullptr;
+  SharedBuffers shared_;
+  bool ran_direct_ = false;
 };
 
 }  // namespace tutti::detail

@@ -1,5 +1,6 @@
 #include "multirank/collective_checks.h"
 
+#include <algorithm>
 #include <functional>
 
 namespace tutti::testing {
@@ -58,6 +59,26 @@ Buf input_of(const CaseInfo& c, int rank, std::size_t salt, std::size_t count_ov
   return b;
 }
 
+// Runs op(send, out) in c.shared's buffers when set (copying send and out
+// in, and back out afterwards), else where they are.
+void run_in(const CaseInfo& c, Buf& send, Buf& out, bool inplace,
+            const std::function<void(const void*, void*)>& blocking,
+            const std::function<Work(const void*, void*)>& async) {
+  if (!c.shared[0]) {
+    void* dst = inplace ? send.data() : out.data();
+    run(c, [&] { blocking(send.data(), dst); }, [&] { return async(send.data(), dst); });
+    return;
+  }
+  ASSERT_LE(std::max(send.size(), out.size()), c.shared_bytes);
+  char* s = c.shared[0];
+  char* d = inplace ? s : c.shared[1];
+  std::memcpy(s, send.data(), send.size());
+  if (!inplace) std::memcpy(d, out.data(), out.size());
+  run(c, [&] { blocking(s, d); }, [&] { return async(s, d); });
+  std::memcpy(send.data(), s, send.size());
+  if (!inplace) std::memcpy(out.data(), d, out.size());
+}
+
 void check_all_reduce(Communicator& comm, const CaseInfo& c) {
   const int n = comm.size(), r = comm.rank();
   std::vector<Buf> in;
@@ -66,9 +87,9 @@ void check_all_reduce(Communicator& comm, const CaseInfo& c) {
   reference_reduce(want.data(), ptrs(in), c.count, c.dtype, c.op);
   Buf send = in[r];
   Buf out = c.inplace ? send : input_of(c, r, 77);
+  run_in(c, send, out, c.inplace, [&](const void* s, void* d) { comm.all_reduce(s, d, c.count, c.dtype, c.op); },
+         [&](const void* s, void* d) { return comm.iall_reduce(s, d, c.count, c.dtype, c.op); });
   void* dst = c.inplace ? send.data() : out.data();
-  run(c, [&] { comm.all_reduce(send.data(), dst, c.count, c.dtype, c.op); },
-      [&] { return comm.iall_reduce(send.data(), dst, c.count, c.dtype, c.op); });
   expect_reduced(dst, want.data(), c, n, c.describe("all_reduce", r));
   if (!c.inplace) expect_same(send, in[r], c.describe("all_reduce (send buffer changed)", r));
 }
@@ -82,9 +103,10 @@ void check_reduce(Communicator& comm, const CaseInfo& c) {
   Buf send = in[r];
   Buf out = input_of(c, r, 77);
   const Buf sentinel = out;
+  run_in(c, send, out, c.inplace,
+         [&](const void* s, void* d) { comm.reduce(s, d, c.count, c.dtype, c.op, c.root); },
+         [&](const void* s, void* d) { return comm.ireduce(s, d, c.count, c.dtype, c.op, c.root); });
   void* dst = c.inplace ? send.data() : out.data();
-  run(c, [&] { comm.reduce(send.data(), dst, c.count, c.dtype, c.op, c.root); },
-      [&] { return comm.ireduce(send.data(), dst, c.count, c.dtype, c.op, c.root); });
   if (r == c.root) {
     expect_reduced(dst, want.data(), c, n, c.describe("reduce", r));
   } else {

@@ -28,6 +28,11 @@ struct CaseInfo {
   bool list_form = false;
   int root = 0;
   ReduceOp op;
+  // all_reduce and reduce: run the operation in these buffers (each of
+  // shared_bytes, from Communicator::alloc_shared) instead of the heap, the
+  // data copied in before and out after, when set.
+  char* shared[2] = {nullptr, nullptr};
+  std::size_t shared_bytes = 0;
   std::string describe(const char* coll, int rank) const;
 };
 

@@ -114,7 +114,11 @@ Case::Case(tutti::Communicator& comm, const Options& opt, const Shape& shape, Ar
       for_product_(opt.coll->reduces && opt.op.kind == ReduceOpKind::Product) {
   const std::size_t count = shape.count, block = shape.block, es = es_;
   const std::size_t r = static_cast<std::size_t>(rank_);
-  auto grow = [](std::vector<char>& v, std::size_t elems, std::size_t elem_size) {
+  auto grow = [&arena](std::vector<char>& v, std::size_t elems, std::size_t elem_size) {
+    if (arena.shared_a) {
+      if (elems * elem_size > arena.shared_bytes) throw std::runtime_error("shared buffers too small");
+      return &v == &arena.a ? arena.shared_a : arena.shared_b;
+    }
     if (v.size() < elems * elem_size) v.resize(elems * elem_size);
     return v.data();
   };

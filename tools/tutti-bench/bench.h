@@ -44,6 +44,8 @@ struct Options {
   std::string json_path;
   // Also measure the cross-process copy bandwidth at each size (ranks 0, 1).
   bool xcopy = false;
+  // Buffers from Communicator::alloc_shared instead of the heap.
+  bool shared_buffers = false;
 };
 
 // The size of one row. bytes: the message size as nccl-tests defines it,
@@ -61,6 +63,11 @@ bool make_shape(Coll c, std::size_t requested, tutti::DataType dtype, int nranks
 // between rows (Case objects share one Arena).
 struct Arena {
   std::vector<char> a, b, scratch;
+  // With --shared-buffers: two buffers of `shared_bytes` each from
+  // Communicator::alloc_shared, used in place of a and b.
+  char* shared_a = nullptr;
+  char* shared_b = nullptr;
+  std::size_t shared_bytes = 0;
 };
 
 class Case {

@@ -2,7 +2,8 @@
 // tutti collective. Run under a launcher:
 //
 //   tuttirun -n N tutti-bench COLL [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP]
-//                             [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--inplace] [--json FILE]
+//                             [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--inplace] [--shared-buffers]
+//                             [--xcopy] [--json FILE]
 //
 // One row per message size: warmup iterations, a barrier, ITERS timed
 // iterations back to back; the time of a row is the slowest rank's mean.
@@ -173,6 +174,9 @@ Options parse_options(int argc, char** argv) {
                "written (the physical limit of one-host collectives), and how fast ranks 0 and 1 copy at once "
                "each the other's (what a 2-rank all_reduce must move at least); printed as a comment line per row and as "
                "xcopy_gbps and xexchange_gbps in --json");
+  app.add_flag("--shared-buffers", opt.shared_buffers,
+               "take the buffers from Communicator::alloc_shared (memory the ranks of a host share, which "
+               "all_reduce and reduce read and write directly)");
   app.add_option("--json", opt.json_path, "rank 0 writes one JSON object per row to FILE (JSON lines)")
       ->type_name("FILE");
 
@@ -241,7 +245,7 @@ void print_header(const Options& opt, int n) {
   if (c.reduces) std::printf(", op %s", tutti::reduce_op_name(opt.op.kind));
   if (c.reduces && opt.op.kind == tutti::ReduceOpKind::PremulSum) std::printf(" (scalar %g)", opt.op.scalar);
   if (c.rooted) std::printf(", root %d", opt.root);
-  std::printf(", %s\n", opt.inplace ? "in-place" : "out-of-place");
+  std::printf(", %s%s\n", opt.inplace ? "in-place" : "out-of-place", opt.shared_buffers ? ", shared buffers" : "");
   if (c.coll == Coll::Barrier)
     std::printf("# iters %d, warmup %d\n", opt.iters, opt.warmup);
   else
@@ -283,6 +287,7 @@ nlohmann::json row_json(const Options& opt, int n, const Row& row) {
   else
     j["wrong"] = nullptr;
   j["inplace"] = opt.inplace;
+  j["shared_buffers"] = opt.shared_buffers;
   return j;
 }
 
@@ -308,6 +313,12 @@ int run(int argc, char** argv) {
 
   if (printer) print_header(opt, n);
   tutti_bench::Arena arena;
+  if (opt.shared_buffers) {
+    // The largest row's buffers (blocked collectives round down).
+    arena.shared_bytes = opt.max_bytes + 64;
+    arena.shared_a = static_cast<char*>(comm.alloc_shared(arena.shared_bytes));
+    arena.shared_b = static_cast<char*>(comm.alloc_shared(arena.shared_bytes));
+  }
   std::uint64_t total_wrong = 0;
   double busbw_sum = 0;
   int rows = 0;
@@ -365,6 +376,10 @@ int run(int argc, char** argv) {
         json << j.dump() << '\n' << std::flush;
       }
     }
+  }
+  if (arena.shared_a) {
+    comm.free_shared(arena.shared_b);
+    comm.free_shared(arena.shared_a);
   }
   if (printer) {
     if (opt.check)

@@ -1,0 +1,219 @@
+// Communicator::alloc_shared: all_reduce and reduce on memory every rank of
+// the host can address run directly on it (the flight recorder says
+// "shm_direct"), for every dtype, reduce op, root and form, and fall back to
+// the usual paths, still right, wherever one rank's buffers lie elsewhere.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "harness/spawn.h"
+#include "multirank/collective_checks.h"
+#include "shm/shm_group.h"
+
+namespace tutti::testing {
+namespace {
+
+std::string prefix_for(const char* test) {
+  return std::string("tutti-test-shared-") + test + "-" + std::to_string(getpid());
+}
+
+std::set<std::string> segments(const std::string& prefix) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) out.insert(e.path().filename().string());
+  return out;
+}
+
+// The algorithm of every operation `op` in the trace, oldest first.
+std::vector<std::string> algos_run(const std::string& js, const std::string& op) {
+  std::vector<std::string> out;
+  const std::string key = "\"op\":\"" + op + "\"";
+  for (std::size_t at = js.find(key); at != std::string::npos; at = js.find(key, at + 1)) {
+    const std::size_t a = js.find("\"algo\":\"", at), end = js.find('}', at);
+    if (a == std::string::npos || a > end) {
+      out.push_back("?");
+      continue;
+    }
+    out.push_back(js.substr(a + 8, js.find('"', a + 8) - (a + 8)));
+  }
+  return out;
+}
+
+// Largest case: 9 MiB of float32 outputs (the outputs of 8 MiB and more are
+// written with streaming stores); under the sanitizers 64 KiB.
+constexpr std::size_t kLargeCount = kSanitized ? 16384 : (9u << 20) / 4;
+constexpr std::size_t kSharedBytes = kLargeCount * 4 + 4096;
+
+class SharedBuffers : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SharedBuffers, AllReduceAndReduceRunDirectlyOnThemAndFallBackWhereARanksAreElsewhere) {
+  const std::string mode = GetParam();  // "n2", "n3", "n4" over shared memory, "n3_tcp"
+  const int n = mode[1] - '0';
+  const bool shm = mode.find("tcp") == std::string::npos;
+  const std::string prefix = prefix_for(mode.c_str());
+  SpawnOptions o;
+  o.env = {{"TUTTI_TRACE_BUFFER", "8192"}, {"TUTTI_SHM_PREFIX", prefix}};
+  if (!shm) o.env.push_back({"TUTTI_TRANSPORT", "tcp"});
+  spawn(n, [&](Communicator& comm) {
+    const int r = comm.rank();
+    // Sizes differ per rank; both buffers must hold the largest case.
+    char* a = static_cast<char*>(comm.alloc_shared(kSharedBytes + 64 * r));
+    char* b = static_cast<char*>(comm.alloc_shared(kSharedBytes));
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % 4096, 0u);
+    std::memset(a, 0x5a, kSharedBytes);  // every byte of it is ours to use
+    std::memset(b, 0xa5, kSharedBytes);
+    std::uint64_t id = 7100000;
+    std::vector<std::string> expected;  // per all_reduce / reduce, in order
+    auto one = [&](bool reduce, DataType dt, std::size_t count, ReduceOp op, int root, bool shared_here,
+                   bool all_shared) {
+      CaseInfo c;
+      c.id = ++id;
+      c.dtype = dt;
+      c.count = count;
+      c.op = op;
+      c.root = root;
+      c.inplace = id % 2 == 0;
+      c.async = id % 3 == 0;
+      if (shared_here) {
+        c.shared[0] = a;
+        c.shared[1] = b;
+        c.shared_bytes = kSharedBytes;
+      }
+      if (reduce)
+        check_reduce(comm, c);
+      else
+        check_all_reduce(comm, c);
+      // Directly where every rank's buffers are shared, past the one-shot
+      // size, and not PremulSum (whose scalars differ per rank).
+      const bool direct = shm && all_shared && count * dtype_size(dt) > (16u << 10) &&
+                          op.kind != ReduceOpKind::PremulSum;
+      expected.push_back(std::string(reduce ? "r:" : "a:") + (direct ? "direct" : "other"));
+    };
+    // Every dtype and valid reduce op, just past the one-shot size and at an
+    // odd count that no world size divides; every root for reduce.
+    for (int d = 0; d < kNumDataTypes && !::testing::Test::HasFailure(); ++d) {
+      const DataType dt = static_cast<DataType>(d);
+      const std::size_t es = dtype_size(dt);
+      for (int k = 0; k < kNumReduceOps; ++k) {
+        ReduceOp op(static_cast<ReduceOpKind>(k));
+        if (op.kind == ReduceOpKind::PremulSum) op.scalar = dtype_is_integer(dt) ? 3.0 : 0.5;
+        if (!reduce_op_invalid_reason(dt, op).empty()) continue;
+        for (std::size_t count : {(16u << 10) / es + 1, std::size_t{40009}}) {
+          one(false, dt, count, op, 0, true, true);
+          one(true, dt, count, op, static_cast<int>(id % static_cast<std::uint64_t>(n)), true, true);
+        }
+      }
+    }
+    // At the one-shot size exactly: the usual path.
+    one(false, DataType::Float32, 4096, ReduceOp(ReduceOpKind::Sum), 0, true, true);
+    // Large: many chunks per slice, streamed outputs.
+    one(false, DataType::Float32, kLargeCount, ReduceOp(ReduceOpKind::Sum), 0, true, true);
+    one(true, DataType::BFloat16, kLargeCount, ReduceOp(ReduceOpKind::Max), n - 1, true, true);
+    // One rank's buffers on the heap: every rank falls back.
+    for (int heap = 0; heap < n; ++heap) {
+      one(false, DataType::Float64, 30001, ReduceOp(ReduceOpKind::Sum), 0, r != heap, false);
+      one(true, DataType::Int32, 30001, ReduceOp(ReduceOpKind::Product), heap, r != heap, false);
+    }
+    if (::testing::Test::HasFailure()) return;
+    // What ran, from the flight recorder.
+    const std::string js = comm.trace_json();
+    const std::vector<std::string> ar = algos_run(js, "all_reduce"), rd = algos_run(js, "reduce");
+    std::size_t ia = 0, ir = 0;
+    for (const std::string& e : expected) {
+      const bool reduce = e[0] == 'r';
+      const std::vector<std::string>& got = reduce ? rd : ar;
+      std::size_t& i = reduce ? ir : ia;
+      ASSERT_LT(i, got.size()) << "rank " << r << ": the trace lacks operations";
+      if (e.substr(2) == "direct") {
+        EXPECT_EQ(got[i], "shm_direct") << "rank " << r << ", " << (reduce ? "reduce" : "all_reduce") << " #" << i;
+      } else {
+        EXPECT_NE(got[i], "shm_direct") << "rank " << r << ", " << (reduce ? "reduce" : "all_reduce") << " #" << i;
+      }
+      ++i;
+    }
+    EXPECT_EQ(ia, ar.size());
+    EXPECT_EQ(ir, rd.size());
+    comm.free_shared(b);
+    comm.free_shared(a);
+    // Freed: the next all_reduce of that size in fresh memory runs the usual way.
+    std::vector<float> v(10000, static_cast<float>(r + 1));
+    comm.all_reduce(v.data(), v.data(), v.size(), DataType::Float32, ReduceOp(ReduceOpKind::Sum));
+    EXPECT_EQ(v[9999], static_cast<float>(n * (n + 1) / 2));
+    const std::vector<std::string> after = algos_run(comm.trace_json(), "all_reduce");
+    ASSERT_FALSE(after.empty());
+    EXPECT_NE(after.back(), "shm_direct");
+  }, o);
+  EXPECT_TRUE(segments(prefix).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(World, SharedBuffers, ::testing::Values("n2", "n3", "n4", "n3_tcp"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+// Ranks that free different allocations, or memory alloc_shared did not
+// give them, all fail with InvalidArgument naming what each passed.
+TEST(SharedBuffersMisuse, FreeingDifferentAllocationsFailsOnEveryRank) {
+  spawn(3, [](Communicator& world) {
+    const std::vector<int> all = {0, 1, 2};
+    auto check = [&](bool heap) {
+      std::optional<Communicator> comm = world.new_group(all);
+      ASSERT_TRUE(comm.has_value());
+      void* x = comm->alloc_shared(4096);
+      void* y = comm->alloc_shared(8192);
+      std::vector<char> elsewhere(64);
+      void* mine = world.rank() == 1 ? (heap ? static_cast<void*>(elsewhere.data()) : y) : x;
+      try {
+        comm->free_shared(mine);
+        ADD_FAILURE() << "free_shared of different allocations succeeded";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+        EXPECT_NE(e.message().find("free_shared"), std::string::npos) << e.what();
+        const std::string rank1 = heap ? "rank 1 a pointer alloc_shared did not return" : "rank 1 allocation #2";
+        EXPECT_NE(e.message().find(rank1), std::string::npos) << e.what();
+      }
+    };
+    check(false);
+    check(true);
+    // The world is unharmed.
+    int v = world.rank();
+    world.all_reduce(&v, &v, 1, DataType::Int32, ReduceOp(ReduceOpKind::Sum));
+    EXPECT_EQ(v, 3);
+  });
+}
+
+// A rank killed inside a direct all_reduce: the others get PeerLost naming
+// it, fast, and no segment (the group's or an allocation's) is left.
+TEST(SharedBuffersMisuse, KilledRankInADirectAllReduceLeavesNoSegment) {
+  const std::string prefix = prefix_for("killed");
+  SpawnOptions o;
+  o.env = {{"TUTTI_SHM_PREFIX", prefix}};
+  o.may_die = {2};
+  spawn(3, [](Communicator& world) {
+    const std::size_t count = 1 << 18;
+    auto* buf = static_cast<float*>(world.alloc_shared(count * sizeof(float)));
+    for (std::size_t i = 0; i < count; ++i) buf[i] = 1.f;
+    for (int i = 0; i < 5; ++i) world.all_reduce(buf, buf, count, DataType::Float32, ReduceOp(ReduceOpKind::Max));
+    if (world.rank() == 2) ::raise(SIGKILL);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      for (int i = 0; i < 1000; ++i) world.all_reduce(buf, buf, count, DataType::Float32, ReduceOp(ReduceOpKind::Max));
+      ADD_FAILURE() << "all_reduce kept working without rank 2";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::PeerLost) << e.what();
+      EXPECT_NE(e.message().find("rank 2"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  }, o);
+  EXPECT_TRUE(segments(prefix).empty());
+}
+
+}  // namespace
+}  // namespace tutti::testing
