@@ -287,7 +287,7 @@ nlohmann::json row_json(const Options& opt, int n, const Row& row) {
   else
     j["wrong"] = nullptr;
   j["inplace"] = opt.inplace;
-  j["shared_buffers"] = opt.shared_buffers;
+  if (opt.shared_buffers) j["shared_buffers"] = true;
   return j;
 }
 
