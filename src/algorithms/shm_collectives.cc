@@ -284,7 +284,6 @@ bool reduce_direct(ShmGroup& g, const char* send, char* out, std::size_t count, 
     }
   }
   finish_reads(g);
-  g.note_direct();
   return true;
 }
 
@@ -297,9 +296,6 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   const std::size_t per_round = std::max<std::size_t>(1, g.slot_bytes() / es);
   const ReduceOpKind kind = base_kind(op);
   const bool one_shot = count * es <= one_shot_bytes;
-  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && g.shared().made() > 0 &&
-      reduce_direct(g, send, out, count, dtype, op, root))
-    return;
   // Single copy reads the peers' inputs through process_vm_readv; once the
   // slices outgrow the caches (sooner when ranks share cores) copying through
   // the segment, where every cross-core read hits a slot still in cache, is
@@ -374,6 +370,14 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
 std::size_t piece_bytes(const ShmGroup& g) { return g.slot_bytes() / g.size() / 16 * 16; }
 
 }  // namespace
+
+bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype,
+                       const ReduceOp& op, int root, std::size_t one_shot_bytes) {
+  if (g.shared().empty() || g.size() < 2 || count * elem_size(dtype) <= one_shot_bytes ||
+      op.kind == ReduceOpKind::PremulSum) [[likely]]
+    return false;
+  return reduce_direct(g, static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, root);
+}
 
 void shm_all_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
                     std::size_t one_shot_bytes) {

@@ -232,9 +232,11 @@ Work Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
         if (algo_is(x.algo, "shm")) {
-          impl->shm_run(x, Impl::kShmReduce, [&](ShmGroup& g) {
-            shm_reduce(g, sendbuf, recvbuf, count, dtype, op, root, impl->job->config.shm_one_shot_bytes);
-          });
+          const std::size_t one_shot = impl->job->config.shm_one_shot_bytes;
+          impl->shm_run(
+              x, Impl::kShmReduce,
+              [&](ShmGroup& g) { shm_reduce(g, sendbuf, recvbuf, count, dtype, op, root, one_shot); },
+              [&](ShmGroup& g) { return shm_reduce_direct(g, sendbuf, recvbuf, count, dtype, op, root, one_shot); });
           return;
         }
         std::vector<char> scaled;
@@ -269,9 +271,11 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
         if (shm) {
-          impl->shm_run(x, Impl::kShmAllReduce, [&](ShmGroup& g) {
-            shm_all_reduce(g, sendbuf, recvbuf, count, dtype, op, impl->job->config.shm_one_shot_bytes);
-          });
+          const std::size_t one_shot = impl->job->config.shm_one_shot_bytes;
+          impl->shm_run(
+              x, Impl::kShmAllReduce,
+              [&](ShmGroup& g) { shm_all_reduce(g, sendbuf, recvbuf, count, dtype, op, one_shot); },
+              [&](ShmGroup& g) { return shm_reduce_direct(g, sendbuf, recvbuf, count, dtype, op, -1, one_shot); });
           return;
         }
         if (algo_is(x.algo, "two_level")) {

@@ -245,6 +245,12 @@ void* Communicator::Impl::alloc_shared(OpContext& x, std::size_t bytes) {
   words[rank] = static_cast<std::int64_t>(bytes);
   detail::shm_all_reduce(g, words.data(), words.data(), words.size(), DataType::Int64, sum,
                          job->config.shm_one_shot_bytes);
+  for (int p = 0; p < size; ++p)
+    if (words[p] < 0 || static_cast<std::uint64_t>(words[p]) > detail::SharedBuffers::kMaxPartBytes)
+      throw Error(ErrorKind::InvalidArgument,
+                  x.where() + "alloc_shared: rank " + std::to_string(p) + " asks for " +
+                      std::to_string(static_cast<std::uint64_t>(words[p])) + " bytes, more than the " +
+                      std::to_string(detail::SharedBuffers::kMaxPartBytes) + " a rank may");
   const std::vector<std::uint64_t> sizes(words.begin(), words.end());
   std::size_t total = 0;
   const std::vector<std::size_t> offsets = detail::SharedBuffers::part_offsets(sizes, &total);
@@ -254,7 +260,7 @@ void* Communicator::Impl::alloc_shared(OpContext& x, std::size_t bytes) {
   std::unique_ptr<detail::SharedSegment> seg;
   try {
     seg = std::make_unique<detail::SharedSegment>(name, rank, size, total, total ^ (serial << 48), deadline,
-                                                  &aborted_flag);
+                                                  &aborted_flag, /*reserve=*/true);
   } catch (const Error& e) {
     throw Error(e.kind(), x.where() + e.message());
   }
@@ -268,7 +274,8 @@ void* Communicator::Impl::alloc_shared(OpContext& x, std::size_t bytes) {
     seg->abandon();  // a member may never map it: take the name away
     throw;
   }
-  return g.shared().add(std::move(seg), std::vector<std::uint64_t>(words.begin(), words.end()), offsets[rank], serial);
+  return g.shared().add(std::move(seg), std::vector<std::uint64_t>(words.begin(), words.end()), offsets, sizes, rank,
+                        serial);
 }
 
 void Communicator::Impl::free_shared(OpContext& x, void* ptr) {

@@ -179,14 +179,21 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // Runs `run(ShmGroup&)`, the shared-memory collective of operation `x`
   // (every member calls it with the same x.bytes), under shm_tuners[which]
   // where it applies.
-  template <class Run>
-  void shm_run(detail::OpContext& x, ShmTuned which, Run&& run) {
+  // `direct(g)` first: an operation that ran directly on alloc_shared memory
+  // (returns true on every member alike) is not the tuner's business.
+  struct NoDirect {
+    bool operator()(detail::ShmGroup&) const { return false; }
+  };
+  template <class Run, class Direct = NoDirect>
+  void shm_run(detail::OpContext& x, ShmTuned which, Run&& run, Direct&& direct = {}) {
     detail::ShmGroup& g = shm(x);
+    if (direct(g)) [[unlikely]] {
+      x.set_algo(kShmDirect);
+      return;
+    }
     detail::AllReduceTuner* t = shm_tuners[which].get();
     if (!t || !t->covers(x.bytes) || !g.single_copy_agreed()) [[likely]] {
       run(g);
-      if (g.take_direct()) [[unlikely]]
-        x.set_algo(kShmDirect);
       return;
     }
     struct Restore {
@@ -202,10 +209,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
           if (algo == 1) x.set_algo(kShmCopy);
           run(g);
           // Where the rules would not have copied once either, it ran them.
-          if (g.take_direct())
-            x.set_algo(kShmDirect);
-          else if (algo == 1 && !g.declined())
-            x.set_algo(kShm);
+          if (algo == 1 && !g.declined()) x.set_algo(kShm);
         });
   }
   static constexpr const char* kShmCopy = "shm_copy";

@@ -32,7 +32,7 @@ static_assert(sizeof(Header) <= SharedSegment::kHeaderBytes);
 }  // namespace
 
 SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::size_t bytes, std::uint64_t layout,
-                             TimePoint deadline, const std::atomic<bool>* abort_flag)
+                             TimePoint deadline, const std::atomic<bool>* abort_flag, bool reserve)
     : name_(name), size_(size), bytes_(bytes) {
   int fd = -1;
   if (rank == 0) {
@@ -45,6 +45,15 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
       ::shm_unlink(name.c_str());
       throw Error(ErrorKind::Internal, "cannot size shared memory segment " + name + " to " +
                                            std::to_string(bytes_) + " bytes: " + std::strerror(err));
+    }
+    if (reserve) {
+      if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_)); err != 0) {
+        ::close(fd);
+        ::shm_unlink(name.c_str());
+        throw Error(ErrorKind::Internal, "cannot reserve " + std::to_string(bytes_) +
+                                             " bytes of shared memory for segment " + name + ": " +
+                                             std::strerror(err) + (err == ENOSPC ? " (is /dev/shm large enough?)" : ""));
+      }
     }
   } else {
     // Member 0 creates it; wait for the name and its final size.

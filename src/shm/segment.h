@@ -21,8 +21,11 @@ class SharedSegment {
   // when member 0 never creates it.
   static constexpr std::size_t kHeaderBytes = 1024;
   // A waiting member also gives up (Aborted) once *abort_flag is set.
+  // `reserve`: member 0 allocates every page at creation (posix_fallocate),
+  // so a /dev/shm too small for it fails here, not with SIGBUS at a first
+  // touch later.
   SharedSegment(const std::string& name, int rank, int size, std::size_t bytes, std::uint64_t layout,
-                TimePoint deadline, const std::atomic<bool>* abort_flag = nullptr);
+                TimePoint deadline, const std::atomic<bool>* abort_flag = nullptr, bool reserve = false);
   ~SharedSegment();
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;

@@ -1,26 +1,30 @@
 #include "shm/shared_buffers.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace tutti::detail {
 
 std::vector<std::size_t> SharedBuffers::part_offsets(const std::vector<std::uint64_t>& sizes, std::size_t* total) {
-  constexpr std::size_t kPage = 4096;
-  auto round_up = [](std::size_t v) { return (v + kPage - 1) / kPage * kPage; };
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  auto round_up = [&](std::size_t v) { return (v + page - 1) / page * page; };
   std::vector<std::size_t> offsets(sizes.size());
   std::size_t at = round_up(SharedSegment::kHeaderBytes);
   for (std::size_t r = 0; r < sizes.size(); ++r) {
     offsets[r] = at;
-    at += round_up(std::max<std::size_t>(sizes[r], 1));
+    at += round_up(std::max<std::size_t>(sizes[r], 1));  // sizes[r] <= kMaxPartBytes: no overflow
   }
   *total = at;
   return offsets;
 }
 
-char* SharedBuffers::add(std::unique_ptr<SharedSegment> seg, std::vector<std::uint64_t> bases, std::size_t part_offset,
+char* SharedBuffers::add(std::unique_ptr<SharedSegment> seg, std::vector<std::uint64_t> bases,
+                         std::vector<std::size_t> offsets, std::vector<std::uint64_t> sizes, int me,
                          std::uint64_t serial) {
-  char* part = seg->base() + part_offset;
-  live_.push_back({std::move(seg), std::move(bases), part, serial});
+  me_ = me;
+  char* part = seg->base() + offsets[static_cast<std::size_t>(me)];
+  live_.push_back({std::move(seg), std::move(bases), std::move(offsets), std::move(sizes), part, serial});
   ++made_;
   return part;
 }
@@ -36,20 +40,19 @@ void SharedBuffers::remove(std::uint64_t serial) {
 }
 
 bool SharedBuffers::contains(const void* p, std::size_t bytes) const {
-  const auto lo = reinterpret_cast<std::uintptr_t>(p);
-  for (const Allocation& a : live_) {
-    const auto base = reinterpret_cast<std::uintptr_t>(a.seg->base());
-    if (lo >= base && bytes <= a.seg->bytes() && lo - base <= a.seg->bytes() - bytes) return true;
-  }
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const auto me = static_cast<std::size_t>(me_);
+  for (const Allocation& a : live_)
+    if (within(at, bytes, reinterpret_cast<std::uintptr_t>(a.part), a.sizes[me])) return true;
   return false;
 }
 
 char* SharedBuffers::view(int peer, std::uint64_t remote, std::size_t bytes) const {
+  const auto p = static_cast<std::size_t>(peer);
   // The newest first: a member may map a new segment where it had one it freed.
   for (auto it = live_.rbegin(); it != live_.rend(); ++it) {
-    const std::uint64_t base = it->bases[static_cast<std::size_t>(peer)];
-    if (remote >= base && bytes <= it->seg->bytes() && remote - base <= it->seg->bytes() - bytes)
-      return it->seg->base() + (remote - base);
+    const std::uint64_t lo = it->bases[p] + it->offsets[p];
+    if (within(remote, bytes, lo, it->sizes[p])) return it->seg->base() + it->offsets[p] + (remote - lo);
   }
   return nullptr;
 }

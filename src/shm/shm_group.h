@@ -37,7 +37,6 @@
 #include <climits>
 #include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "common/completion.h"
@@ -203,9 +202,6 @@ class ShmGroup {
   // Memory every member can address (Communicator::alloc_shared).
   SharedBuffers& shared() { return shared_; }
   const SharedBuffers& shared() const { return shared_; }
-  // Set by a collective that ran directly on such memory; cleared by reading.
-  void note_direct() { ran_direct_ = true; }
-  bool take_direct() { return std::exchange(ran_direct_, false); }
 
   // How long (microseconds) a waiter spins before sleeping.
   static int spin_limit(int local_ranks);
@@ -423,7 +419,6 @@ class ShmGroup {
   int packed_checked_peer_ = -1;
   DescribeSignature describe_sig_ = nullptr;
   SharedBuffers shared_;
-  bool ran_direct_ = false;
 };
 
 }  // namespace tutti::detail

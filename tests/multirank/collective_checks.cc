@@ -71,12 +71,12 @@ void run_in(const CaseInfo& c, Buf& send, Buf& out, bool inplace,
   }
   ASSERT_LE(std::max(send.size(), out.size()), c.shared_bytes);
   char* s = c.shared[0];
-  char* d = inplace ? s : c.shared[1];
+  char* d = inplace ? s : c.shared_send_only ? out.data() : c.shared[1];
   std::memcpy(s, send.data(), send.size());
-  if (!inplace) std::memcpy(d, out.data(), out.size());
+  if (!inplace && d != out.data()) std::memcpy(d, out.data(), out.size());
   run(c, [&] { blocking(s, d); }, [&] { return async(s, d); });
   std::memcpy(send.data(), s, send.size());
-  if (!inplace) std::memcpy(out.data(), d, out.size());
+  if (!inplace && d != out.data()) std::memcpy(out.data(), d, out.size());
 }
 
 void check_all_reduce(Communicator& comm, const CaseInfo& c) {

@@ -33,6 +33,7 @@ struct CaseInfo {
   // data copied in before and out after, when set.
   char* shared[2] = {nullptr, nullptr};
   std::size_t shared_bytes = 0;
+  bool shared_send_only = false;  // the receive buffer stays on the heap
   std::string describe(const char* coll, int rank) const;
 };
 

@@ -47,8 +47,9 @@ std::vector<std::string> algos_run(const std::string& js, const std::string& op)
 }
 
 // Largest case: 9 MiB of float32 outputs (the outputs of 8 MiB and more are
-// written with streaming stores); under the sanitizers 64 KiB.
-constexpr std::size_t kLargeCount = kSanitized ? 16384 : (9u << 20) / 4;
+// written with streaming stores); under the sanitizers 400 KB (slices of
+// several 64 KiB chunks).
+constexpr std::size_t kLargeCount = kSanitized ? 100000 : (9u << 20) / 4;
 constexpr std::size_t kSharedBytes = kLargeCount * 4 + 4096;
 
 class SharedBuffers : public ::testing::TestWithParam<std::string> {};
@@ -59,7 +60,7 @@ TEST_P(SharedBuffers, AllReduceAndReduceRunDirectlyOnThemAndFallBackWhereARanksA
   const bool shm = mode.find("tcp") == std::string::npos;
   const std::string prefix = prefix_for(mode.c_str());
   SpawnOptions o;
-  o.env = {{"TUTTI_TRACE_BUFFER", "8192"}, {"TUTTI_SHM_PREFIX", prefix}};
+  o.env = {{"TUTTI_TRACE_BUFFER", "8192"}, {"TUTTI_SHM_PREFIX", prefix}, {"TUTTI_SHM_ONESHOT_BYTES", "16384"}};
   if (!shm) o.env.push_back({"TUTTI_TRANSPORT", "tcp"});
   spawn(n, [&](Communicator& comm) {
     const int r = comm.rank();
@@ -74,7 +75,7 @@ TEST_P(SharedBuffers, AllReduceAndReduceRunDirectlyOnThemAndFallBackWhereARanksA
     std::uint64_t id = 7100000;
     std::vector<std::string> expected;  // per all_reduce / reduce, in order
     auto one = [&](bool reduce, DataType dt, std::size_t count, ReduceOp op, int root, bool shared_here,
-                   bool all_shared) {
+                   bool all_shared, bool send_only = false) {
       CaseInfo c;
       c.id = ++id;
       c.dtype = dt;
@@ -87,6 +88,7 @@ TEST_P(SharedBuffers, AllReduceAndReduceRunDirectlyOnThemAndFallBackWhereARanksA
         c.shared[0] = a;
         c.shared[1] = b;
         c.shared_bytes = kSharedBytes;
+        c.shared_send_only = send_only;
       }
       if (reduce)
         check_reduce(comm, c);
@@ -118,10 +120,15 @@ TEST_P(SharedBuffers, AllReduceAndReduceRunDirectlyOnThemAndFallBackWhereARanksA
     // Large: many chunks per slice, streamed outputs.
     one(false, DataType::Float32, kLargeCount, ReduceOp(ReduceOpKind::Sum), 0, true, true);
     one(true, DataType::BFloat16, kLargeCount, ReduceOp(ReduceOpKind::Max), n - 1, true, true);
-    // One rank's buffers on the heap: every rank falls back.
+    // One rank's buffers on the heap, or only its receive buffer (out of
+    // place; a reduce's root): every rank falls back.
     for (int heap = 0; heap < n; ++heap) {
       one(false, DataType::Float64, 30001, ReduceOp(ReduceOpKind::Sum), 0, r != heap, false);
       one(true, DataType::Int32, 30001, ReduceOp(ReduceOpKind::Product), heap, r != heap, false);
+      if (id % 2 == 1) ++id;  // out of place next
+      one(false, DataType::Float32, 30001, ReduceOp(ReduceOpKind::Max), 0, true, false, r == heap);
+      if (id % 2 == 1) ++id;
+      one(true, DataType::Float32, 30001, ReduceOp(ReduceOpKind::Min), heap, true, false, r == heap);
     }
     if (::testing::Test::HasFailure()) return;
     // What ran, from the flight recorder.
@@ -195,8 +202,27 @@ TEST(SharedBuffersMisuse, FreeingDifferentAllocationsFailsOnEveryRank) {
   });
 }
 
-// A rank killed inside a direct all_reduce: the others get PeerLost naming
-// it, fast, and no segment (the group's or an allocation's) is left.
+// A rank that asks for more than a rank may: every rank fails with
+// InvalidArgument naming it, and the communicator carries on.
+TEST(SharedBuffersMisuse, AnOversizedRequestFailsOnEveryRank) {
+  spawn(2, [](Communicator& world) {
+    try {
+      world.alloc_shared(world.rank() == 1 ? std::size_t{1} << 50 : 4096);
+      ADD_FAILURE() << "alloc_shared of 2^50 bytes succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+      EXPECT_NE(e.message().find("alloc_shared: rank 1 asks for 1125899906842624 bytes"), std::string::npos)
+          << e.what();
+    }
+    void* p = world.alloc_shared(4096);
+    std::memset(p, 1, 4096);
+    world.free_shared(p);
+  });
+}
+
+// A rank killed inside a direct all_reduce, or instead of joining an
+// alloc_shared: the others get PeerLost naming it, fast, and no segment
+// (the group's or an allocation's) is left.
 TEST(SharedBuffersMisuse, KilledRankInADirectAllReduceLeavesNoSegment) {
   const std::string prefix = prefix_for("killed");
   SpawnOptions o;
@@ -207,6 +233,8 @@ TEST(SharedBuffersMisuse, KilledRankInADirectAllReduceLeavesNoSegment) {
     auto* buf = static_cast<float*>(world.alloc_shared(count * sizeof(float)));
     for (std::size_t i = 0; i < count; ++i) buf[i] = 1.f;
     for (int i = 0; i < 5; ++i) world.all_reduce(buf, buf, count, DataType::Float32, ReduceOp(ReduceOpKind::Max));
+    const std::string js = world.trace_json();
+    EXPECT_NE(js.find("\"algo\":\"shm_direct\""), std::string::npos) << "rank " << world.rank();
     if (world.rank() == 2) ::raise(SIGKILL);
     const auto t0 = std::chrono::steady_clock::now();
     try {
@@ -219,6 +247,23 @@ TEST(SharedBuffersMisuse, KilledRankInADirectAllReduceLeavesNoSegment) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   }, o);
   EXPECT_TRUE(segments(prefix).empty());
+  const std::string prefix2 = prefix_for("killed-alloc");
+  o.env = {{"TUTTI_SHM_PREFIX", prefix2}};
+  spawn(3, [](Communicator& world) {
+    float v = 1;
+    world.all_reduce(&v, &v, 1, DataType::Float32, ReduceOp(ReduceOpKind::Sum));  // the group exists
+    if (world.rank() == 2) ::raise(SIGKILL);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      world.alloc_shared(1 << 20);
+      ADD_FAILURE() << "alloc_shared succeeded without rank 2";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::PeerLost) << e.what();
+      EXPECT_NE(e.message().find("rank 2"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  }, o);
+  EXPECT_TRUE(segments(prefix2).empty());
 }
 
 }  // namespace
