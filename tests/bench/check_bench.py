@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs tutti-bench under tuttirun and checks its output.
 
-  check_bench.py --tuttirun PATH --bench PATH --coll COLL [--nranks N] [--inplace] --workdir DIR
+  check_bench.py --tuttirun PATH --bench PATH --coll COLL [--nranks N] [--inplace] [--shared-buffers] --workdir DIR
   check_bench.py --tuttirun PATH --bench PATH --usage-errors --workdir DIR
   check_bench.py --tuttirun PATH --bench PATH --xcopy --workdir DIR
 
@@ -65,7 +65,7 @@ def run(cmd, timeout=120):
 
 def check_run(args):
     n, coll = args.nranks, args.coll
-    tag = coll + ("_inplace" if args.inplace else "")
+    tag = coll + ("_inplace" if args.inplace else "") + ("_shared" if args.shared_buffers else "")
     json_path = os.path.join(args.workdir, "bench_%s_n%d.jsonl" % (tag, n))
     if os.path.exists(json_path):
         os.remove(json_path)
@@ -73,6 +73,8 @@ def check_run(args):
            "--json", json_path]
     if args.inplace:
         cmd.append("--inplace")
+    if args.shared_buffers:
+        cmd.append("--shared-buffers")
     p = run(cmd)
     print(p.stdout)
     if p.returncode != 0:
@@ -83,6 +85,8 @@ def check_run(args):
     header = [l for l in lines if l.startswith("#")]
     if not any(coll in l and ("world size %d" % n) in l for l in header):
         fail("no header naming the collective and the world size")
+    if args.shared_buffers and not any("shared buffers" in l for l in header):
+        fail("no header saying the buffers are shared")
     rows = [l.split() for l in lines if l.strip() and not l.startswith("#")]
     want = expected_sizes(coll, n)
     if len(rows) != len(want):
@@ -116,8 +120,11 @@ def check_run(args):
             obj = json.loads(text)
         except ValueError as e:
             fail("JSON line does not parse (%s): %s" % (e, text))
-        if set(obj) != FIELDS:
-            fail("JSON fields %s, expected %s" % (sorted(obj), sorted(FIELDS)))
+        fields = FIELDS | ({"shared_buffers"} if args.shared_buffers else set())
+        if set(obj) != fields:
+            fail("JSON fields %s, expected %s" % (sorted(obj), sorted(fields)))
+        if args.shared_buffers and obj["shared_buffers"] is not True:
+            fail("JSON row does not say shared_buffers: %s" % text)
         if obj["collective"] != coll or obj["bytes"] != size or obj["count"] != size // ELEM:
             fail("JSON row disagrees with the table: %s" % text)
         if obj["world_size"] != n or obj["dtype"] != "float32" or obj["inplace"] != args.inplace:
@@ -199,6 +206,7 @@ def main():
     ap.add_argument("--coll", choices=COLLS)
     ap.add_argument("--nranks", type=int, default=3)
     ap.add_argument("--inplace", action="store_true")
+    ap.add_argument("--shared-buffers", action="store_true")
     ap.add_argument("--usage-errors", action="store_true")
     ap.add_argument("--xcopy", action="store_true")
     ap.add_argument("--workdir", default=".")
