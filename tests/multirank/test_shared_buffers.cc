@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -223,6 +224,19 @@ TEST(SharedBuffersMisuse, AnOversizedRequestFailsOnEveryRank) {
 // A rank killed inside a direct all_reduce, or instead of joining an
 // alloc_shared: the others get PeerLost naming it, fast, and no segment
 // (the group's or an allocation's) is left.
+// `calls` must fail within 2 s with PeerLost naming rank 2.
+void expect_rank_2_lost(const char* what, const std::function<void()>& calls) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    calls();
+    ADD_FAILURE() << what << " kept working without rank 2";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::PeerLost) << e.what();
+    EXPECT_NE(e.message().find("rank 2"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+}
+
 TEST(SharedBuffersMisuse, KilledRankInADirectAllReduceLeavesNoSegment) {
   const std::string prefix = prefix_for("killed");
   SpawnOptions o;
@@ -236,15 +250,9 @@ TEST(SharedBuffersMisuse, KilledRankInADirectAllReduceLeavesNoSegment) {
     const std::string js = world.trace_json();
     EXPECT_NE(js.find("\"algo\":\"shm_direct\""), std::string::npos) << "rank " << world.rank();
     if (world.rank() == 2) ::raise(SIGKILL);
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
+    expect_rank_2_lost("all_reduce", [&] {
       for (int i = 0; i < 1000; ++i) world.all_reduce(buf, buf, count, DataType::Float32, ReduceOp(ReduceOpKind::Max));
-      ADD_FAILURE() << "all_reduce kept working without rank 2";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::PeerLost) << e.what();
-      EXPECT_NE(e.message().find("rank 2"), std::string::npos) << e.what();
-    }
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+    });
   }, o);
   EXPECT_TRUE(segments(prefix).empty());
   const std::string prefix2 = prefix_for("killed-alloc");
@@ -253,15 +261,7 @@ TEST(SharedBuffersMisuse, KilledRankInADirectAllReduceLeavesNoSegment) {
     float v = 1;
     world.all_reduce(&v, &v, 1, DataType::Float32, ReduceOp(ReduceOpKind::Sum));  // the group exists
     if (world.rank() == 2) ::raise(SIGKILL);
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      world.alloc_shared(1 << 20);
-      ADD_FAILURE() << "alloc_shared succeeded without rank 2";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::PeerLost) << e.what();
-      EXPECT_NE(e.message().find("rank 2"), std::string::npos) << e.what();
-    }
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+    expect_rank_2_lost("alloc_shared", [&] { world.alloc_shared(1 << 20); });
   }, o);
   EXPECT_TRUE(segments(prefix2).empty());
 }
