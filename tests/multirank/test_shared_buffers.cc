@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -51,7 +52,9 @@ std::vector<std::string> algos_run(const std::string& js, const std::string& op)
 // written with streaming stores); under the sanitizers 400 KB (slices of
 // several 64 KiB chunks).
 constexpr std::size_t kLargeCount = kSanitized ? 100000 : (9u << 20) / 4;
-constexpr std::size_t kSharedBytes = kLargeCount * 4 + 4096;
+// An odd count no world size divides, of every dtype (complex128 the widest).
+constexpr std::size_t kOddCount = 40009;
+constexpr std::size_t kSharedBytes = std::max(kLargeCount * 4, kOddCount * 16) + 4096;
 
 class SharedBuffers : public ::testing::TestWithParam<std::string> {};
 
@@ -110,7 +113,7 @@ TEST_P(SharedBuffers, AllReduceAndReduceRunDirectlyOnThemAndFallBackWhereARanksA
         ReduceOp op(static_cast<ReduceOpKind>(k));
         if (op.kind == ReduceOpKind::PremulSum) op.scalar = dtype_is_integer(dt) ? 3.0 : 0.5;
         if (!reduce_op_invalid_reason(dt, op).empty()) continue;
-        for (std::size_t count : {(16u << 10) / es + 1, std::size_t{40009}}) {
+        for (std::size_t count : {(16u << 10) / es + 1, kOddCount}) {
           one(false, dt, count, op, 0, true, true);
           one(true, dt, count, op, static_cast<int>(id % static_cast<std::uint64_t>(n)), true, true);
         }
