@@ -123,7 +123,7 @@ class Communicator {
   // write their outputs directly instead of copying through a segment (above
   // TUTTI_SHM_ONESHOT_BYTES; docs/design.md "Shared buffers"). Where
   // collectives of this communicator do not use shared memory (ranks on
-  // several hosts, TUTTI_TRANSPORT=tcp) it is ordinary memory. Valid until
+  // several hosts, TUTTI_TRANSPORT=tcp, one rank) it is ordinary memory. Valid until
   // free_shared or the communicator's end.
   void* alloc_shared(std::size_t bytes);
   // Collective: every rank passes what the same alloc_shared call returned it.

@@ -228,6 +228,15 @@ void Communicator::Impl::create_shm(const OpContext& ctx) {
   shm_->set_abort_flag(&aborted_flag);
 }
 
+// Every member's `mine`, by rank (a shared-memory all_reduce of one word each).
+std::vector<std::int64_t> Communicator::Impl::shm_words(detail::ShmGroup& g, std::int64_t mine) {
+  std::vector<std::int64_t> words(size, 0);
+  words[rank] = mine;
+  detail::shm_all_reduce(g, words.data(), words.data(), words.size(), DataType::Int64, ReduceOp(ReduceOpKind::Sum),
+                         job->config.shm_one_shot_bytes);
+  return words;
+}
+
 void* Communicator::Impl::alloc_shared(OpContext& x, std::size_t bytes) {
   if (!shares_memory() || size == 1) {
     void* p = ::mmap(nullptr, std::max<std::size_t>(bytes, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
@@ -239,12 +248,8 @@ void* Communicator::Impl::alloc_shared(OpContext& x, std::size_t bytes) {
     return p;
   }
   detail::ShmGroup& g = shm(x);
-  const ReduceOp sum(ReduceOpKind::Sum);
   // Every member's size, then one segment with every member's part.
-  std::vector<std::int64_t> words(size, 0);
-  words[rank] = static_cast<std::int64_t>(bytes);
-  detail::shm_all_reduce(g, words.data(), words.data(), words.size(), DataType::Int64, sum,
-                         job->config.shm_one_shot_bytes);
+  const std::vector<std::int64_t> words = shm_words(g, static_cast<std::int64_t>(bytes));
   for (int p = 0; p < size; ++p)
     if (words[p] < 0 || static_cast<std::uint64_t>(words[p]) > detail::SharedBuffers::kMaxPartBytes)
       throw Error(ErrorKind::InvalidArgument,
@@ -265,22 +270,20 @@ void* Communicator::Impl::alloc_shared(OpContext& x, std::size_t bytes) {
     throw Error(e.kind(), x.where() + e.message());
   }
   // Where each member mapped it.
-  std::fill(words.begin(), words.end(), 0);
-  words[rank] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(seg->base()));
+  std::vector<std::int64_t> bases;
   try {
-    detail::shm_all_reduce(g, words.data(), words.data(), words.size(), DataType::Int64, sum,
-                         job->config.shm_one_shot_bytes);
+    bases = shm_words(g, static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(seg->base())));
   } catch (...) {
     seg->abandon();  // a member may never map it: take the name away
     throw;
   }
-  return g.shared().add(std::move(seg), std::vector<std::uint64_t>(words.begin(), words.end()), offsets, sizes, rank,
+  return g.shared().add(std::move(seg), std::vector<std::uint64_t>(bases.begin(), bases.end()), offsets, sizes, rank,
                         serial);
 }
 
 void Communicator::Impl::free_shared(OpContext& x, void* ptr) {
-  const auto plain = plain_shared_.find(ptr);
   if (!shares_memory() || size == 1) {
+    const auto plain = plain_shared_.find(ptr);
     if (plain == plain_shared_.end())
       throw Error(ErrorKind::InvalidArgument, x.where() + "free_shared: this pointer did not come from alloc_shared");
     ::munmap(plain->first, plain->second);
@@ -290,10 +293,7 @@ void Communicator::Impl::free_shared(OpContext& x, void* ptr) {
   detail::ShmGroup& g = shm(x);
   // Every member names the same allocation, or all fail.
   const std::uint64_t serial = g.shared().serial_of(ptr);
-  std::vector<std::int64_t> words(size, 0);
-  words[rank] = static_cast<std::int64_t>(serial);
-  detail::shm_all_reduce(g, words.data(), words.data(), words.size(), DataType::Int64, ReduceOp(ReduceOpKind::Sum),
-                         job->config.shm_one_shot_bytes);
+  const std::vector<std::int64_t> words = shm_words(g, static_cast<std::int64_t>(serial));
   const bool same = std::all_of(words.begin(), words.end(), [&](std::int64_t w) { return w == words[0]; });
   if (!same || words[0] == 0) {
     std::string each;

@@ -308,6 +308,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   bool shares_memory() const { return single_host && job->config.transport != "tcp"; }
 
  private:
+  std::vector<std::int64_t> shm_words(detail::ShmGroup& g, std::int64_t mine);
   std::string shm_name_;  // the group's segment name (create_shm)
   std::map<void*, std::size_t> plain_shared_;  // alloc_shared's ordinary memory
   void cache_signature(const detail::OpContext& ctx);

@@ -189,4 +189,13 @@ void spawn(int world, const std::function<void(Communicator&)>& fn, const SpawnO
   }
 }
 
+std::string shm_prefix_for(const std::string& name) { return "tutti-test-" + name + "-" + std::to_string(getpid()); }
+
+std::set<std::string> shm_segments(const std::string& prefix) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) out.insert(e.path().filename().string());
+  return out;
+}
+
 }  // namespace tutti::testing

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <functional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,12 @@ struct SpawnOptions {
 };
 
 void spawn(int world, const std::function<void(Communicator&)>& fn, const SpawnOptions& options = {});
+
+// A TUTTI_SHM_PREFIX of a test's own ("tutti-test-<name>-<pid>"), so that
+// tests running in parallel do not see each other's segments, and the names
+// in /dev/shm that begin with it.
+std::string shm_prefix_for(const std::string& name);
+std::set<std::string> shm_segments(const std::string& prefix);
 
 // Test-name suffix for a transport parameter: "auto" runs over shared
 // memory on this host ("shm"), "tcp" over loopback TCP, "striped" over

@@ -281,6 +281,16 @@ void check_all_to_all_v(Communicator& comm, const CaseInfo& c) {
   expect_same(out, want, c.describe("all_to_all_v", r));
 }
 
+std::vector<std::string> algorithms_in_trace(const std::string& js, const std::string& op) {
+  std::vector<std::string> out;
+  const std::string key = "\"op\":\"" + op + "\"";
+  for (std::size_t at = js.find(key); at != std::string::npos; at = js.find(key, at + 1)) {
+    const std::size_t a = js.find("\"algo\":\"", at), end = js.find('}', at);
+    out.push_back(a == std::string::npos || a > end ? "?" : js.substr(a + 8, js.find('"', a + 8) - (a + 8)));
+  }
+  return out;
+}
+
 std::size_t run_collective_sweep(Communicator& comm,
                                  const std::function<std::vector<std::size_t>(DataType)>& counts_for,
                                  std::uint64_t id_base) {

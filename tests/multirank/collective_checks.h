@@ -50,6 +50,10 @@ void check_reduce_scatter(Communicator& comm, const CaseInfo& c);
 void check_all_to_all(Communicator& comm, const CaseInfo& c);
 void check_all_to_all_v(Communicator& comm, const CaseInfo& c);
 
+// The algorithm the flight recorder names for every operation `op` in a
+// Communicator::trace_json(), oldest first ("?" where an entry names none).
+std::vector<std::string> algorithms_in_trace(const std::string& js, const std::string& op);
+
 // Runs every collective form over every dtype, valid reduce op, root and the
 // given counts (per dtype: counts_for(dtype)). Returns the number of cases.
 std::size_t run_collective_sweep(Communicator& comm, const std::function<std::vector<std::size_t>(DataType)>& counts_for,

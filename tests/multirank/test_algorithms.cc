@@ -145,13 +145,8 @@ class TunedAllReduce : public ::testing::TestWithParam<int> {};
 // 'd' (recursive doubling), 'r' (Rabenseifner) or 'g' (ring) per all_reduce in the trace, oldest first.
 std::string algorithms_run(const std::string& js) {
   std::string out;
-  for (std::size_t at = js.find("\"op\":\"all_reduce\""); at != std::string::npos;
-       at = js.find("\"op\":\"all_reduce\"", at + 1)) {
-    const std::size_t a = js.find("\"algo\":\"", at), end = js.find('}', at);
-    if (a == std::string::npos || a > end) return out + '?';  // the entry has none of its own
-    const std::string name = js.substr(a + 8, js.find('"', a + 8) - (a + 8));
+  for (const std::string& name : algorithms_in_trace(js, "all_reduce"))
     out += name == "recursive_doubling" ? 'd' : name == "rabenseifner" ? 'r' : name == "ring" ? 'g' : '?';
-  }
   return out;
 }
 
@@ -252,13 +247,7 @@ constexpr std::size_t kTunedCount = kSanitized ? 4100 : 40000;
 // `op` in the trace, oldest first.
 std::string copies_run(const std::string& js, const std::string& op) {
   std::string out;
-  const std::string key = "\"op\":\"" + op + "\"";
-  for (std::size_t at = js.find(key); at != std::string::npos; at = js.find(key, at + 1)) {
-    const std::size_t a = js.find("\"algo\":\"", at), end = js.find('}', at);
-    if (a == std::string::npos || a > end) return out + '?';
-    const std::string name = js.substr(a + 8, js.find('"', a + 8) - (a + 8));
-    out += name == "shm" ? 's' : name == "shm_copy" ? 'c' : '?';
-  }
+  for (const std::string& name : algorithms_in_trace(js, op)) out += name == "shm" ? 's' : name == "shm_copy" ? 'c' : '?';
   return out;
 }
 

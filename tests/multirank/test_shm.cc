@@ -21,19 +21,8 @@
 namespace tutti::testing {
 namespace {
 
-// Each test names its segments with its own prefix, so that tests running
-// in parallel do not see each other's.
-std::string prefix_for(const char* test) { return std::string("tutti-test-") + test + "-" + std::to_string(getpid()); }
-
-std::set<std::string> segments(const std::string& prefix) {
-  std::set<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
-    if (e.path().filename().string().rfind(prefix, 0) == 0) out.insert(e.path().filename().string());
-  return out;
-}
-
 TEST(Shm, SegmentsAreUnlinkedOnceMapped) {
-  const std::string prefix = prefix_for("unlinked");
+  const std::string prefix = shm_prefix_for("unlinked");
   SpawnOptions o;
   o.env = {{"TUTTI_SHM_PREFIX", prefix}};
   spawn(4, [&](Communicator& world) {
@@ -44,9 +33,9 @@ TEST(Shm, SegmentsAreUnlinkedOnceMapped) {
     half->barrier();  // and the split's
     world.barrier();
     // Every member has mapped both: no name is left while the job still runs.
-    for (const auto& name : segments(prefix)) ADD_FAILURE() << "left in /dev/shm while the job runs: " << name;
+    for (const auto& name : shm_segments(prefix)) ADD_FAILURE() << "left in /dev/shm while the job runs: " << name;
   }, o);
-  EXPECT_TRUE(segments(prefix).empty());
+  EXPECT_TRUE(shm_segments(prefix).empty());
 }
 
 // Whether the page holding p is in this process's page table
@@ -64,7 +53,7 @@ bool page_present(int pagemap, const void* p) {
 // sharing 2 cores, the first 16-22 all_gathers of 8 KiB blocks took 100-600
 // us each instead of 2-15).
 TEST(Shm, ControlLinesAndRingAreMappedInAtCreation) {
-  const std::string prefix = prefix_for("mapped");
+  const std::string prefix = shm_prefix_for("mapped");
   spawn(3, [&](Communicator& world) {
     detail::ShmGroup g("/" + prefix + "-group", world.rank(), world.size(), 64 << 10,
                        detail::Clock::now() + std::chrono::seconds(30), nullptr);
@@ -82,7 +71,7 @@ TEST(Shm, ControlLinesAndRingAreMappedInAtCreation) {
     }
     ::close(pagemap);
   });
-  EXPECT_TRUE(segments(prefix).empty());
+  EXPECT_TRUE(shm_segments(prefix).empty());
 }
 
 // A waiter on a shared CPU yields to the members bound to the same CPU
@@ -91,7 +80,7 @@ TEST(Shm, ControlLinesAndRingAreMappedInAtCreation) {
 // ranks 0 and 1 share a CPU, rank 2 has another where two are allowed; then
 // rank 1 unbinds itself.
 TEST(Shm, MembersKnowWhenTheirCpuMatesHaveReachedARound) {
-  const std::string prefix = prefix_for("mates");
+  const std::string prefix = shm_prefix_for("mates");
   spawn(3, [&](Communicator& world) {
     cpu_set_t allowed;
     ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
@@ -142,7 +131,7 @@ TEST(Shm, MembersKnowWhenTheirCpuMatesHaveReachedARound) {
     EXPECT_FALSE(g.cpu_mates_reached(2 * k + 1)) << "rank 1 may run on any CPU, rank " << r << "'s too";
     world.barrier();
   });
-  EXPECT_TRUE(segments(prefix).empty());
+  EXPECT_TRUE(shm_segments(prefix).empty());
 }
 
 // Members publish without a fence once every member runs membarrier before
@@ -156,7 +145,7 @@ TEST(Shm, MembersKnowWhenTheirCpuMatesHaveReachedARound) {
 // cores three would). The race itself lasts nanoseconds, too short for a
 // test to hit on purpose; this checks that sleepers are woken throughout.
 TEST(Shm, PublishersWithoutAFenceWakeEverySleeper) {
-  const std::string prefix = prefix_for("light");
+  const std::string prefix = shm_prefix_for("light");
   spawn(2, [&](Communicator& world) {
     const int r = world.rank(), n = world.size();
     detail::ShmGroup g("/" + prefix + "-group", r, n, 64 << 10, detail::Clock::now() + std::chrono::seconds(60),
@@ -200,7 +189,7 @@ TEST(Shm, PublishersWithoutAFenceWakeEverySleeper) {
     // Some waits must have reached the futex sleep, else this checked nothing.
     EXPECT_GT(late_rounds, 0);
   });
-  EXPECT_TRUE(segments(prefix).empty());
+  EXPECT_TRUE(shm_segments(prefix).empty());
 }
 
 // Broadcasts of up to 8 bytes travel in packed records, four rounds to a
@@ -254,16 +243,16 @@ void check_packed_broadcasts(Communicator& world) {
 }
 
 TEST(Shm, PackedBroadcastsRunAheadBoundedAndArriveInOrder) {
-  const std::string prefix = prefix_for("packed");
+  const std::string prefix = shm_prefix_for("packed");
   SpawnOptions o;
   o.env = {{"TUTTI_SHM_PREFIX", prefix}};
   spawn(2, check_packed_broadcasts, o);
   spawn(3, check_packed_broadcasts, o);
-  EXPECT_TRUE(segments(prefix).empty());
+  EXPECT_TRUE(shm_segments(prefix).empty());
 }
 
 TEST(Shm, KilledRankIsReportedAndNoSegmentIsLeft) {
-  const std::string prefix = prefix_for("killed");
+  const std::string prefix = shm_prefix_for("killed");
   SpawnOptions o;
   o.env = {{"TUTTI_SHM_PREFIX", prefix}};
   o.may_die = {2};
@@ -288,14 +277,14 @@ TEST(Shm, KilledRankIsReportedAndNoSegmentIsLeft) {
     }
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   }, o);
-  EXPECT_TRUE(segments(prefix).empty());
+  EXPECT_TRUE(shm_segments(prefix).empty());
 }
 
 // Point-to-point through shared memory: a receiver waiting for a large
 // message (read straight from the sender's memory) from a rank that dies
 // gets PeerLost naming it, fast, and the job-wide segment is gone.
 TEST(Shm, PointToPointFromAKilledRank) {
-  const std::string prefix = prefix_for("p2pkilled");
+  const std::string prefix = shm_prefix_for("p2pkilled");
   SpawnOptions o;
   o.env = {{"TUTTI_SHM_PREFIX", prefix}};
   o.may_die = {1};
@@ -330,7 +319,7 @@ TEST(Shm, PointToPointFromAKilledRank) {
       EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
     }
   }, o);
-  EXPECT_TRUE(segments(prefix).empty());
+  EXPECT_TRUE(shm_segments(prefix).empty());
 }
 
 }  // namespace
