@@ -80,10 +80,15 @@ bool single_copy_all_read(const ShmGroup& g, std::size_t block_bytes) {
   return single_copy(g, g.oversubscribed() ? block_bytes : 8 * block_bytes);
 }
 
-// Outputs of 8 MiB and more leave the caches anyway: the copying paths
+// Outputs of 16 MiB and more leave the caches anyway: the copying paths
 // write them with stores that bypass the caches, sparing the memory the
-// reads for ownership (docs/tuning.md).
-bool streams(std::size_t out_bytes) { return out_bytes >= (std::size_t{8} << 20); }
+// reads for ownership. Below that the plain stores win where the cache is
+// large (2 ranks, 8 MiB: all_gather 1.35x, all_reduce 1.12x faster), except
+// for reductions when ranks share cores, whose slices then leave the caches
+// from 8 MiB (docs/tuning.md).
+bool streams(const ShmGroup& g, std::size_t out_bytes, bool reduction) {
+  return out_bytes >= (reduction && g.oversubscribed() ? std::size_t{8} << 20 : std::size_t{16} << 20);
+}
 // dst = src, bypassing the caches when `stream`.
 void copy_out(char* dst, const char* src, std::size_t bytes, bool stream) {
   if (stream)
@@ -120,7 +125,10 @@ void finish_reads(ShmGroup& g) {
 
 // gather / all_gather with single copies: every rank exposes its block; a
 // reader copies each peer's block into out[peer].
-void read_every_block(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes, bool reader) {
+// `own_copy` runs after the reads, while the peers may still be reading.
+template <typename OwnCopy>
+void read_every_block(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes, bool reader,
+                      OwnCopy&& own_copy) {
   const int n = g.size(), r = g.rank();
   const std::uint64_t k = expose(g, {send});
   if (reader) {
@@ -130,7 +138,13 @@ void read_every_block(ShmGroup& g, const void* send, std::span<char* const> out,
       g.read_peer(p, out[p], exposed(g, p, k), bytes);
     }
   }
+  own_copy();
   finish_reads(g);
+}
+
+bool disjoint(const void* a, const void* b, std::size_t bytes) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return x + bytes <= y || y + bytes <= x;
 }
 
 // dst = in_0 op in_1 op ... op in_{n-1} (rank order, like reduce_all_inputs)
@@ -268,7 +282,7 @@ bool reduce_direct(ShmGroup& g, const char* send, char* out, std::size_t count, 
   if (wants) outs[r] = out;
   const Slice s = slice_of(count, n, r);
   const ReduceOpKind kind = base_kind(op);
-  const bool stream_out = streams(bytes);
+  const bool stream_out = streams(g, bytes, true);
   constexpr std::size_t kChunkBytes = 64 << 10;
   const std::size_t chunk = std::max<std::size_t>(1, kChunkBytes / es);
   thread_local std::vector<char> stage;
@@ -309,7 +323,7 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
     reduce_single_copy(g, send, out, count, dtype, op, root);
     return;
   }
-  const bool stream_out = streams(count * es);
+  const bool stream_out = streams(g, count * es, true);
   // Two-shot, a rank reduces its slice into memory of its own: its output
   // where it wants the result, else (a reduce's other ranks) a scratch
   // buffer; then copies it into its output slot if peers want it. The
@@ -365,9 +379,13 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   if (op.kind == ReduceOpKind::Avg && wants) divide_by(out, count, dtype, n);
 }
 
-// Per-destination share of a slot (scatter, reduce_scatter, all_to_all):
-// a multiple of 16 bytes, so any element size divides it.
-std::size_t piece_bytes(const ShmGroup& g) { return g.slot_bytes() / g.size() / 16 * 16; }
+// Per-destination share of a round's input and output slot, which
+// scatter, reduce_scatter and all_to_all fill as one area from in_slot (they
+// publish no output; the parity is free for both once every peer began the
+// previous round): a multiple of 16 bytes, so any element size divides it.
+// Pieces twice a slot's share take fewer rounds, each a wait for every peer
+// (4 ranks on 2 cores, all_to_all 2 MiB: 280 against 320 us).
+std::size_t piece_bytes(const ShmGroup& g) { return 2 * g.slot_bytes() / g.size() / 16 * 16; }
 
 }  // namespace
 
@@ -462,7 +480,7 @@ void shm_gather(ShmGroup& g, const void* send, std::span<char* const> out, std::
   const int n = g.size(), r = g.rank();
   const char* s = static_cast<const char*>(send);
   if (single_copy(g, bytes)) {
-    read_every_block(g, send, out, bytes, r == root);
+    read_every_block(g, send, out, bytes, r == root, [] {});
     return;
   }
   const std::size_t S = g.slot_bytes();
@@ -490,18 +508,29 @@ void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, s
   // from cache: from 8 MiB gathered, copying through it is faster
   // (docs/tuning.md).
   const bool cache_sized = !g.oversubscribed() || bytes * n < (std::size_t{8} << 20);
+  char* own = out[r];
+  const bool copy_own = bytes && own != s;
   if (cache_sized && single_copy_all_read(g, bytes)) {
-    read_every_block(g, send, out, bytes, true);
+    // Its own block last, while the peers read theirs: it reads the send
+    // buffer from its cache.
+    read_every_block(g, send, out, bytes, true, [&] {
+      if (copy_own) std::memmove(own, s, bytes);
+    });
     return;
   }
   const std::size_t S = g.slot_bytes();
-  const bool stream_out = streams(bytes * n);
+  const bool stream_out = streams(g, bytes * n, false);
+  // Its own block chunk by chunk, each right after it went into the slot
+  // (one read of the send buffer), unless the two overlap.
+  const bool own_by_chunk = copy_own && disjoint(own, s, bytes);
+  if (copy_own && !own_by_chunk) std::memmove(own, s, bytes);
   for (std::size_t off = 0; off < bytes; off += S) {
     const std::size_t c = std::min(S, bytes - off);
     const Space space = ShmGroup::space_for(c);
     const std::uint64_t k = g.begin_round(space);
     std::memcpy(g.input(r, k, space), s + off, c);
     g.publish_input(k);
+    if (own_by_chunk) copy_out(own + off, s + off, c, stream_out);
     for (int i = 1; i < n; ++i) {
       int p = (r + i) % n;
       g.wait_input(p, k);

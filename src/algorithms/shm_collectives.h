@@ -33,7 +33,8 @@ bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t co
 void shm_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
                 int root, std::size_t one_shot_bytes);
 void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root);
-// out[r]: where rank r's block lands (root only for gather).
+// out[r]: where rank r's block lands (root only for gather); all_gather
+// copies its own block (send to out[rank]) too, gather leaves it to the caller.
 void shm_gather(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes, int root);
 void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes);
 void shm_scatter(ShmGroup& g, std::span<const char* const> in, void* recv, std::size_t bytes, int root);

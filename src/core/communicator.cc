@@ -380,12 +380,15 @@ Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvb
           two_level_all_gather(impl->hierarchy(), sendbuf, ptrs, count, dtype);
           return;
         }
-        if (bytes && out[x.rank].ptr != sendbuf) std::memmove(out[x.rank].ptr, sendbuf, bytes);
         if (algo_is(x.algo, "shm")) {
           SmallVector<char*> ptrs;
           for (const Block& b : out) ptrs.push_back(b.ptr);
+          // Copies its own block too.
           impl->shm_run(x, Impl::kShmAllGather, [&](ShmGroup& g) { shm_all_gather(g, sendbuf, ptrs, bytes); });
-        } else if (algo_is(x.algo, "bruck")) {
+          return;
+        }
+        if (bytes && out[x.rank].ptr != sendbuf) std::memmove(out[x.rank].ptr, sendbuf, bytes);
+        if (algo_is(x.algo, "bruck")) {
           all_gather_bruck(x, out, es);
         } else if (algo_is(x.algo, "recursive_doubling")) {
           all_gather_recursive_doubling(x, out, es);

@@ -19,10 +19,10 @@
 namespace tutti::testing {
 namespace {
 
-// Largest case: 9 MiB of float32 outputs (the outputs of 8 MiB and more are
-// written with streaming stores); under the sanitizers 400 KB (slices of
+// Largest case: 17 MiB of float32 outputs (the outputs of 16 MiB and more
+// are written with streaming stores); under the sanitizers 400 KB (slices of
 // several 64 KiB chunks).
-constexpr std::size_t kLargeCount = kSanitized ? 100000 : (9u << 20) / 4;
+constexpr std::size_t kLargeCount = kSanitized ? 100000 : (17u << 20) / 4;
 // An odd count no world size divides, of every dtype (complex128 the widest).
 constexpr std::size_t kOddCount = 40009;
 constexpr std::size_t kSharedBytes = std::max(kLargeCount * 4, kOddCount * 16) + 4096;
