@@ -128,7 +128,8 @@ class Communicator {
   void* alloc_shared(std::size_t bytes);
   // Collective: every rank passes what the same alloc_shared call returned it.
   // Ranks that pass pointers of different calls, or one alloc_shared did not
-  // return, fail with InvalidArgument.
+  // return, all fail with InvalidArgument naming what each passed, and
+  // nothing is freed.
   void free_shared(void* ptr);
 
   // ---- groups -------------------------------------------------------------

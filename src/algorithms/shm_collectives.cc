@@ -411,8 +411,12 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
   const int r = g.rank();
   char* p = static_cast<char*>(buf);
   // With a core for every rank, root and receivers copy in parallel, which
-  // pays from a quarter of the usual block size on (docs/tuning.md).
-  if (single_copy(g, g.oversubscribed() ? bytes : 4 * bytes)) {
+  // pays from a quarter of the usual block size on (docs/tuning.md). Ranks
+  // that share cores copy through the segment from 128 KiB: twice as fast
+  // there (4 ranks on 2 cores, µs: 512 KiB 55-72 against 96-112, 8 MiB
+  // 913-999 against 1,932-2,104).
+  const bool cache_sized = !g.oversubscribed() || bytes < (std::size_t{128} << 10);
+  if (cache_sized && single_copy(g, g.oversubscribed() ? bytes : 4 * bytes)) {
     // The root copies too: the message is cut into n parts (whole pages);
     // receiver q reads every part from the root but part q, which the root
     // writes into it. Every rank then copies (n-1)/n of the message.
@@ -660,7 +664,13 @@ void all_to_all_blocks(ShmGroup& g, const char* send, char* recv, const Layout& 
   const int n = g.size(), r = g.rank();
   const std::size_t P = piece_bytes(g);
   std::uint64_t k;
-  if (single_copy_all_read(g, global_max)) {
+  // Ranks that share cores copy through the segment from 512 KiB a rank:
+  // with pieces of two slots' share, fewer rounds than single copy's
+  // reads and waits (4 ranks on 2 cores, µs: 512 KiB 65-68 against 100-104,
+  // 8 MiB 1,400-1,560 against 1,704-1,747; docs/tuning.md), and switching
+  // between the two in the timed choice's trials cost milliseconds there.
+  const bool cache_sized = !g.oversubscribed() || global_max * n < (std::size_t{512} << 10);
+  if (cache_sized && single_copy_all_read(g, global_max)) {
     // Every rank lists (address, bytes) of its block for each destination in
     // its input slot; each reads its blocks straight from the senders.
     k = g.begin_round();

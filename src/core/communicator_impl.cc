@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "algorithms/algorithms.h"
 #include "algorithms/selection.h"
 #include "algorithms/shm_collectives.h"
+#include "common/small_vector.h"
 #include "common/log.h"
 #include "core/tags.h"
 
@@ -79,7 +81,7 @@ Communicator::Impl::~Impl() {
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   if (aborted_ && shm_) shm_->abandon();
-  for (const auto& [p, bytes] : plain_shared_) ::munmap(p, bytes);
+  for (const auto& [p, a] : plain_shared_) ::munmap(p, a.bytes);
   // Receives still posted on this communicator must not outlive it (their
   // buffers may be freed next), nor may its late messages be kept forever.
   if (job && job->transport)
@@ -237,25 +239,40 @@ std::vector<std::int64_t> Communicator::Impl::shm_words(detail::ShmGroup& g, std
   return words;
 }
 
-void* Communicator::Impl::alloc_shared(OpContext& x, std::size_t bytes) {
-  if (!shares_memory() || size == 1) {
-    void* p = ::mmap(nullptr, std::max<std::size_t>(bytes, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
-    if (p == MAP_FAILED)
-      throw Error(ErrorKind::Internal, x.where() + "cannot allocate " + std::to_string(bytes) + " bytes: " +
-                                           std::strerror(errno));
-    plain_shared_[p] = std::max<std::size_t>(bytes, 1);
-    return p;
+// Every member's `mine`, by rank: through the segment in shared memory, else
+// an all_gather over the network under the operation's context.
+std::vector<std::int64_t> Communicator::Impl::member_words(OpContext& x, std::int64_t mine) {
+  if (size > 1 && shares_memory()) return shm_words(shm(x), mine);
+  std::vector<std::int64_t> words(size, 0);
+  words[rank] = mine;
+  if (size > 1) {
+    detail::SmallVector<detail::Block> out;
+    for (std::int64_t& w : words) out.push_back(detail::Block{reinterpret_cast<char*>(&w), 1});
+    detail::all_gather_ring(x, out, sizeof(std::int64_t));
   }
-  detail::ShmGroup& g = shm(x);
-  // Every member's size, then one segment with every member's part.
-  const std::vector<std::int64_t> words = shm_words(g, static_cast<std::int64_t>(bytes));
+  return words;
+}
+
+void* Communicator::Impl::alloc_shared(OpContext& x, std::size_t bytes) {
+  // Every member's size (so that a request too large fails on every rank),
+  // then, in shared memory, one segment with every member's part.
+  const std::vector<std::int64_t> words = member_words(x, static_cast<std::int64_t>(bytes));
   for (int p = 0; p < size; ++p)
     if (words[p] < 0 || static_cast<std::uint64_t>(words[p]) > detail::SharedBuffers::kMaxPartBytes)
       throw Error(ErrorKind::InvalidArgument,
                   x.where() + "alloc_shared: rank " + std::to_string(p) + " asks for " +
                       std::to_string(static_cast<std::uint64_t>(words[p])) + " bytes, more than the " +
                       std::to_string(detail::SharedBuffers::kMaxPartBytes) + " a rank may");
+  if (!shares_memory() || size == 1) {
+    void* p = ::mmap(nullptr, std::max<std::size_t>(bytes, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (p == MAP_FAILED)
+      throw Error(ErrorKind::Internal, x.where() + "cannot allocate " + std::to_string(bytes) + " bytes: " +
+                                           std::strerror(errno));
+    plain_shared_[p] = PlainShared{std::max<std::size_t>(bytes, 1), ++plain_made_};
+    return p;
+  }
+  detail::ShmGroup& g = shm(x);
   const std::vector<std::uint64_t> sizes(words.begin(), words.end());
   std::size_t total = 0;
   const std::vector<std::size_t> offsets = detail::SharedBuffers::part_offsets(sizes, &total);
@@ -282,20 +299,18 @@ void* Communicator::Impl::alloc_shared(OpContext& x, std::size_t bytes) {
 }
 
 void Communicator::Impl::free_shared(OpContext& x, void* ptr) {
-  if (!shares_memory() || size == 1) {
-    const auto plain = plain_shared_.find(ptr);
-    if (plain == plain_shared_.end())
-      throw Error(ErrorKind::InvalidArgument, x.where() + "free_shared: this pointer did not come from alloc_shared");
-    ::munmap(plain->first, plain->second);
-    plain_shared_.erase(plain);
-    return;
-  }
-  detail::ShmGroup& g = shm(x);
-  // Every member names the same allocation, or all fail.
-  const std::uint64_t serial = g.shared().serial_of(ptr);
-  const std::vector<std::int64_t> words = shm_words(g, static_cast<std::int64_t>(serial));
+  const bool segments = shares_memory() && size > 1;
+  const auto plain = plain_shared_.find(ptr);
+  // Every member names the same allocation (its number on this
+  // communicator, 0 for none), or all fail.
+  const std::uint64_t serial = segments                   ? shm(x).shared().serial_of(ptr)
+                               : plain != plain_shared_.end() ? plain->second.serial
+                                                              : 0;
+  const std::vector<std::int64_t> words = member_words(x, static_cast<std::int64_t>(serial));
   const bool same = std::all_of(words.begin(), words.end(), [&](std::int64_t w) { return w == words[0]; });
   if (!same || words[0] == 0) {
+    if (size == 1)
+      throw Error(ErrorKind::InvalidArgument, x.where() + "free_shared: this pointer did not come from alloc_shared");
     std::string each;
     for (int p = 0; p < size; ++p)
       each += (p ? ", rank " : "rank ") + std::to_string(p) +
@@ -303,7 +318,12 @@ void Communicator::Impl::free_shared(OpContext& x, void* ptr) {
     throw Error(ErrorKind::InvalidArgument,
                 x.where() + "free_shared: the ranks must free what one alloc_shared call returned them: " + each);
   }
-  g.shared().remove(serial);
+  if (segments) {
+    shm(x).shared().remove(serial);
+  } else {
+    ::munmap(plain->first, plain->second.bytes);
+    plain_shared_.erase(plain);
+  }
 }
 
 void Communicator::Impl::shm_min(detail::ShmGroup& g, std::array<std::int64_t, 2>& figures) {

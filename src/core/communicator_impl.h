@@ -309,8 +309,16 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
 
  private:
   std::vector<std::int64_t> shm_words(detail::ShmGroup& g, std::int64_t mine);
+  std::vector<std::int64_t> member_words(detail::OpContext& x, std::int64_t mine);
   std::string shm_name_;  // the group's segment name (create_shm)
-  std::map<void*, std::size_t> plain_shared_;  // alloc_shared's ordinary memory
+  // alloc_shared's ordinary memory (communicators not in shared memory):
+  // its length and its number among this communicator's allocations.
+  struct PlainShared {
+    std::size_t bytes;
+    std::uint64_t serial;
+  };
+  std::map<void*, PlainShared> plain_shared_;
+  std::uint64_t plain_made_ = 0;
   void cache_signature(const detail::OpContext& ctx);
   static std::string describe_context(const void* ctx);
   std::unique_ptr<detail::ShmGroup> shm_;

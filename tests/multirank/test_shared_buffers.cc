@@ -160,7 +160,17 @@ INSTANTIATE_TEST_SUITE_P(World, SharedBuffers, ::testing::Values("n2", "n3", "n4
 
 // Ranks that free different allocations, or memory alloc_shared did not
 // give them, all fail with InvalidArgument naming what each passed.
-TEST(SharedBuffersMisuse, FreeingDifferentAllocationsFailsOnEveryRank) {
+// In shared memory and over TCP (ordinary memory, the same checks).
+class SharedBuffersAgreement : public ::testing::TestWithParam<std::string> {
+ protected:
+  SpawnOptions options() const {
+    SpawnOptions o;
+    if (GetParam() == "tcp") o.env = {{"TUTTI_TRANSPORT", "tcp"}};
+    return o;
+  }
+};
+
+TEST_P(SharedBuffersAgreement, FreeingDifferentAllocationsFailsOnEveryRank) {
   spawn(3, [](Communicator& world) {
     const std::vector<int> all = {0, 1, 2};
     auto check = [&](bool heap) {
@@ -192,12 +202,12 @@ TEST(SharedBuffersMisuse, FreeingDifferentAllocationsFailsOnEveryRank) {
     int v = world.rank();
     world.all_reduce(&v, &v, 1, DataType::Int32, ReduceOp(ReduceOpKind::Sum));
     EXPECT_EQ(v, 3);
-  });
+  }, options());
 }
 
 // A rank that asks for more than a rank may: every rank fails with
 // InvalidArgument naming it, and the communicator carries on.
-TEST(SharedBuffersMisuse, AnOversizedRequestFailsOnEveryRank) {
+TEST_P(SharedBuffersAgreement, AnOversizedRequestFailsOnEveryRank) {
   spawn(2, [](Communicator& world) {
     try {
       world.alloc_shared(world.rank() == 1 ? std::size_t{1} << 50 : 4096);
@@ -210,8 +220,11 @@ TEST(SharedBuffersMisuse, AnOversizedRequestFailsOnEveryRank) {
     void* p = world.alloc_shared(4096);
     std::memset(p, 1, 4096);
     world.free_shared(p);
-  });
+  }, options());
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, SharedBuffersAgreement, ::testing::Values("shm", "tcp"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // A rank killed inside a direct all_reduce, or instead of joining an
 // alloc_shared: the others get PeerLost naming it, fast, and no segment
