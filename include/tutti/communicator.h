@@ -177,9 +177,14 @@ class Communicator {
 struct InitOptions {
   int rank = -1;        // -1: from the environment
   int world_size = -1;  // -1: from the environment
-  std::string master_addr;  // "": MASTER_ADDR
+  // Where rank 0 serves the store; "": MASTER_ADDR. With `store` set, only
+  // a hint of the route peers use (the host the caller's store is on).
+  std::string master_addr;
   int master_port = -1;     // -1: MASTER_PORT
   // Rendezvous through this store instead of a TCP store at master_addr.
+  // With store, rank and world_size all set, the launcher variables of the
+  // environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
+  // OMPI_*, PMI_*, SLURM_*) are not read at all.
   std::shared_ptr<Store> store;
   // Deadline of init and default of every operation; 0: TUTTI_TIMEOUT.
   std::chrono::milliseconds timeout{0};

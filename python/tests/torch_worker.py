@@ -443,7 +443,7 @@ def errors():
     g = dist.new_group(list(range(n)), timeout=datetime.timedelta(seconds=5))
     if rank == 0 and n > 1:
         t0 = time.monotonic()
-        expect(tutti.Timeout, ["all_reduce", "timed out waiting for rank"], lambda: dist.all_reduce(torch.ones(8), group=g))
+        expect(tutti.Timeout, ["all_reduce", "Timed out waiting for rank"], lambda: dist.all_reduce(torch.ones(8), group=g))
         assert time.monotonic() - t0 < 20
         # later operations on that group fail at once; the Work carries the error
         w = dist.all_reduce(torch.ones(8), group=g, async_op=True)

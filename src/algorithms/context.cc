@@ -59,7 +59,7 @@ Pending OpContext::irecv(int peer, std::uint32_t step, void* buf, std::size_t le
 
 void OpContext::wait(const Pending& p) {
   if (!p.req->wait_until(deadline)) {
-    fail(ErrorKind::Timeout, where() + "timed out waiting to " + (p.is_recv ? "receive " : "send ") +
+    fail(ErrorKind::Timeout, where() + "Timed out waiting to " + (p.is_recv ? "receive " : "send ") +
                                  std::to_string(p.bytes) + " bytes " + (p.is_recv ? "from" : "to") + " rank " +
                                  std::to_string(p.peer) + " (step " + std::to_string(p.step) +
                                  "); that rank did not take part in time");

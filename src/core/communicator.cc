@@ -141,7 +141,7 @@ Work Communicator::isend(const void* buf, std::size_t count, DataType dtype, int
   std::weak_ptr<Impl> weak = impl_;
   std::string what = req->context;
   req->on_deadline = [weak, what] {
-    if (auto self = weak.lock()) self->abort(ErrorKind::Timeout, what + "did not complete in time");
+    if (auto self = weak.lock()) self->abort(ErrorKind::Timeout, what + "Timed out: the send did not complete in time");
   };
   req->on_error = [weak, what, r = req.get()] {
     if (auto self = weak.lock())
@@ -174,7 +174,7 @@ Work Communicator::irecv(void* buf, std::size_t count, DataType dtype, int src, 
   std::weak_ptr<Impl> weak = impl_;
   std::string what = req->context;
   req->on_deadline = [weak, what] {
-    if (auto self = weak.lock()) self->abort(ErrorKind::Timeout, what + "no message arrived in time");
+    if (auto self = weak.lock()) self->abort(ErrorKind::Timeout, what + "Timed out: no message arrived in time");
   };
   req->on_error = [weak, what, r = req.get()] {
     if (auto self = weak.lock())

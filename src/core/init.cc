@@ -83,10 +83,17 @@ Communicator init(const InitOptions& options) {
   // message (refused later, rank 0's failure took the store away while the
   // others still used it, and they reported the lost store instead).
   if (!job->config.socket_ifname.empty()) socket_ifname_address(job->config, false);
-  // The launcher's variables (torchrun, Open MPI, hydra, Slurm): see launch_env.h.
-  LaunchEnv launch = parse_launch_env(current_environment());
+  // The launcher's variables (torchrun, Open MPI, hydra, Slurm): see
+  // launch_env.h. What the caller passed wins, and a caller that passes its
+  // own store, rank and size (torch's process groups, whose rank is the
+  // group's) has said all they could say: they are not read at all, so that
+  // a stale or partial export (WORLD_SIZE alone, an outer launcher's RANK,
+  // a MASTER_ADDR of another job) can neither fail nor redirect it.
+  const bool caller_placed = options.store && options.rank >= 0 && options.world_size >= 0;
+  LaunchEnv launch = caller_placed ? LaunchEnv{} : parse_launch_env(current_environment());
   int rank = options.rank, size = options.world_size;
   if (rank < 0 || size < 0) {
+    if (!launch.rank_error.empty()) throw Error(ErrorKind::InvalidArgument, launch.rank_error);
     if (!launch.conflict.empty()) throw Error(ErrorKind::InvalidArgument, launch.conflict);
     if (rank < 0) rank = launch.rank;
     if (size < 0) size = launch.size;
@@ -135,9 +142,14 @@ Communicator init(const InitOptions& options) {
       job->job_id = std::stoull(job->store->get_string("tutti/job_id"));
       link_key = job->store->get_string("tutti/link_key");
     }
-    // With a store of the caller's, the route to MASTER_ADDR (when set)
-    // tells which local address peers can reach.
-    if (host.empty() && env("MASTER_ADDR")) {
+    // With a store of the caller's, the route to the store's host tells
+    // which local address peers can reach: options.master_addr (the caller
+    // knows where its store is), else MASTER_ADDR when the environment is
+    // read. Only a hint: an address that does not resolve is passed over.
+    if (host.empty() && options.store && !options.master_addr.empty()) {
+      host = options.master_addr;
+      port = options.master_port;
+    } else if (host.empty() && !caller_placed && env("MASTER_ADDR")) {
       host = env("MASTER_ADDR");
       if (const char* p = env("MASTER_PORT")) port = parse_int("MASTER_PORT", p);
     }

@@ -195,10 +195,16 @@ LaunchEnv parse_launch_env(const EnvMap& env) {
       m += " is not set but ";
       m += r ? s.rank_var : s.size_var;
       m += " is; set both (or neither)";
-      throw invalid(m);
+      if (out.rank_error.empty()) out.rank_error = m;
+      continue;
     }
-    found.push_back({&s, parse_int(s.rank_var, *r), parse_int(s.size_var, *n)});
+    try {
+      found.push_back({&s, parse_int(s.rank_var, *r), parse_int(s.size_var, *n)});
+    } catch (const Error& e) {
+      if (out.rank_error.empty()) out.rank_error = e.message();
+    }
   }
+  if (!out.rank_error.empty()) found.clear();  // nothing about the ranks is trusted
   if (found.empty()) {
     // Nothing says which rank this is: a job of one, unless told otherwise.
     if (const std::string* v = get(env, "LOCAL_RANK")) out.local_rank = parse_int("LOCAL_RANK", *v);

@@ -26,8 +26,11 @@ struct LaunchEnv {
   std::string launcher;
   int rank = -1, size = -1;
   int local_rank = -1, local_size = -1;  // -1: not known from the environment
-  // Rank variables that disagree: the message of the InvalidArgument init
-  // throws unless the caller passed rank and size itself. Empty when fine.
+  // A malformed rank variable (a non-number, one of a pair without the
+  // other), or rank variables that disagree: the message of the
+  // InvalidArgument init throws when it needs the rank or size from the
+  // environment, never when the caller passed both. Empty when fine.
+  std::string rank_error;
   std::string conflict;
 
   // Where the ranks meet.
@@ -51,8 +54,9 @@ struct LaunchEnv {
   std::string job_key;
 };
 
-// Throws InvalidArgument for a malformed value (a non-number, one variable of
-// a pair without the other); reports disagreements in `conflict`.
+// Reports malformed rank variables in `rank_error` and disagreements in
+// `conflict`; throws InvalidArgument for other malformed values (MASTER_PORT,
+// Slurm's, TUTTI_PMIX), which only the rendezvous through the environment reads.
 LaunchEnv parse_launch_env(const EnvMap& env);
 
 // Expands a Slurm host list ("n[01-04,07],login1", "a[1-2]b[3-4]") in order.

@@ -151,8 +151,16 @@ PeerAddress choose_peer_address(const Config& config, const std::string& store_h
   p.advertise = config.advertise_addr;
   if (p.advertise.empty()) p.advertise = picked;
   if (p.advertise.empty() && !store_host.empty()) {
-    p.advertise = route_source_address(store_host, store_port);
-    if (is_loopback_host(p.advertise) && !is_loopback_host(store_host)) {
+    try {
+      p.advertise = route_source_address(store_host, store_port);
+    } catch (const Error& e) {
+      // Only a hint (a caller's store may not be where MASTER_ADDR says):
+      // choose as if there were none.
+      TUTTI_LOG(Info, "cannot route to the store's host " << store_host << " (" << e.message()
+                                                          << "); choosing the address to advertise without it");
+      p.advertise.clear();
+    }
+    if (!p.advertise.empty() && is_loopback_host(p.advertise) && !is_loopback_host(store_host)) {
       // The store's name resolves to loopback here only: peers on other
       // hosts cannot reach a loopback address, so skip it when another
       // interface is up.

@@ -225,7 +225,7 @@ void write_full(int fd, const void* buf, std::size_t len, TimePoint deadline, co
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       pollfd pf{fd, POLLOUT, 0};
       int ms = remaining_ms(deadline);
-      if (ms == 0 || ::poll(&pf, 1, ms) == 0) throw Error(ErrorKind::Timeout, "timed out writing to " + what);
+      if (ms == 0 || ::poll(&pf, 1, ms) == 0) throw Error(ErrorKind::Timeout, "Timed out writing to " + what);
       continue;
     }
     throw_errno(ErrorKind::PeerLost, "connection to " + what + " failed while writing", errno);
@@ -246,7 +246,7 @@ void read_full(int fd, void* buf, std::size_t len, TimePoint deadline, const std
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       pollfd pf{fd, POLLIN, 0};
       int ms = remaining_ms(deadline);
-      if (ms == 0 || ::poll(&pf, 1, ms) == 0) throw Error(ErrorKind::Timeout, "timed out reading from " + what);
+      if (ms == 0 || ::poll(&pf, 1, ms) == 0) throw Error(ErrorKind::Timeout, "Timed out reading from " + what);
       continue;
     }
     throw_errno(ErrorKind::PeerLost, "connection to " + what + " failed while reading", errno);

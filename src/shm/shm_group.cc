@@ -377,7 +377,7 @@ void ShmGroup::fail_wait(int peer, std::uint64_t value, WaitFailure why) {
   if (why == WaitFailure::Dead)
     throw Error(ErrorKind::PeerLost, prefix + "rank " + std::to_string(peer) + " (pid " +
                                          std::to_string(ctrl(peer)->pid) + ") exited during a shared-memory step");
-  throw Error(ErrorKind::Timeout, prefix + "timed out waiting for rank " + std::to_string(peer) +
+  throw Error(ErrorKind::Timeout, prefix + "Timed out waiting for rank " + std::to_string(peer) +
                                       " in a shared-memory step (round " + std::to_string(value / 2) +
                                       "); that rank did not take part in time");
 }

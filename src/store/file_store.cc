@@ -64,7 +64,7 @@ class FileStore final : public Store {
       return true;
     });
     if (found) return out;
-    throw Error(ErrorKind::Timeout, "store get timed out after " + std::to_string(timeout.count()) +
+    throw Error(ErrorKind::Timeout, "store get: Timed out after " + std::to_string(timeout.count()) +
                                         " ms waiting for key " + detail::quote_key(key) + " (file store '" + path_ +
                                         "')");
   }
@@ -97,7 +97,7 @@ class FileStore final : public Store {
       return missing.empty();
     });
     if (!missing.empty())
-      throw Error(ErrorKind::Timeout, "store wait timed out after " + std::to_string(timeout.count()) +
+      throw Error(ErrorKind::Timeout, "store wait: Timed out after " + std::to_string(timeout.count()) +
                                           " ms; missing keys: " + detail::quote_keys(missing) + " (file store '" +
                                           path_ + "')");
   }

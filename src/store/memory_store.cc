@@ -32,7 +32,7 @@ class MemoryStore final : public Store {
     const std::chrono::milliseconds timeout = this->timeout();
     auto deadline = detail::store_deadline(Clock::now(), timeout.count());
     if (!cv_.wait_until(lock, deadline, [&] { return kv_.count(key) > 0; }))
-      throw Error(ErrorKind::Timeout, "store get timed out after " + std::to_string(timeout.count()) +
+      throw Error(ErrorKind::Timeout, "store get: Timed out after " + std::to_string(timeout.count()) +
                                           " ms waiting for key " + detail::quote_key(key) + " (memory store)");
     return kv_.at(key);
   }
@@ -67,7 +67,7 @@ class MemoryStore final : public Store {
       return true;
     };
     if (!cv_.wait_until(lock, deadline, all_present))
-      throw Error(ErrorKind::Timeout, "store wait timed out after " + std::to_string(timeout.count()) +
+      throw Error(ErrorKind::Timeout, "store wait: Timed out after " + std::to_string(timeout.count()) +
                                           " ms; missing keys: " +
                                           detail::quote_keys(detail::missing_keys(kv_, keys)) + " (memory store)");
   }

@@ -64,7 +64,7 @@ class TcpStoreClient final : public Store {
     req.arg = timeout().count();
     StoreFrame rep = call(req, "store get of key " + detail::quote_key(key), req.arg);
     if (rep.code == static_cast<std::uint8_t>(StoreStatus::Timeout))
-      throw Error(ErrorKind::Timeout, "store get timed out after " + std::to_string(req.arg) +
+      throw Error(ErrorKind::Timeout, "store get: Timed out after " + std::to_string(req.arg) +
                                           " ms waiting for key " + detail::quote_key(key) + " (" + name_ + ")");
     expect_ok(rep, 1, "get");
     return std::move(rep.values[0]);
@@ -91,7 +91,7 @@ class TcpStoreClient final : public Store {
     req.arg = timeout.count() < 0 ? 0 : timeout.count();
     StoreFrame rep = call(req, "store wait for keys " + detail::quote_keys(keys), req.arg);
     if (rep.code == static_cast<std::uint8_t>(StoreStatus::Timeout))
-      throw Error(ErrorKind::Timeout, "store wait timed out after " + std::to_string(req.arg) +
+      throw Error(ErrorKind::Timeout, "store wait: Timed out after " + std::to_string(req.arg) +
                                           " ms; missing keys: " + detail::quote_keys(rep.keys) + " (" + name_ + ")");
     expect_ok(rep, 0, "wait");
   }

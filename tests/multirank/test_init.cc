@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
@@ -156,6 +157,62 @@ TEST(Init, InconsistentSetupIsAnInvalidArgument) {
   EXPECT_EQ(run_env_children(1, [](int) { return Env{{"RANK", "5"}, {"WORLD_SIZE", "2"}}; }), std::vector<int>{4});
   // An unknown algorithm override.
   EXPECT_EQ(run_env_children(1, [](int) { return Env{{"TUTTI_ALGO", "all_reduce:bogus"}}; }), std::vector<int>{4});
+}
+
+// A caller that passes its own store, rank and size (torch's process groups)
+// is not read, failed or redirected by the launcher variables of the
+// environment: WORLD_SIZE without RANK, the RANK and WORLD_SIZE of another
+// level, launchers that disagree, a malformed MASTER_PORT and a MASTER_ADDR
+// that resolves nowhere. Each case runs 3 forked ranks meeting through a
+// file store; the group's rank order is the reverse of the processes'.
+TEST(Init, CallerPlacedRanksIgnoreTheLauncherEnvironment) {
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  const std::vector<Env> cases = {
+      {{"WORLD_SIZE", "2"}},
+      {{"RANK", "7"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "5"}, {"LOCAL_WORLD_SIZE", "6"}},
+      {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}},
+      {{"MASTER_ADDR", "nowhere.invalid"}, {"MASTER_PORT", "not-a-port"}, {"SLURM_PROCID", "x"}},
+  };
+  const int n = 3;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    char dir[] = "/tmp/tutti-init-env-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    const std::string path = std::string(dir) + "/store";
+    std::vector<pid_t> pids;
+    for (int p = 0; p < n; ++p) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        for (auto& [var, value] : cases[k]) ::setenv(var.c_str(), value.c_str(), 1);
+        int code = 0;
+        try {
+          InitOptions o;
+          o.rank = n - 1 - p;
+          o.world_size = n;
+          o.store = make_file_store(path);
+          o.timeout = std::chrono::seconds(20);
+          Communicator c = init(o);
+          std::int64_t v = 100 + o.rank, want = 100 * n + n * (n - 1) / 2;
+          c.all_reduce(&v, &v, 1, DataType::Int64, ReduceOp::SUM);
+          if (c.rank() != o.rank || c.size() != n || v != want) code = 3;
+          if (c.local_rank() != o.rank || c.local_size() != n) code = 8;  // not LOCAL_RANK's
+          c.barrier();
+        } catch (const Error& e) {
+          std::fprintf(stderr, "case %zu, process %d: %s\n", k, p, e.what());
+          code = 5;
+        }
+        _exit(code);
+      }
+      pids.push_back(pid);
+    }
+    std::vector<int> codes;
+    for (pid_t pid : pids) {
+      int st = 0;
+      waitpid(pid, &st, 0);
+      codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    }
+    EXPECT_EQ(codes, std::vector<int>(n, 0)) << "case " << k;
+    std::filesystem::remove_all(dir);
+  }
 }
 
 // Settings that decide algorithms and message sizes must be the same on

@@ -1,10 +1,15 @@
 #include "process_group.h"
 
+#include "sparse_all_reduce.h"
+
 #include <Python.h>
 
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
+#include <ATen/record_function.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -195,7 +200,8 @@ struct TimeoutScope {
   }
 };
 
-constexpr int kMonitoredBarrierTag = 0x7ffffff0;
+// monitoredBarrier's tags: this | a counter of 24 bits.
+constexpr int kMonitoredBarrierTag = 0x7f000000;
 
 // Lengths and offsets (elements) of all_to_all blocks along dimension 0.
 void split_lengths(const at::Tensor& t, const std::vector<int64_t>& splits, int n, const char* what,
@@ -291,11 +297,35 @@ std::int64_t C10dStore::num_keys() {
 
 // ---- Work ------------------------------------------------------------------------
 
-WorkTutti::WorkTutti(int rank, OpType type, std::vector<tutti::Work> works, std::vector<at::Tensor> outputs,
-                     std::vector<at::Tensor> keep, std::function<void()> after,
+const char* profiling_title(OpType type) {
+  // No profiler listening: no title, and c10d::Work records nothing.
+  if (!at::hasCallbacks()) return nullptr;
+  switch (type) {
+    case OpType::BROADCAST: return "tutti:broadcast";
+    case OpType::ALLREDUCE:
+    case OpType::ALLREDUCE_COALESCED: return "tutti:all_reduce";
+    case OpType::REDUCE: return "tutti:reduce";
+    case OpType::ALLGATHER:
+    case OpType::ALLGATHER_COALESCED: return "tutti:all_gather";
+    case OpType::_ALLGATHER_BASE: return "tutti:_allgather_base";
+    case OpType::GATHER: return "tutti:gather";
+    case OpType::SCATTER: return "tutti:scatter";
+    case OpType::REDUCE_SCATTER: return "tutti:reduce_scatter";
+    case OpType::_REDUCE_SCATTER_BASE: return "tutti:_reduce_scatter_base";
+    case OpType::ALLTOALL_BASE:
+    case OpType::ALLTOALL: return "tutti:all_to_all";
+    case OpType::SEND: return "tutti:send";
+    case OpType::RECV: return "tutti:recv";
+    case OpType::RECVANYSOURCE: return "tutti:recvAnySource";
+    case OpType::BARRIER: return "tutti:barrier";
+    default: return "tutti:unknown";
+  }
+}
+
+WorkTutti::WorkTutti(int rank, OpType type, const char* title, const std::vector<at::Tensor>& inputs,
+                     std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep, std::function<void()> after,
                      std::optional<Clock::time_point> deadline)
-    : c10d::Work(rank, type),
-      works_(std::move(works)),
+    : c10d::Work(rank, type, title, title ? c10::optional<std::vector<at::Tensor>>(inputs) : c10::nullopt),
       outputs_(std::move(outputs)),
       keep_(std::move(keep)),
       after_(std::move(after)),
@@ -497,11 +527,21 @@ ProcessGroupTutti::ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& stor
                                      std::chrono::milliseconds timeout)
     : c10d::ProcessGroup(rank, size), timeout_(timeout) {
   inline_bytes_ = parse_bytes("TUTTI_TORCH_INLINE_BYTES", std::getenv("TUTTI_TORCH_INLINE_BYTES"), 256 << 10);
+  // torch says everything: the store, this rank in the group and the
+  // group's size. Nothing in the environment is read for them (RANK or
+  // WORLD_SIZE of another level, a sub-group's rank). Where the store is a
+  // TCPStore, its host is the route hint for the address peers connect to.
   tutti::InitOptions o;
   o.rank = rank;
   o.world_size = size;
   o.store = std::make_shared<C10dStore>(store);
   o.timeout = timeout;
+  c10d::Store* s = store.get();
+  while (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(s)) s = prefixed->getUnderlyingStore().get();
+  if (auto* tcp = dynamic_cast<c10d::TCPStore*>(s)) {
+    o.master_addr = tcp->getHost();
+    o.master_port = tcp->getPort();
+  }
   comm_ = tutti::init(o);
   init();
 }
@@ -517,27 +557,32 @@ ProcessGroupTutti::~ProcessGroupTutti() {
   if (saved) PyEval_RestoreThread(saved);
 }
 
-c10::intrusive_ptr<WorkTutti> ProcessGroupTutti::make_work(OpType type, std::vector<tutti::Work> works,
+c10::intrusive_ptr<WorkTutti> ProcessGroupTutti::make_work(OpType type, const std::vector<at::Tensor>& inputs,
                                                            std::vector<at::Tensor> outputs,
                                                            std::vector<at::Tensor> keep, std::function<void()> after,
                                                            std::chrono::milliseconds timeout) {
   std::optional<Clock::time_point> deadline;
   if (timeout.count() > 0) deadline = Clock::now() + timeout;
-  auto w = c10::make_intrusive<WorkTutti>(rank_, type, std::move(works), std::move(outputs), std::move(keep),
-                                          std::move(after), deadline);
+  auto w = c10::make_intrusive<WorkTutti>(rank_, type, profiling_title(type), inputs, std::move(outputs),
+                                          std::move(keep), std::move(after), deadline);
   w->on_abort = [c = comm_](const std::string& why) mutable { c.abort(why); };
   w->watcher = watcher_;
   return w;
 }
 
 template <class Blocking, class Async>
-c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(OpType type, std::size_t bytes, std::chrono::milliseconds timeout,
+c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(OpType type, const std::vector<at::Tensor>& inputs,
+                                                      std::size_t bytes, std::chrono::milliseconds timeout,
                                                       Blocking&& blocking, Async&& async,
                                                       std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
                                                       std::function<void()> after) {
   seq_.fetch_add(1, std::memory_order_relaxed);
+  // The Work exists before the operation starts: its profiler event (begun
+  // by c10d::Work) spans the operation, and ends when the Work finishes.
   if constexpr (!std::is_same_v<std::decay_t<Blocking>, std::nullptr_t>) {
     if (bytes <= inline_bytes_) {
+      // Runs here; finished when it returns, so nothing is kept alive.
+      auto w = make_work(type, inputs, std::move(outputs), {}, std::move(after), std::chrono::milliseconds(0));
       std::exception_ptr err;
       {
         std::lock_guard<std::mutex> g(post_mu_);
@@ -549,8 +594,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(OpType type, std::size_t b
           err = std::current_exception();
         }
       }
-      // Finished: nothing to keep alive.
-      auto w = make_work(type, {}, std::move(outputs), {}, std::move(after), std::chrono::milliseconds(0));
       if (err) {
         w->fail(err);
       } else {
@@ -559,12 +602,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(OpType type, std::size_t b
       return w;
     }
   }
-  std::vector<tutti::Work> works;
+  auto w = make_work(type, inputs, std::move(outputs), std::move(keep), std::move(after), timeout);
   {
     std::lock_guard<std::mutex> g(post_mu_);
-    works = async();
+    w->works_ = async();
   }
-  return make_work(type, std::move(works), std::move(outputs), std::move(keep), std::move(after), timeout);
+  return w;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::broadcast(std::vector<at::Tensor>& tensors,
@@ -579,7 +622,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::broadcast(std::vector<at::Tens
   void* p = b.data_ptr();
   const std::size_t n = count_of(b);
   return run(
-      OpType::BROADCAST, bytes_of(b), opts.timeout, [&] { comm_.broadcast(p, n, dt, root); },
+      OpType::BROADCAST, {t}, bytes_of(b), opts.timeout, [&] { comm_.broadcast(p, n, dt, root); },
       [&] { return std::vector<tutti::Work>{comm_.ibroadcast(p, n, dt, root)}; }, {t}, std::move(st.keep),
       st.after());
 }
@@ -587,6 +630,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::broadcast(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   const char* op = "allreduce";
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse()) return sparse_allreduce(tensors[0], opts);
   at::Tensor& t = single(tensors, op);
   const DataType dt = dtype_of(t, op);
   const tutti::ReduceOp rop = reduce_op(opts.reduceOp, op);
@@ -596,9 +640,44 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce(std::vector<at::Tens
   void* p = b.data_ptr();
   const std::size_t n = count_of(b);
   return run(
-      OpType::ALLREDUCE, bytes_of(b), opts.timeout, [&] { comm_.all_reduce(p, p, n, dt, rop); },
+      OpType::ALLREDUCE, {t}, bytes_of(b), opts.timeout, [&] { comm_.all_reduce(p, p, n, dt, rop); },
       [&] { return std::vector<tutti::Work>{comm_.iall_reduce(p, p, n, dt, rop)}; }, {t}, std::move(st.keep),
       st.after());
+}
+
+// Sparse COO tensors: SUM and AVG (a sum of the ranks' entries; the other
+// reductions would need the zeros a sparse tensor leaves out). Runs in the
+// calling thread whatever its size, and returns a finished Work.
+c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::sparse_allreduce(at::Tensor& t, const c10d::AllreduceOptions& opts) {
+  const char* op = "allreduce";
+  if (t.device().type() != c10::DeviceType::CPU)
+    invalid(op, "tutti moves CPU tensors; a tensor is on " + t.device().str());
+  const DataType dt = dtype_of(t, op);
+  const tutti::ReduceOp rop = reduce_op(opts.reduceOp, op);
+  if (rop.kind != tutti::ReduceOpKind::Sum && rop.kind != tutti::ReduceOpKind::Avg)
+    invalid(op, "sparse tensors are reduced with SUM or AVG only (the other reductions would need the zeros a "
+                "sparse tensor leaves out)");
+  if (dt == DataType::Bool) invalid(op, "sparse tensors of dtype Bool cannot be summed");
+  auto w = make_work(OpType::ALLREDUCE, {t}, {t}, {}, nullptr, std::chrono::milliseconds(0));
+  seq_.fetch_add(1, std::memory_order_relaxed);
+  std::exception_ptr err;
+  {
+    std::lock_guard<std::mutex> g(post_mu_);
+    TimeoutScope ts(comm_, opts.timeout);
+    try {
+      at::Tensor sum = sparse_all_reduce(comm_, t, dt, rop.kind == tutti::ReduceOpKind::Avg);
+      t.copy_(sum);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::InvalidArgument) throw;
+      err = std::current_exception();
+    }
+  }
+  if (err) {
+    w->fail(err);
+  } else {
+    w->poll();
+  }
+  return w;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -637,7 +716,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce_coalesced(std::vecto
     bytes += bytes_of(flat);
   }
   return run(
-      OpType::ALLREDUCE_COALESCED, bytes, opts.timeout,
+      OpType::ALLREDUCE_COALESCED, tensors, bytes, opts.timeout,
       [&] {
         for (auto& x : parts) comm_.all_reduce(x.p, x.p, x.n, x.dt, rop);
       },
@@ -664,7 +743,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::reduce(std::vector<at::Tensor>
   void* r = root == rank_ ? p : nullptr;
   const std::size_t n = count_of(b);
   return run(
-      OpType::REDUCE, bytes_of(b), opts.timeout, [&] { comm_.reduce(p, r, n, dt, rop, root); },
+      OpType::REDUCE, {t}, bytes_of(b), opts.timeout, [&] { comm_.reduce(p, r, n, dt, rop, root); },
       [&] { return std::vector<tutti::Work>{comm_.ireduce(p, r, n, dt, rop, root)}; }, {t}, std::move(st.keep),
       st.after());
 }
@@ -693,7 +772,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather(std::vector<std::vec
   const void* sp = s.data_ptr();
   const std::size_t n = count_of(s);
   return run(
-      OpType::ALLGATHER, bytes_of(s) * size_, opts.timeout,
+      OpType::ALLGATHER, {in}, bytes_of(s) * size_, opts.timeout,
       [&] { comm_.all_gather(sp, std::span<void* const>(ptrs), n, dt); },
       [&] { return std::vector<tutti::Work>{comm_.iall_gather(sp, std::span<void* const>(ptrs), n, dt)}; }, outs,
       std::move(st.keep), st.after());
@@ -714,7 +793,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::_allgather_base(at::Tensor& ou
   void* rp = r.data_ptr();
   const std::size_t n = count_of(s);
   return run(
-      OpType::_ALLGATHER_BASE, bytes_of(r), opts.timeout, [&] { comm_.all_gather(sp, rp, n, dt); },
+      OpType::_ALLGATHER_BASE, {input}, bytes_of(r), opts.timeout, [&] { comm_.all_gather(sp, rp, n, dt); },
       [&] { return std::vector<tutti::Work>{comm_.iall_gather(sp, rp, n, dt)}; }, {output}, std::move(st.keep),
       st.after());
 }
@@ -774,7 +853,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather_coalesced(std::vecto
     bytes += bytes_of(out);
   }
   return run(
-      OpType::ALLGATHER_COALESCED, bytes, opts.timeout,
+      OpType::ALLGATHER_COALESCED, inputs, bytes, opts.timeout,
       [&] {
         for (auto& x : parts) comm_.all_gather(x.s, x.r, x.n, x.dt);
       },
@@ -819,7 +898,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::gather(std::vector<std::vector
   const void* sp = s.data_ptr();
   const std::size_t n = count_of(s);
   return run(
-      OpType::GATHER, bytes_of(s) * (rank_ == root ? size_ : 1), opts.timeout,
+      OpType::GATHER, {in}, bytes_of(s) * (rank_ == root ? size_ : 1), opts.timeout,
       [&] { comm_.gather(sp, std::span<void* const>(ptrs), n, dt, root); },
       [&] { return std::vector<tutti::Work>{comm_.igather(sp, std::span<void* const>(ptrs), n, dt, root)}; },
       std::move(result), std::move(st.keep), st.after());
@@ -855,7 +934,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::scatter(std::vector<at::Tensor
   void* rp = r.data_ptr();
   const std::size_t n = count_of(r);
   return run(
-      OpType::SCATTER, bytes_of(r) * (rank_ == root ? size_ : 1), opts.timeout,
+      OpType::SCATTER, rank_ == root ? inputs[0] : std::vector<at::Tensor>{}, bytes_of(r) * (rank_ == root ? size_ : 1), opts.timeout,
       [&] { comm_.scatter(std::span<const void* const>(ptrs), rp, n, dt, root); },
       [&] { return std::vector<tutti::Work>{comm_.iscatter(std::span<const void* const>(ptrs), rp, n, dt, root)}; },
       {out}, std::move(st.keep), st.after());
@@ -886,7 +965,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::reduce_scatter(std::vector<at:
   void* rp = r.data_ptr();
   const std::size_t n = count_of(r);
   return run(
-      OpType::REDUCE_SCATTER, bytes_of(r) * size_, opts.timeout,
+      OpType::REDUCE_SCATTER, ins, bytes_of(r) * size_, opts.timeout,
       [&] { comm_.reduce_scatter(std::span<const void* const>(ptrs), rp, n, dt, rop); },
       [&] {
         return std::vector<tutti::Work>{comm_.ireduce_scatter(std::span<const void* const>(ptrs), rp, n, dt, rop)};
@@ -911,7 +990,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::_reduce_scatter_base(at::Tenso
   void* rp = r.data_ptr();
   const std::size_t n = count_of(r);
   return run(
-      OpType::_REDUCE_SCATTER_BASE, bytes_of(s), opts.timeout, [&] { comm_.reduce_scatter(sp, rp, n, dt, rop); },
+      OpType::_REDUCE_SCATTER_BASE, {input}, bytes_of(s), opts.timeout, [&] { comm_.reduce_scatter(sp, rp, n, dt, rop); },
       [&] { return std::vector<tutti::Work>{comm_.ireduce_scatter(sp, rp, n, dt, rop)}; }, {output},
       std::move(st.keep), st.after());
 }
@@ -937,7 +1016,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall_base(at::Tensor& outp
     same_numel(count_of(input), output, op, "the output");
     const std::size_t n = count_of(s) / size_;
     return run(
-        OpType::ALLTOALL_BASE, bytes_of(s), opts.timeout, [&] { comm_.all_to_all(sp, rp, n, dt); },
+        OpType::ALLTOALL_BASE, {input}, bytes_of(s), opts.timeout, [&] { comm_.all_to_all(sp, rp, n, dt); },
         [&] { return std::vector<tutti::Work>{comm_.iall_to_all(sp, rp, n, dt)}; }, {output}, std::move(st.keep),
         st.after());
   }
@@ -945,7 +1024,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall_base(at::Tensor& outp
   split_lengths(input, inputSplitSizes, size_, "the input", sc, sd);
   split_lengths(output, outputSplitSizes, size_, "the output", rc, rd);
   return run(
-      OpType::ALLTOALL_BASE, std::max(bytes_of(s), bytes_of(r)), opts.timeout,
+      OpType::ALLTOALL_BASE, {input}, std::max(bytes_of(s), bytes_of(r)), opts.timeout,
       [&] { comm_.all_to_all_v(sp, sc, sd, rp, rc, rd, dt); },
       [&] { return std::vector<tutti::Work>{comm_.iall_to_all_v(sp, sc, sd, rp, rc, rd, dt)}; }, {output},
       std::move(st.keep), st.after());
@@ -985,7 +1064,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall(std::vector<at::Tenso
   const void* sp = s.data_ptr();
   void* rp = r.data_ptr();
   return run(
-      OpType::ALLTOALL, std::max(bytes_of(s), bytes_of(r)), opts.timeout,
+      OpType::ALLTOALL, inputs, std::max(bytes_of(s), bytes_of(r)), opts.timeout,
       [&] { comm_.all_to_all_v(sp, sc, sd, rp, rc, rd, dt); },
       [&] { return std::vector<tutti::Work>{comm_.iall_to_all_v(sp, sc, sd, rp, rc, rd, dt)}; }, outputs,
       std::move(st.keep), st.after());
@@ -1000,7 +1079,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::send(std::vector<at::Tensor>& 
   const void* p = b.data_ptr();
   const std::size_t n = count_of(b);
   return run(
-      OpType::SEND, 0, std::chrono::milliseconds(0), nullptr,
+      OpType::SEND, {t}, 0, std::chrono::milliseconds(0), nullptr,
       [&] { return std::vector<tutti::Work>{comm_.isend(p, n, dt, dstRank, tag)}; }, {t}, std::move(st.keep),
       nullptr);
 }
@@ -1015,7 +1094,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recv(std::vector<at::Tensor>& 
   void* p = b.data_ptr();
   const std::size_t n = count_of(b);
   return run(
-      OpType::RECV, 0, std::chrono::milliseconds(0), nullptr,
+      OpType::RECV, {t}, 0, std::chrono::milliseconds(0), nullptr,
       [&] { return std::vector<tutti::Work>{comm_.irecv(p, n, dt, srcRank, tag)}; }, {t}, std::move(st.keep),
       st.after());
 }
@@ -1029,45 +1108,70 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recvAnysource(std::vector<at::
   void* p = b.data_ptr();
   const std::size_t n = count_of(b);
   return run(
-      OpType::RECVANYSOURCE, 0, std::chrono::milliseconds(0), nullptr,
+      OpType::RECVANYSOURCE, {t}, 0, std::chrono::milliseconds(0), nullptr,
       [&] { return std::vector<tutti::Work>{comm_.irecv(p, n, dt, tutti::kAnySource, tag)}; }, {t},
       std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::barrier(const c10d::BarrierOptions& opts) {
   return run(
-      OpType::BARRIER, 0, opts.timeout, [&] { comm_.barrier(); },
+      OpType::BARRIER, {}, 0, opts.timeout, [&] { comm_.barrier(); },
       [&] { return std::vector<tutti::Work>{comm_.ibarrier()}; }, {}, {}, nullptr);
 }
 
-// Rank 0 waits for every other rank to check in (a message with a reserved
-// tag), then answers each; a rank that does not check in within the timeout
-// is named (all such ranks with waitAllRanks).
+// ProcessGroupGloo's protocol and messages (user code and torch's tests
+// match them): every rank but 0 sends rank 0 a token and waits for its
+// answer; rank 0 waits for every token until the timeout, then answers every
+// rank that arrived: passed, or failed with the ranks that did not arrive.
+// Each call has a tag of its own (a counter every member keeps), so that a
+// token that comes after its barrier failed never passes a later one.
 void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
-  const auto timeout = opts.timeout.count() > 0 ? opts.timeout : timeout_;
-  const auto deadline = Clock::now() + timeout;
-  auto left = [&] {
-    auto l = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    return l.count() > 0 ? l : std::chrono::milliseconds(0);
-  };
+  const auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  const auto ms = std::to_string(timeout.count());
+  const auto start = Clock::now();
   seq_.fetch_add(1, std::memory_order_relaxed);
+  const int tag = kMonitoredBarrierTag | static_cast<int>(monitored_barriers_++ & 0xffffff);
   if (size_ == 1) return;
+  auto join = [](const std::vector<int>& v) {
+    std::string out;
+    for (int r : v) out += (out.empty() ? "" : ", ") + std::to_string(r);
+    return out.empty() ? std::string("none") : out;
+  };
+  // Answer: [passed (1) or failed (0), then 1 for each rank that did not arrive].
+  at::Tensor answer = at::zeros({size_}, at::kByte);
   if (rank_ != 0) {
-    at::Tensor token = at::ones({1}, at::kByte), ack = at::zeros({1}, at::kByte);
+    at::Tensor token = at::ones({1}, at::kByte);
     tutti::Work s, r;
     {
       std::lock_guard<std::mutex> g(post_mu_);
-      s = comm_.isend(token.data_ptr(), 1, DataType::UInt8, 0, kMonitoredBarrierTag);
-      r = comm_.irecv(ack.data_ptr(), 1, DataType::UInt8, 0, kMonitoredBarrierTag);
+      s = comm_.isend(token.data_ptr(), 1, DataType::UInt8, 0, tag);
+      r = comm_.irecv(answer.data_ptr(), static_cast<std::size_t>(size_), DataType::UInt8, 0, tag);
     }
-    const bool sent = s.wait(left());
-    const bool answered = sent && r.wait(left());
-    if (!answered) {
+    // Rank 0 answers once every rank arrived or its timeout passed: wait
+    // for that and the group's own timeout, whichever is longer.
+    const auto until = start + std::max(timeout_, timeout) + std::chrono::seconds(1);
+    std::string why;
+    try {
+      auto left = [&] { return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now())); };
+      if (!s.wait(left()) || !r.wait(left())) {
+        why = "Timed out after " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()) +
+              " ms waiting for rank 0's answer";
+      } else if (answer[0].item<std::uint8_t>() != 1) {
+        std::vector<int> missing;
+        for (int i = 1; i < size_; ++i)
+          if (answer[i].item<std::uint8_t>()) missing.push_back(i);
+        why = "rank 0 reports that rank(s) " + join(missing) + " failed to pass monitoredBarrier in " + ms + " ms";
+      }
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!why.empty()) {
       std::lock_guard<std::mutex> g(post_mu_);
-      if (!sent) stale_.emplace_back(s, token);
-      stale_.emplace_back(r, ack);
-      throw Error(ErrorKind::Timeout, "rank " + std::to_string(rank_) + ": monitoredBarrier: rank 0 did not answer within " +
-                                          std::to_string(timeout.count()) + " ms");
+      if (!s.test()) stale_.emplace_back(s, token);
+      if (!r.test()) stale_.emplace_back(r, answer);
+      throw Error(ErrorKind::Timeout, "Rank " + std::to_string(rank_) +
+                                          " successfully reached monitoredBarrier, but received errors while waiting "
+                                          "for send/recv from rank 0: " + why + ". Please check rank 0 logs for faulty rank.");
     }
     return;
   }
@@ -1077,36 +1181,53 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
     std::lock_guard<std::mutex> g(post_mu_);
     for (int r = 1; r < size_; ++r) {
       tokens.push_back(at::zeros({1}, at::kByte));
-      recvs.push_back(comm_.irecv(tokens.back().data_ptr(), 1, DataType::UInt8, r, kMonitoredBarrierTag));
+      recvs.push_back(comm_.irecv(tokens.back().data_ptr(), 1, DataType::UInt8, r, tag));
     }
   }
-  std::vector<int> missing;
+  // Every token until the deadline (a timeout of 0 still takes those that
+  // are here); a failed receive (a lost rank, an aborted group) ends the
+  // wait for that rank, and its error is reported.
+  std::vector<int> arrived, missing;
+  std::string cause;
+  const auto deadline = start + timeout;
   for (int r = 1; r < size_; ++r) {
-    if (!recvs[r - 1].wait(missing.empty() ? left() : std::chrono::milliseconds(0))) {
-      missing.push_back(r);
-      if (!waitAllRanks) break;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    try {
+      if (recvs[r - 1].wait(std::max(left, std::chrono::milliseconds(0)))) {
+        arrived.push_back(r);
+        continue;
+      }
+    } catch (const std::exception& e) {
+      if (cause.empty()) cause = e.what();
     }
+    missing.push_back(r);
   }
-  if (!missing.empty()) {
-    {
-      std::lock_guard<std::mutex> g(post_mu_);
-      for (int r = 1; r < size_; ++r)
-        if (!recvs[r - 1].test()) stale_.emplace_back(recvs[r - 1], tokens[r - 1]);
-    }
-    std::string names;
-    for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
-    throw Error(ErrorKind::Timeout, std::string(missing.size() == 1 ? "Rank " : "Ranks ") + names +
-                                        " failed to pass monitoredBarrier in " + std::to_string(timeout.count()) +
-                                        " ms");
-  }
-  at::Tensor ack = at::ones({1}, at::kByte);
   std::vector<tutti::Work> sends;
   {
     std::lock_guard<std::mutex> g(post_mu_);
-    for (int r = 1; r < size_; ++r)
-      sends.push_back(comm_.isend(ack.data_ptr(), 1, DataType::UInt8, r, kMonitoredBarrierTag));
+    answer[0] = missing.empty() ? 1 : 0;
+    for (int r : missing) answer[r] = 1;
+    if (cause.empty())  // a failed group cannot carry answers
+      for (int r : arrived)
+        sends.push_back(comm_.isend(answer.data_ptr(), static_cast<std::size_t>(size_), DataType::UInt8, r, tag));
+    for (int r : missing) stale_.emplace_back(recvs[r - 1], tokens[r - 1]);
   }
-  for (auto& s : sends) s.wait();
+  for (auto& w : sends) {
+    try {
+      w.wait();
+    } catch (const std::exception& e) {
+      if (cause.empty()) cause = e.what();
+    }
+  }
+  if (missing.empty() && cause.empty()) return;
+  if (missing.empty())
+    throw Error(ErrorKind::PeerLost, "[Rank 0]: every rank arrived at monitoredBarrier, but answering them failed: " + cause);
+  std::string m = "[Rank 0]: ";
+  m += waitAllRanks ? "Ranks " + join(missing) : "Rank " + std::to_string(missing.front());
+  m += " failed to pass monitoredBarrier in " + ms + " ms. Rank 0 timed out in monitoredBarrier after " + ms +
+       " ms: ranks that did not arrive: " + join(missing) + "; successfully processed ranks: " + join(arrived);
+  if (!cause.empty()) m += ". Original exception: " + cause;
+  throw Error(cause.empty() ? ErrorKind::Timeout : ErrorKind::PeerLost, m);
 }
 
 void ProcessGroupTutti::setSequenceNumberForGroup() { seq_.store(0); }

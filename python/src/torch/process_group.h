@@ -38,6 +38,10 @@ namespace tutti_torch {
 class WorkTutti;
 class ProcessGroupTutti;
 
+// The profiler event title of an operation: "tutti:<op>" as ProcessGroupGloo
+// records "gloo:<op>"; nullptr when no profiler listens.
+const char* profiling_title(c10d::OpType type);
+
 // The completion thread of a process group: completes the Works whose future
 // was asked for, as they finish. Started by the first watch().
 class Watcher : public std::enable_shared_from_this<Watcher> {
@@ -77,12 +81,15 @@ class C10dStore : public tutti::Store {
 
 class WorkTutti : public c10d::Work {
  public:
-  // `works`: the tutti operations (none when the operation already ran
-  // inline); `after`: runs once after they all succeeded (copies staged
-  // outputs back); `outputs`: result() and the future's value; `keep`:
-  // tensors that must live until the operation is over.
-  WorkTutti(int rank, c10d::OpType type, std::vector<tutti::Work> works, std::vector<at::Tensor> outputs,
-            std::vector<at::Tensor> keep, std::function<void()> after,
+  // `title` ("tutti:<op>", or nullptr when no profiler listens) and
+  // `inputs`: the profiler event c10d::Work records until the Work
+  // finishes. The tutti operations are attached by the process group right
+  // after (none when the operation runs inline). `after`: runs once after
+  // they all succeeded (copies staged outputs back); `outputs`: result()
+  // and the future's value; `keep`: tensors that must live until the
+  // operation is over.
+  WorkTutti(int rank, c10d::OpType type, const char* title, const std::vector<at::Tensor>& inputs,
+            std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep, std::function<void()> after,
             std::optional<std::chrono::steady_clock::time_point> deadline);
   ~WorkTutti() override;
 
@@ -183,10 +190,12 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
   // outcome in a Work.
   // `blocking` is nullptr for operations that are always asynchronous.
   template <class Blocking, class Async>
-  c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, std::size_t bytes, std::chrono::milliseconds timeout,
-                                     Blocking&& blocking, Async&& async, std::vector<at::Tensor> outputs,
-                                     std::vector<at::Tensor> keep, std::function<void()> after);
-  c10::intrusive_ptr<WorkTutti> make_work(c10d::OpType type, std::vector<tutti::Work> works,
+  c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, const std::vector<at::Tensor>& inputs, std::size_t bytes,
+                                     std::chrono::milliseconds timeout, Blocking&& blocking, Async&& async,
+                                     std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
+                                     std::function<void()> after);
+  c10::intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor& t, const c10d::AllreduceOptions& opts);
+  c10::intrusive_ptr<WorkTutti> make_work(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                           std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
                                           std::function<void()> after, std::chrono::milliseconds timeout);
 
@@ -195,6 +204,7 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
   std::size_t inline_bytes_;
   std::mutex post_mu_;  // one poster at a time
   std::atomic<std::uint64_t> seq_{0};
+  std::uint64_t monitored_barriers_ = 0;  // calls so far: each call's tag
 
   std::shared_ptr<Watcher> watcher_ = std::make_shared<Watcher>();
 

@@ -4,8 +4,15 @@
     import tutti.torch                     # registers the backend "tutti"
     dist.init_process_group("tutti", rank=rank, world_size=size)
 
-Every operation of torch.distributed on CPU tensors; rendezvous through the
-store torch sets up (env://, tcp:// and file:// init methods).
+Every operation of torch.distributed on CPU tensors (sparse COO tensors too,
+for all_reduce); rendezvous through the store torch sets up (env://, tcp://
+and file:// init methods). Operations record torch profiler events titled
+"tutti:<op>", as gloo records "gloo:<op>".
+
+Importing it also lets torch.distributed.monitored_barrier run on tutti
+groups: torch 1.13 refuses every backend but gloo there, before it asks the
+group. (A name bound before the import, `from torch.distributed import
+monitored_barrier`, keeps torch's own function.)
 
 tutti.torch.work_exception(work) returns a finished Work's error as a Python
 exception (torch 1.13's Work.exception() cannot convert its result, whatever
@@ -13,6 +20,7 @@ the backend).
 """
 import torch  # noqa: F401  (loads libtorch and the c10d bindings the extension uses)
 import torch.distributed as _dist
+import torch.distributed.distributed_c10d as _c10d
 
 import tutti as _tutti  # noqa: F401  (tutti.Error and its kinds for errors raised through torch)
 
@@ -27,3 +35,23 @@ def _create(store, rank, size, timeout):
 
 if BACKEND.upper() not in _dist.Backend._plugins:
     _dist.Backend.register_backend(BACKEND, _create)
+
+
+def _make_monitored_barrier(torch_monitored_barrier):
+    def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+        # torch's own checks and defaults, then the group's monitoredBarrier.
+        if not _c10d._rank_not_in_group(group) and _c10d.get_backend(group) == BACKEND:
+            if timeout is None:
+                timeout = _c10d.default_pg_timeout
+            g = _c10d._get_default_group() if group is None else group
+            return g.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+        return torch_monitored_barrier(group, timeout, wait_all_ranks)
+
+    monitored_barrier.__doc__ = torch_monitored_barrier.__doc__
+    monitored_barrier._tutti_wraps = torch_monitored_barrier
+    return monitored_barrier
+
+
+if not hasattr(_c10d.monitored_barrier, "_tutti_wraps"):
+    _c10d.monitored_barrier = _make_monitored_barrier(_c10d.monitored_barrier)
+    _dist.monitored_barrier = _c10d.monitored_barrier
