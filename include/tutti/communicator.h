@@ -146,6 +146,11 @@ class Communicator {
   // Error(Aborted). Safe from any thread.
   void abort(const std::string& reason = "abort() called");
 
+  // The members known to be lost (their process died or left, or the
+  // connection to it broke), in this communicator's numbering, ascending.
+  // Safe from any thread.
+  std::vector<int> failed_ranks() const;
+
   // The flight recorder (TUTTI_TRACE_BUFFER): this communicator's last
   // operations as JSON (sequence number, kind, sizes, peers, state,
   // timestamps), and a dump of every communicator of this process into

@@ -715,6 +715,8 @@ PYBIND11_MODULE(_tutti, m) {
           },
           py::arg("color"), py::arg("key") = 0, "MPI_Comm_split; color < 0: no communicator (None)")
       .def("abort", [](PyComm& s, const std::string& why) { s.c.abort(why); }, py::arg("reason") = "abort() called")
+      .def("failed_ranks", [](const PyComm& s) { return s.c.failed_ranks(); },
+           "the members known to be lost, in this communicator's numbering")
       .def("trace_json", [](const PyComm& s) { return s.c.trace_json(); })
       .def("dump_trace", [](const PyComm& s) { return s.c.dump_trace(); });
 

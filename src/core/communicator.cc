@@ -119,6 +119,20 @@ void Communicator::abort(const std::string& reason) {
   impl_->abort(ErrorKind::Aborted, "rank " + std::to_string(impl_->rank) + ": " + reason);
 }
 
+std::vector<int> Communicator::failed_ranks() const {
+  std::vector<int> out;
+  {
+    std::lock_guard<std::mutex> lock(impl_->job->comms_mu);
+    for (const auto& lost : impl_->job->lost) {
+      auto it = std::find(impl_->world.begin(), impl_->world.end(), lost.first);
+      if (it != impl_->world.end()) out.push_back(static_cast<int>(it - impl_->world.begin()));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::string Communicator::trace_json() const { return impl_->trace_json(); }
 std::string Communicator::dump_trace() const { return detail::dump_traces("dump_trace() called"); }
 
@@ -141,7 +155,7 @@ Work Communicator::isend(const void* buf, std::size_t count, DataType dtype, int
   std::weak_ptr<Impl> weak = impl_;
   std::string what = req->context;
   req->on_deadline = [weak, what] {
-    if (auto self = weak.lock()) self->abort(ErrorKind::Timeout, what + "Timed out: the send did not complete in time");
+    if (auto self = weak.lock()) self->abort(ErrorKind::Timeout, what + "Timed out waiting for the send to complete");
   };
   req->on_error = [weak, what, r = req.get()] {
     if (auto self = weak.lock())
@@ -174,7 +188,7 @@ Work Communicator::irecv(void* buf, std::size_t count, DataType dtype, int src, 
   std::weak_ptr<Impl> weak = impl_;
   std::string what = req->context;
   req->on_deadline = [weak, what] {
-    if (auto self = weak.lock()) self->abort(ErrorKind::Timeout, what + "Timed out: no message arrived in time");
+    if (auto self = weak.lock()) self->abort(ErrorKind::Timeout, what + "Timed out waiting for a message");
   };
   req->on_error = [weak, what, r = req.get()] {
     if (auto self = weak.lock())

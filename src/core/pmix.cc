@@ -257,7 +257,7 @@ class Client {
       const TimePoint now = Clock::now();
       if (now >= deadline_) {
         abandoned_ = true;
-        throw Error(ErrorKind::Timeout, std::string(what) + " failed: no answer from the PMIx server within the init "
+        throw Error(ErrorKind::Timeout, std::string(what) + " failed: Timed out waiting for an answer from the PMIx server within the init "
                                                              "timeout (namespace " + me_.nspace + ", rank " +
                                             std::to_string(me_.rank) + ")");
       }

@@ -225,7 +225,7 @@ Rendezvous open_rendezvous(const LaunchEnv& launch, const Config& config, int ra
         }
         if (Clock::now() >= deadline)
           throw Error(ErrorKind::Timeout,
-                      "rank " + me + " waited in vain for rank 0's rendezvous file " + path +
+                      "rank " + me + ": Timed out waiting for rank 0's rendezvous file " + path +
                           " (the ranks of an mpirun without MASTER_ADDR must share its directory, "
                           "TUTTI_RENDEZVOUS_DIR or /tmp" +
                           (no_pmix.empty() ? std::string(")") : "; PMIx was not used: " + no_pmix + ")"));

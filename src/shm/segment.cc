@@ -71,8 +71,8 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
                                                " (ranks disagree on the group or the TUTTI_SHM_* settings)");
       }
       if (Clock::now() >= deadline)
-        throw Error(ErrorKind::Timeout, "shared memory segment " + name +
-                                            " was not created in time: rank 0 did not take part in this operation");
+        throw Error(ErrorKind::Timeout, "Timed out waiting for rank 0 to create shared memory segment " + name +
+                                            ": rank 0 did not take part in this operation");
       if (abort_flag && abort_flag->load())
         throw Error(ErrorKind::Aborted, "aborted while waiting for rank 0 to create shared memory segment " + name);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -105,7 +105,7 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
   } else {
     while (h->ready.load(std::memory_order_acquire) != 1) {
       if (Clock::now() >= deadline)
-        throw Error(ErrorKind::Timeout, "shared memory segment " + name + " was never initialized by rank 0");
+        throw Error(ErrorKind::Timeout, "Timed out waiting for rank 0 to initialize shared memory segment " + name);
       if (abort_flag && abort_flag->load())
         throw Error(ErrorKind::Aborted, "aborted while waiting for rank 0 to initialize shared memory segment " + name);
       std::this_thread::sleep_for(std::chrono::microseconds(100));

@@ -91,7 +91,7 @@ case $mode in
     start=$SECONDS
     out=$(TUTTI_PMIX=0 TUTTI_TIMEOUT=3 timeout 60 "${launch[@]}" -x TUTTI_PMIX "$tour" 2>&1)
     rc=$?
-    want="waited in vain for rank 0's rendezvous file /dev/shm/tutti-rendezvous-"
+    want="Timed out waiting for rank 0's rendezvous file /dev/shm/tutti-rendezvous-"
     if [ $rc -eq 0 ] || ! grep -qF "$want" <<<"$out"; then
       echo "$out" >&2
       fail "with TUTTI_PMIX=0 and a directory of each host's own, expected a failure naming the file, got exit $rc"

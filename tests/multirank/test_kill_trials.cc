@@ -109,6 +109,7 @@ TEST_P(KillTrials, SurvivorsGetPeerLostNamingTheVictimWithinTwoSeconds) {
             EXPECT_NE(later.message().find("rank " + std::to_string(victim)), std::string::npos) << what_of(later);
           }
           EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(100));
+          EXPECT_EQ(comm.failed_ranks(), std::vector<int>{victim});
           return;
         }
       }

@@ -297,9 +297,10 @@ std::int64_t C10dStore::num_keys() {
 
 // ---- Work ------------------------------------------------------------------------
 
-const char* profiling_title(OpType type) {
-  // No profiler listening: no title, and c10d::Work records nothing.
-  if (!at::hasCallbacks()) return nullptr;
+namespace {
+// "tutti:<op>": the profiler event's title; without the prefix, the
+// operation's name in messages.
+const char* event_title(OpType type) {
   switch (type) {
     case OpType::BROADCAST: return "tutti:broadcast";
     case OpType::ALLREDUCE:
@@ -320,6 +321,12 @@ const char* profiling_title(OpType type) {
     case OpType::BARRIER: return "tutti:barrier";
     default: return "tutti:unknown";
   }
+}
+}  // namespace
+
+const char* profiling_title(OpType type) {
+  // No profiler listening: no title, and c10d::Work records nothing.
+  return at::hasCallbacks() ? event_title(type) : nullptr;
 }
 
 WorkTutti::WorkTutti(int rank, OpType type, const char* title, const std::vector<at::Tensor>& inputs,
@@ -435,8 +442,8 @@ bool WorkTutti::wait(std::chrono::milliseconds timeout) {
     by_op = true;
   }
   if (!wait_until(until))
-    throw Error(ErrorKind::Timeout, "rank " + std::to_string(rank_) + ": " + c10d::opTypeToString(opType_) +
-                                        " did not finish within " +
+    throw Error(ErrorKind::Timeout, "rank " + std::to_string(rank_) + ": Timed out waiting for " + (event_title(opType_) + 6) +
+                                        ", which did not finish within " +
                                         (by_op ? std::string("the operation's timeout")
                                                : "the wait's timeout of " + std::to_string(timeout.count()) + " ms"));
   if (error_) std::rethrow_exception(error_);
@@ -1142,16 +1149,16 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   if (rank_ != 0) {
     at::Tensor token = at::ones({1}, at::kByte);
     tutti::Work s, r;
-    {
-      std::lock_guard<std::mutex> g(post_mu_);
-      s = comm_.isend(token.data_ptr(), 1, DataType::UInt8, 0, tag);
-      r = comm_.irecv(answer.data_ptr(), static_cast<std::size_t>(size_), DataType::UInt8, 0, tag);
-    }
     // Rank 0 answers once every rank arrived or its timeout passed: wait
     // for that and the group's own timeout, whichever is longer.
     const auto until = start + std::max(timeout_, timeout) + std::chrono::seconds(1);
     std::string why;
     try {
+      {
+        std::lock_guard<std::mutex> g(post_mu_);
+        s = comm_.isend(token.data_ptr(), 1, DataType::UInt8, 0, tag);
+        r = comm_.irecv(answer.data_ptr(), static_cast<std::size_t>(size_), DataType::UInt8, 0, tag);
+      }
       auto left = [&] { return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now())); };
       if (!s.wait(left()) || !r.wait(left())) {
         why = "Timed out after " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()) +
@@ -1162,12 +1169,13 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
           if (answer[i].item<std::uint8_t>()) missing.push_back(i);
         why = "rank 0 reports that rank(s) " + join(missing) + " failed to pass monitoredBarrier in " + ms + " ms";
       }
-    } catch (const std::exception& e) {
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::InvalidArgument) throw;
       why = e.what();
     }
     if (!why.empty()) {
       std::lock_guard<std::mutex> g(post_mu_);
-      if (!s.test()) stale_.emplace_back(s, token);
+      if (!s.test()) stale_.emplace_back(s, token);  // (an empty Work tests done)
       if (!r.test()) stale_.emplace_back(r, answer);
       throw Error(ErrorKind::Timeout, "Rank " + std::to_string(rank_) +
                                           " successfully reached monitoredBarrier, but received errors while waiting "
@@ -1177,20 +1185,29 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   }
   std::vector<at::Tensor> tokens;
   std::vector<tutti::Work> recvs;
+  std::string cause;  // why the group failed, if it did
   {
     std::lock_guard<std::mutex> g(post_mu_);
-    for (int r = 1; r < size_; ++r) {
-      tokens.push_back(at::zeros({1}, at::kByte));
-      recvs.push_back(comm_.irecv(tokens.back().data_ptr(), 1, DataType::UInt8, r, tag));
+    try {
+      for (int r = 1; r < size_; ++r) {
+        tokens.push_back(at::zeros({1}, at::kByte));
+        recvs.push_back(comm_.irecv(tokens.back().data_ptr(), 1, DataType::UInt8, r, tag));
+      }
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::InvalidArgument) throw;
+      cause = e.what();  // failed before this call: every rank is missing
     }
   }
   // Every token until the deadline (a timeout of 0 still takes those that
   // are here); a failed receive (a lost rank, an aborted group) ends the
   // wait for that rank, and its error is reported.
   std::vector<int> arrived, missing;
-  std::string cause;
   const auto deadline = start + timeout;
   for (int r = 1; r < size_; ++r) {
+    if (static_cast<std::size_t>(r - 1) >= recvs.size()) {
+      missing.push_back(r);
+      continue;
+    }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     try {
       if (recvs[r - 1].wait(std::max(left, std::chrono::milliseconds(0)))) {
@@ -1210,7 +1227,8 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
     if (cause.empty())  // a failed group cannot carry answers
       for (int r : arrived)
         sends.push_back(comm_.isend(answer.data_ptr(), static_cast<std::size_t>(size_), DataType::UInt8, r, tag));
-    for (int r : missing) stale_.emplace_back(recvs[r - 1], tokens[r - 1]);
+    for (int r : missing)
+      if (static_cast<std::size_t>(r - 1) < recvs.size()) stale_.emplace_back(recvs[r - 1], tokens[r - 1]);
   }
   for (auto& w : sends) {
     try {
@@ -1222,10 +1240,23 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   if (missing.empty() && cause.empty()) return;
   if (missing.empty())
     throw Error(ErrorKind::PeerLost, "[Rank 0]: every rank arrived at monitoredBarrier, but answering them failed: " + cause);
+  // A group that failed (a member lost, or aborted) ended the wait early:
+  // the lost ranks are the ones to name; the others may just not have
+  // arrived before the failure.
+  std::vector<int> lost;
+  if (!cause.empty())
+    for (int r : comm_.failed_ranks())
+      if (std::find(missing.begin(), missing.end(), r) != missing.end()) lost.push_back(r);
+  const std::vector<int>& named = waitAllRanks ? missing : lost.empty() ? missing : lost;
   std::string m = "[Rank 0]: ";
-  m += waitAllRanks ? "Ranks " + join(missing) : "Rank " + std::to_string(missing.front());
-  m += " failed to pass monitoredBarrier in " + ms + " ms. Rank 0 timed out in monitoredBarrier after " + ms +
-       " ms: ranks that did not arrive: " + join(missing) + "; successfully processed ranks: " + join(arrived);
+  m += waitAllRanks ? "Ranks " + join(named) : "Rank " + std::to_string(named.front());
+  m += " failed to pass monitoredBarrier in " + ms + " ms";
+  if (cause.empty()) {
+    m += ". Rank 0 timed out in monitoredBarrier after " + ms + " ms";
+  } else {
+    m += lost.empty() ? ": the group failed while rank 0 waited" : ": rank(s) " + join(lost) + " left or were lost";
+  }
+  m += "; ranks that did not arrive: " + join(missing) + "; successfully processed ranks: " + join(arrived);
   if (!cause.empty()) m += ". Original exception: " + cause;
   throw Error(cause.empty() ? ErrorKind::Timeout : ErrorKind::PeerLost, m);
 }

@@ -52,8 +52,8 @@ std::vector<std::vector<Fd>> connect_mesh(Store& store, int rank, int size, std:
     std::vector<int> missing;
     for (int r = 0; r < size; ++r)
       if (!store.check({addr_key(r)})) missing.push_back(r);
-    throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + " waited " +
-                                        std::to_string(store.timeout().count()) + " ms, but " +
+    throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + ": Timed out after " +
+                                        std::to_string(store.timeout().count()) + " ms: " +
                                         rank_list(missing) + " never joined (world size " + std::to_string(size) +
                                         ")");
   }
@@ -99,9 +99,9 @@ std::vector<std::vector<Fd>> connect_mesh(Store& store, int rank, int size, std:
     pollfd p{listener.get(), POLLIN, 0};
     int ms = static_cast<int>(remaining(deadline).count());
     if (Clock::now() >= deadline || ::poll(&p, 1, ms) == 0) {
-      throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + ": " + rank_list(missing) +
-                                          (missing.size() == 1 ? " published its address" : " published their addresses") +
-                                          " but never connected");
+      throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + ": Timed out waiting for " + rank_list(missing) + " to connect (" +
+                                          (missing.size() == 1 ? "it published its address" : "they published their addresses") +
+                                          " but never connected)");
     }
     Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!conn.valid()) continue;
