@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Builds tutti and runs the seed tour (the nine examples of the tutorial) on
-# 4 local ranks: ./scripts/demo.sh [N]
+# Builds tutti, runs the seed tour (the nine examples of the tutorial, in
+# C++) on N local ranks, then the seed's own torch.distributed programs
+# (python/examples/seed_examples.py) on backend "tutti", on N ranks as well:
+# ./scripts/demo.sh [N]   (N defaults to 4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+n=${1:-4}
 bash scripts/build.sh
-exec build/bin/tuttirun -n "${1:-4}" build/bin/seed_tour
+echo "== the seed tour in C++ (build/bin/tuttirun -n $n build/bin/seed_tour)"
+build/bin/tuttirun -n "$n" build/bin/seed_tour
+echo "== the seed's torch.distributed programs on backend \"tutti\" (python/examples/seed_examples.py tutti $n)"
+# MASTER_ADDR/MASTER_PORT as the tutorial sets them, on a port that is free.
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$port PYTHONPATH=build/python${PYTHONPATH:+:$PYTHONPATH} \
+  exec /usr/bin/python3 python/examples/seed_examples.py tutti "$n"

@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+"""DistributedDataParallel training steps on 2 ranks, backend "tutti" against
+"gloo" in one run, beside the same model's step in one process without DDP
+(the compute alone). docs/performance.md ("DDP, end to end") shows its table.
+
+  /usr/bin/python3 bench/ddp/ddp_bench.py [--models large,small] [--reps 5] [--steps 20] [--warmup 5]
+        [--systems compute,tutti,gloo] [--json FILE]
+
+Systems: compute (one process, no DDP), tutti, gloo, and nocomm (DDP on 2
+ranks whose comm hook returns each bucket untouched: DDP's own work, its
+bucket copies and hooks, under the load of 2 ranks; its losses are each
+rank's own and are not compared).
+
+Models:
+  large  four Linear(2048, 2048) (16.8 M parameters, 67 MB of float32
+         gradients), batch 8;
+  small  three Linear(256, 256) (0.2 M parameters), batch 8.
+Each repetition runs every system once, in an order that rotates from one
+repetition to the next; a run starts its own processes (2 ranks, or 1 for
+the compute alone), makes WARMUP steps, then STEPS timed ones (zero_grad,
+forward, backward, SGD step; DDP's backward returns once its all_reduces
+are done). A run's step time is the median of its steps (rank 0's); the
+table gives, per model and system, the median of the repetitions' figures
+and how many it holds. Overhead = step - compute (the compute alone's
+median). Each rank uses one intra-op thread (the 2 ranks share the
+machine's 2 cores); so does the compute alone. Every rank's inputs are a
+function of (rank, step), so both backends train the same model on the
+same data: their final losses must agree (to 1e-6, relative), or the run
+fails.
+
+Run with Debian's /usr/bin/python3. Backend "tutti" imports tutti.torch from
+build/python unless tutti is importable already; gloo stays on loopback
+(GLOO_SOCKET_IFNAME=lo).
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+MODELS = {"large": (2048, 4, 8), "small": (256, 3, 8)}  # width, layers, batch
+
+
+def build_model(name):
+    import torch
+    width, layers, _ = MODELS[name]
+    torch.manual_seed(0)
+    mods = []
+    for i in range(layers):
+        mods.append(torch.nn.Linear(width, width))
+        if i + 1 < layers:
+            mods.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*mods)
+
+
+def batch(name, rank, step):
+    import torch
+    width, _, b = MODELS[name]
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randn(b, width, generator=g), torch.randn(b, width, generator=g)
+
+
+def worker(a):
+    """One rank (or the one process of the compute alone); prints a JSON line."""
+    import torch
+    torch.set_num_threads(1)
+    rank = int(os.environ.get("RANK", "0"))
+    model = build_model(a.model)
+    if a.system != "compute":
+        import torch.distributed as dist
+        if a.system == "tutti":
+            try:
+                import tutti.torch  # noqa: F401
+            except ImportError:
+                sys.path.insert(0, os.path.join(ROOT, "build", "python"))
+                import tutti.torch  # noqa: F401
+        dist.init_process_group("gloo" if a.system == "nocomm" else a.system, init_method="env://")
+        model = torch.nn.parallel.DistributedDataParallel(model)
+        if a.system == "nocomm":
+            # DDP's own work without the all_reduce: a comm hook that hands
+            # each bucket back as it is.
+            def no_comm(state, bucket):
+                fut = torch.futures.Future()
+                fut.set_result(bucket.buffer())
+                return fut
+            model.register_comm_hook(None, no_comm)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    times = []
+    loss = None
+    for step in range(a.warmup + a.steps):
+        x, y = batch(a.model, rank, step)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        t1 = time.perf_counter()
+        if step >= a.warmup:
+            times.append(t1 - t0)
+    # The loss of every rank's last step, and a checksum of the parameters.
+    final = loss.detach().reshape(1)
+    params = sum(float(p.detach().double().sum()) for p in model.parameters())
+    if a.system != "compute":
+        import torch.distributed as dist
+        losses = [torch.zeros(1) for _ in range(dist.get_world_size())]
+        dist.all_gather(losses, final)
+        final_losses = [float(t) for t in losses]
+        dist.barrier()
+        dist.destroy_process_group()
+    else:
+        final_losses = [float(final)]
+    if rank == 0:
+        print(json.dumps({"step_ms": [t * 1e3 for t in times], "losses": final_losses, "params": params}))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(system, model, steps, warmup):
+    n = 1 if system == "compute" else 2  # nocomm: 2 ranks too
+    port = str(free_port())
+    procs = []
+    for r in range(n):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                   OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+        procs.append(subprocess.Popen([sys.executable, __file__, "--worker", "--system", system, "--model", model,
+                                       "--steps", str(steps), "--warmup", str(warmup)],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=1800) for p in procs]
+    for p, (o, e) in zip(procs, outs):
+        if p.returncode != 0:
+            raise SystemExit(f"{system} {model}: a rank failed ({p.returncode}):\n{e[-3000:]}")
+    return json.loads(outs[0][0].strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--system", default="compute")
+    p.add_argument("--model", default="small")
+    p.add_argument("--models", default="large,small")
+    p.add_argument("--systems", default="compute,tutti,gloo")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--json")
+    a = p.parse_args()
+    if a.worker:
+        return worker(a)
+    systems = a.systems.split(",")
+    results = {}
+    for model in a.models.split(","):
+        per = {s: [] for s in systems}
+        losses = {}
+        for rep in range(a.reps):
+            order = systems[rep % len(systems):] + systems[:rep % len(systems)]
+            for s in order:
+                r = run(s, model, a.steps, a.warmup)
+                per[s].append(statistics.median(r["step_ms"]))
+                losses.setdefault(s, r["losses"])
+                print(f"{model:5} rep {rep} {s:7} step {per[s][-1]:8.2f} ms  losses {r['losses']}", flush=True)
+        # DDP on either backend trains the same model on the same data.
+        if "tutti" in losses and "gloo" in losses:
+            for a_, b_ in zip(losses["tutti"], losses["gloo"]):
+                if abs(a_ - b_) > 1e-6 * max(abs(a_), abs(b_), 1e-30):
+                    raise SystemExit(f"{model}: the final losses differ: tutti {losses['tutti']}, gloo {losses['gloo']}")
+        results[model] = {s: {"median_ms": statistics.median(v), "runs": len(v), "all_ms": v} for s, v in per.items()}
+        results[model]["losses"] = losses
+    print()
+    print("| model | system | step (ms) | compute (ms) | overhead (ms) | runs |")
+    print("|---|---|---:|---:|---:|---:|")
+    for model, r in results.items():
+        comp = r.get("compute", {}).get("median_ms")
+        for s in systems:
+            m = r[s]["median_ms"]
+            over = f"{m - comp:.1f}" if comp is not None and s != "compute" else ""
+            print(f"| {model} | {s} | {m:.1f} | {comp:.1f} | {over} | {r[s]['runs']} |" if comp is not None
+                  else f"| {model} | {s} | {m:.1f} | | | {r[s]['runs']} |")
+        if comp is not None and "tutti" in r and "gloo" in r:
+            ot, og = r["tutti"]["median_ms"] - comp, r["gloo"]["median_ms"] - comp
+            print(f"{model}: overhead tutti/gloo {ot / og:.2f}; step gloo/tutti {r['gloo']['median_ms'] / r['tutti']['median_ms']:.2f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
