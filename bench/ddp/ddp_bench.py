@@ -6,10 +6,11 @@
   /usr/bin/python3 bench/ddp/ddp_bench.py [--models large,small] [--reps 5] [--steps 20] [--warmup 5]
         [--systems compute,tutti,gloo] [--json FILE]
 
-Systems: compute (one process, no DDP), tutti, gloo, and nocomm (DDP on 2
-ranks whose comm hook returns each bucket untouched: DDP's own work, its
-bucket copies and hooks, under the load of 2 ranks; its losses are each
-rank's own and are not compared).
+Systems: compute (one process, no DDP), tutti, gloo, nocomm (DDP on 2 ranks
+whose comm hook returns each bucket untouched: DDP's own work, its bucket
+copies and hooks, under the load of 2 ranks; its losses are each rank's own
+and are not compared), and tutti-inline (tutti with every operation in the
+training thread, TUTTI_TORCH_INLINE_BYTES=1G: no progress thread).
 
 Models:
   large  four Linear(2048, 2048) (16.8 M parameters, 67 MB of float32
@@ -73,13 +74,14 @@ def worker(a):
     model = build_model(a.model)
     if a.system != "compute":
         import torch.distributed as dist
-        if a.system == "tutti":
+        if a.system.startswith("tutti"):
             try:
                 import tutti.torch  # noqa: F401
             except ImportError:
                 sys.path.insert(0, os.path.join(ROOT, "build", "python"))
                 import tutti.torch  # noqa: F401
-        dist.init_process_group("gloo" if a.system == "nocomm" else a.system, init_method="env://")
+        backend = {"nocomm": "gloo", "tutti-inline": "tutti"}.get(a.system, a.system)
+        dist.init_process_group(backend, init_method="env://")
         model = torch.nn.parallel.DistributedDataParallel(model)
         if a.system == "nocomm":
             # DDP's own work without the all_reduce: a comm hook that hands
@@ -131,6 +133,8 @@ def run(system, model, steps, warmup):
     for r in range(n):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
                    OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+        if system == "tutti-inline":
+            env["TUTTI_TORCH_INLINE_BYTES"] = "1G"
         procs.append(subprocess.Popen([sys.executable, __file__, "--worker", "--system", system, "--model", model,
                                        "--steps", str(steps), "--warmup", str(warmup)],
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
@@ -168,10 +172,12 @@ def main():
                 losses.setdefault(s, r["losses"])
                 print(f"{model:5} rep {rep} {s:7} step {per[s][-1]:8.2f} ms  losses {r['losses']}", flush=True)
         # DDP on either backend trains the same model on the same data.
-        if "tutti" in losses and "gloo" in losses:
-            for a_, b_ in zip(losses["tutti"], losses["gloo"]):
+        trained = [s for s in ("gloo", "tutti", "tutti-inline") if s in losses]
+        for s in trained[1:]:
+            for a_, b_ in zip(losses[s], losses[trained[0]]):
                 if abs(a_ - b_) > 1e-6 * max(abs(a_), abs(b_), 1e-30):
-                    raise SystemExit(f"{model}: the final losses differ: tutti {losses['tutti']}, gloo {losses['gloo']}")
+                    raise SystemExit(f"{model}: the final losses differ: {s} {losses[s]}, "
+                                     f"{trained[0]} {losses[trained[0]]}")
         results[model] = {s: {"median_ms": statistics.median(v), "runs": len(v), "all_ms": v} for s, v in per.items()}
         results[model]["losses"] = losses
     print()

@@ -120,6 +120,9 @@ void Communicator::abort(const std::string& reason) {
 }
 
 std::vector<int> Communicator::failed_ranks() const {
+  // The transport knows a broken connection before the job's list does
+  // (it fails the requests first, then reports the loss); the job's list
+  // also holds the losses other ranks told this one about.
   std::vector<int> out;
   {
     std::lock_guard<std::mutex> lock(impl_->job->comms_mu);
@@ -127,6 +130,11 @@ std::vector<int> Communicator::failed_ranks() const {
       auto it = std::find(impl_->world.begin(), impl_->world.end(), lost.first);
       if (it != impl_->world.end()) out.push_back(static_cast<int>(it - impl_->world.begin()));
     }
+  }
+  const int me = impl_->world[static_cast<std::size_t>(impl_->rank)];
+  for (int m = 0; m < impl_->size; ++m) {
+    const int w = impl_->world[static_cast<std::size_t>(m)];
+    if (w != me && !impl_->job->transport->peer_failure(w).empty()) out.push_back(m);
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

@@ -294,7 +294,9 @@ TEST(Init, ARankWithAnotherSecretIsRefusedByThePeers) {
       << errors[1]->message();
   EXPECT_NE(errors[1]->message().find("does not know this job's secret"), std::string::npos) << errors[1]->message();
   EXPECT_EQ(errors[0]->kind(), ErrorKind::Timeout) << what_of(*errors[0]);
-  EXPECT_NE(errors[0]->message().find("Timed out waiting for rank 1 to connect (it published its address but never connected)"), std::string::npos)
+  EXPECT_NE(errors[0]->message().find("Timed out waiting for rank 1 to connect (it published its address but never "
+                                      "connected)"),
+            std::string::npos)
       << errors[0]->message();
   EXPECT_NE(log.find("refused connection from 127.0.0.1:"), std::string::npos) << log;
 }

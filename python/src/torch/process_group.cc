@@ -442,8 +442,8 @@ bool WorkTutti::wait(std::chrono::milliseconds timeout) {
     by_op = true;
   }
   if (!wait_until(until))
-    throw Error(ErrorKind::Timeout, "rank " + std::to_string(rank_) + ": Timed out waiting for " + (event_title(opType_) + 6) +
-                                        ", which did not finish within " +
+    throw Error(ErrorKind::Timeout, "rank " + std::to_string(rank_) + ": Timed out waiting for " +
+                                        (event_title(opType_) + 6) + ", which did not finish within " +
                                         (by_op ? std::string("the operation's timeout")
                                                : "the wait's timeout of " + std::to_string(timeout.count()) + " ms"));
   if (error_) std::rethrow_exception(error_);
@@ -941,7 +941,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::scatter(std::vector<at::Tensor
   void* rp = r.data_ptr();
   const std::size_t n = count_of(r);
   return run(
-      OpType::SCATTER, rank_ == root ? inputs[0] : std::vector<at::Tensor>{}, bytes_of(r) * (rank_ == root ? size_ : 1), opts.timeout,
+      OpType::SCATTER, rank_ == root ? inputs[0] : std::vector<at::Tensor>{},
+      bytes_of(r) * (rank_ == root ? size_ : 1), opts.timeout,
       [&] { comm_.scatter(std::span<const void* const>(ptrs), rp, n, dt, root); },
       [&] { return std::vector<tutti::Work>{comm_.iscatter(std::span<const void* const>(ptrs), rp, n, dt, root)}; },
       {out}, std::move(st.keep), st.after());
@@ -997,7 +998,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::_reduce_scatter_base(at::Tenso
   void* rp = r.data_ptr();
   const std::size_t n = count_of(r);
   return run(
-      OpType::_REDUCE_SCATTER_BASE, {input}, bytes_of(s), opts.timeout, [&] { comm_.reduce_scatter(sp, rp, n, dt, rop); },
+      OpType::_REDUCE_SCATTER_BASE, {input}, bytes_of(s), opts.timeout,
+      [&] { comm_.reduce_scatter(sp, rp, n, dt, rop); },
       [&] { return std::vector<tutti::Work>{comm_.ireduce_scatter(sp, rp, n, dt, rop)}; }, {output},
       std::move(st.keep), st.after());
 }
@@ -1137,7 +1139,7 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   const auto ms = std::to_string(timeout.count());
   const auto start = Clock::now();
   seq_.fetch_add(1, std::memory_order_relaxed);
-  const int tag = kMonitoredBarrierTag | static_cast<int>(monitored_barriers_++ & 0xffffff);
+  const int tag = kMonitoredBarrierTag | static_cast<int>(monitored_barriers_.fetch_add(1) & 0xffffff);
   if (size_ == 1) return;
   auto join = [](const std::vector<int>& v) {
     std::string out;
@@ -1159,10 +1161,12 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
         s = comm_.isend(token.data_ptr(), 1, DataType::UInt8, 0, tag);
         r = comm_.irecv(answer.data_ptr(), static_cast<std::size_t>(size_), DataType::UInt8, 0, tag);
       }
-      auto left = [&] { return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now())); };
+      auto ms_until = [](Clock::time_point t) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now());
+      };
+      auto left = [&] { return std::max(std::chrono::milliseconds(0), ms_until(until)); };
       if (!s.wait(left()) || !r.wait(left())) {
-        why = "Timed out after " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()) +
-              " ms waiting for rank 0's answer";
+        why = "Timed out after " + std::to_string(-ms_until(start).count()) + " ms waiting for rank 0's answer";
       } else if (answer[0].item<std::uint8_t>() != 1) {
         std::vector<int> missing;
         for (int i = 1; i < size_; ++i)
@@ -1179,7 +1183,8 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
       if (!r.test()) stale_.emplace_back(r, answer);
       throw Error(ErrorKind::Timeout, "Rank " + std::to_string(rank_) +
                                           " successfully reached monitoredBarrier, but received errors while waiting "
-                                          "for send/recv from rank 0: " + why + ". Please check rank 0 logs for faulty rank.");
+                                          "for send/recv from rank 0: " +
+                                          why + ". Please check rank 0 logs for faulty rank.");
     }
     return;
   }
@@ -1235,11 +1240,14 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
       w.wait();
     } catch (const std::exception& e) {
       if (cause.empty()) cause = e.what();
+      std::lock_guard<std::mutex> g(post_mu_);
+      if (!w.test()) stale_.emplace_back(w, answer);  // the send may still read it
     }
   }
   if (missing.empty() && cause.empty()) return;
   if (missing.empty())
-    throw Error(ErrorKind::PeerLost, "[Rank 0]: every rank arrived at monitoredBarrier, but answering them failed: " + cause);
+    throw Error(ErrorKind::PeerLost,
+                "[Rank 0]: every rank arrived at monitoredBarrier, but answering them failed: " + cause);
   // A group that failed (a member lost, or aborted) ended the wait early:
   // the lost ranks are the ones to name; the others may just not have
   // arrived before the failure.

@@ -204,7 +204,7 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
   std::size_t inline_bytes_;
   std::mutex post_mu_;  // one poster at a time
   std::atomic<std::uint64_t> seq_{0};
-  std::uint64_t monitored_barriers_ = 0;  // calls so far: each call's tag
+  std::atomic<std::uint64_t> monitored_barriers_{0};  // calls so far: each call's tag
 
   std::shared_ptr<Watcher> watcher_ = std::make_shared<Watcher>();
 

@@ -39,8 +39,8 @@ at::Tensor sparse_all_reduce(tutti::Communicator& comm, const at::Tensor& input,
   comm.all_gather(head.data(), heads.data(), kHeader, DataType::Int64);
   auto mismatch = [&](int r, const std::string& what, const std::string& mine, const std::string& theirs) {
     throw tutti::Error(tutti::ErrorKind::Mismatch,
-                       "rank " + std::to_string(me) + ": sparse all_reduce: rank " + std::to_string(r) + "'s tensor has " +
-                           what + " " + theirs + ", this rank's " + mine);
+                       "rank " + std::to_string(me) + ": sparse all_reduce: rank " + std::to_string(r) +
+                           "'s tensor has " + what + " " + theirs + ", this rank's " + mine);
   };
   for (int r = 0; r < n; ++r) {
     const std::int64_t* h = &heads[static_cast<std::size_t>(kHeader) * r];
