@@ -159,6 +159,10 @@ def profiling_part():
                 evs = profiled(kind, p2p)
                 ok(sorted(e.name for e in evs) == ["tutti:recv", "tutti:send"], f"{how} {kind}: p2p events {evs}")
                 ok(all([list(s) for s in e.input_shapes] == [[7]] for e in evs), f"{how} {kind}: p2p shapes")
+            # monitored_barrier (a blocking call: its event is not async)
+            if group is None:
+                evs = profiled(kind, lambda: dist.monitored_barrier(timeout=datetime.timedelta(seconds=30)))
+                ok([e.name for e in evs] == ["tutti:monitored_barrier"], f"{how} {kind}: monitored_barrier {evs}")
             # a sparse all_reduce
             sp = torch.sparse_coo_tensor([[0, 2]], [1.0, 2.0], (5,))
             evs = profiled(kind, lambda: dist.all_reduce(sp.clone(), group=group))

@@ -257,8 +257,9 @@ class Client {
       const TimePoint now = Clock::now();
       if (now >= deadline_) {
         abandoned_ = true;
-        throw Error(ErrorKind::Timeout, std::string(what) + " failed: Timed out waiting for an answer from the PMIx server within the init "
-                                                             "timeout (namespace " + me_.nspace + ", rank " +
+        throw Error(ErrorKind::Timeout, std::string(what) +
+                                            " failed: Timed out waiting for an answer from the PMIx server within the "
+                                            "init timeout (namespace " + me_.nspace + ", rank " +
                                             std::to_string(me_.rank) + ")");
       }
       p.cv.wait_for(lock, std::min<Clock::duration>(deadline_ - now, std::chrono::seconds(1)));

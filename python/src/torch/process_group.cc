@@ -1135,6 +1135,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::barrier(const c10d::BarrierOpt
 // Each call has a tag of its own (a counter every member keeps), so that a
 // token that comes after its barrier failed never passes a later one.
 void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  RECORD_FUNCTION("tutti:monitored_barrier", std::vector<c10::IValue>());  // a profiler event, as every op
   const auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
   const auto ms = std::to_string(timeout.count());
   const auto start = Clock::now();
