@@ -67,7 +67,9 @@ void add(float* d, const float* a, const float* b, std::size_t n) {
   for (; i < n; ++i) d[i] = a[i] + b[i];
 }
 
-float input_value(std::size_t i, int rank) { return static_cast<float>((i * 7 + static_cast<std::size_t>(rank) * 3) % 101); }
+float input_value(std::size_t i, int rank) {
+  return static_cast<float>((i * 7 + static_cast<std::size_t>(rank) * 3) % 101);
+}
 
 }  // namespace
 
@@ -216,9 +218,9 @@ int main(int argc, char** argv) {
     double total = 0;
     for (double v : pass) total += v;
     if (total > 0)
-      std::printf("  passes: copy in %.2f, wait %.2f, reduce %.2f, result into slot / out %.2f, wait %.2f, copy out %.2f\n",
-                  pass[0] / total, pass[1] / total, pass[2] / total, pass[3] / total, pass[4] / total,
-                  pass[5] / total);
+      std::printf(
+          "  passes: copy in %.2f, wait %.2f, reduce %.2f, result into slot / out %.2f, wait %.2f, copy out %.2f\n",
+          pass[0] / total, pass[1] / total, pass[2] / total, pass[3] / total, pass[4] / total, pass[5] / total);
   }
   if (child) waitpid(child, nullptr, 0);
   return 0;

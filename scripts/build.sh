@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Configures and builds tutti into build/ (or $TUTTI_BUILD_DIR), with
-# $TUTTI_JOBS parallel jobs (default: one per core).
+# $TUTTI_JOBS parallel jobs (default: one per core), warnings as errors (our
+# own builds; TUTTI_WERROR is off in a user's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 dir=${TUTTI_BUILD_DIR:-build}
-cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTUTTI_WERROR=ON \
   -DTUTTI_BUILD_TESTS=ON -DTUTTI_BUILD_TOOLS=ON -DTUTTI_BUILD_EXAMPLES=ON >/dev/null
 cmake --build "$dir" -j"${TUTTI_JOBS:-$(nproc)}"

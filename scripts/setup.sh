@@ -2,7 +2,8 @@
 # Installs what building and testing tutti needs, from Debian's packages.
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
-# clang and its runtimes (libFuzzer) build the fuzz targets; g++ brings the
+# clang and its runtimes (libFuzzer) build the fuzz targets and the clang
+# builds of the build matrix; clang-format checks the sources' style; g++ brings the
 # sanitizer runtimes of the sanitized test builds. pybind11 builds the Python
 # module; libtorch-dev (headers and CMake config of python3-torch) the
 # torch.distributed backend; python3-pytest runs their tests, python3-torchvision
@@ -10,7 +11,7 @@ set -euo pipefail
 # munge, slurmctld, slurmd, slurm-client, openmpi-bin and mpich are the launchers the tests of
 # tests/launchers start the seed tour with; libpmix-dev brings the headers of
 # the PMIx client the rendezvous under Open MPI loads at run time.
-packages=(cmake ninja-build g++ clang libclang-rt-dev pkg-config python3 libgtest-dev libgmock-dev libbenchmark-dev
+packages=(cmake ninja-build g++ clang clang-format libclang-rt-dev pkg-config python3 libgtest-dev libgmock-dev libbenchmark-dev
           libssl-dev libcli11-dev nlohmann-json3-dev python3-pybind11 pybind11-dev libtorch-dev python3-pytest
           python3-numpy python3-torch python3-torchvision munge slurmctld slurmd slurm-client openmpi-bin mpich libpmix-dev)
 missing=()

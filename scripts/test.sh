@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds tutti and runs the whole test suite, in three stages:
-#   1. plain: build/ (scripts/build.sh) and every test through ctest;
-#   2. sanitizers: the multi-rank tests built with AddressSanitizer and
+#   1. plain: the sources against .clang-format, build/ (scripts/build.sh)
+#      and every test through ctest;
+#   2. the build matrix (tests/build/build_matrix.sh: library, tools and
+#      Python package with g++ and clang++, Release, Debug and
+#      RelWithDebInfo), then sanitizers: the multi-rank tests built with AddressSanitizer and
 #      UndefinedBehaviorSanitizer (build-asan/), then with ThreadSanitizer
 #      (build-tsan/); any report, in the test process or in a rank it forked,
 #      fails the test;
@@ -42,6 +45,13 @@ finish() {
 }
 
 # ---- 1. plain build and every test ------------------------------------------
+bash scripts/setup.sh
+# Every C and C++ source follows .clang-format.
+mapfile -t sources < <(find src include tools tests python/src examples bench -name '*.cc' -o -name '*.h' -o -name '*.c')
+if ! clang-format --dry-run -Werror "${sources[@]}"; then
+  echo "sources that do not follow .clang-format (clang-format -i FILE fixes them): above" >&2
+  exit 1
+fi
 TUTTI_JOBS=$jobs bash scripts/build.sh
 stage_done "plain build"
 (cd build && ctest --output-on-failure -j2 --timeout 900 ${ctest_args[@]+"${ctest_args[@]}"})
@@ -51,7 +61,12 @@ if [ "$quick" = 1 ]; then
   exit 0
 fi
 
-# ---- 2. multi-rank tests under the sanitizers -------------------------------
+# ---- 2. what users build, then the multi-rank tests under the sanitizers ----
+# The library, tools and Python package with g++ and clang++ in Release,
+# Debug and RelWithDebInfo, warnings as errors.
+TUTTI_JOBS=$jobs bash tests/build/build_matrix.sh
+stage_done "build matrix"
+
 # Every report is fatal and ends the process with exit code 86, never with a
 # signal: a failure test may let some ranks die by a signal (may_die in
 # tests/harness/spawn.h), and a report in such a rank must still fail it.
@@ -66,7 +81,7 @@ sanitized() {  # name, TUTTI_SANITIZE value, TUTTI_TEST_LARGE_BYTES
   # Line tables only (-g1): what the reports' stack traces need, in three
   # quarters of the compile time of full debug information.
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-    -DTUTTI_SANITIZE="$2" \
+    -DTUTTI_SANITIZE="$2" -DTUTTI_WERROR=ON \
     -DTUTTI_BUILD_TESTS=ON -DTUTTI_BUILD_TOOLS=ON -DTUTTI_BUILD_EXAMPLES=OFF >/dev/null
   cmake --build "$dir" -j"$jobs" --target tutti_multirank_tests
   stage_done "$1 build"

@@ -26,8 +26,8 @@
 // Exit status: 0 all rows correct, 1 wrong elements or a Gloo error, 2 bad
 // options.
 #include <fcntl.h>
-#include <sched.h>
 #include <ftw.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -90,19 +90,27 @@ int extra_option(const char* flag, const char* value) {
 
 Func float_fn(int op) {
   switch (op) {
-    case PB_PRODUCT: return static_cast<Func>(&gloo::product<float>);
-    case PB_MIN: return static_cast<Func>(&gloo::min<float>);
-    case PB_MAX: return static_cast<Func>(&gloo::max<float>);
-    default: return static_cast<Func>(&gloo::sum<float>);
+    case PB_PRODUCT:
+      return static_cast<Func>(&gloo::product<float>);
+    case PB_MIN:
+      return static_cast<Func>(&gloo::min<float>);
+    case PB_MAX:
+      return static_cast<Func>(&gloo::max<float>);
+    default:
+      return static_cast<Func>(&gloo::sum<float>);
   }
 }
 
 const gloo::ReductionFunction<float>* float_rf(int op) {
   switch (op) {
-    case PB_PRODUCT: return gloo::ReductionFunction<float>::product;
-    case PB_MIN: return gloo::ReductionFunction<float>::min;
-    case PB_MAX: return gloo::ReductionFunction<float>::max;
-    default: return gloo::ReductionFunction<float>::sum;
+    case PB_PRODUCT:
+      return gloo::ReductionFunction<float>::product;
+    case PB_MIN:
+      return gloo::ReductionFunction<float>::min;
+    case PB_MAX:
+      return gloo::ReductionFunction<float>::max;
+    default:
+      return gloo::ReductionFunction<float>::sum;
   }
 }
 
@@ -201,7 +209,8 @@ class Runner {
         rb->waitRecv();
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
 

@@ -20,22 +20,32 @@
 
 static MPI_Op mpi_op(int op) {
   switch (op) {
-    case PB_PRODUCT: return MPI_PROD;
-    case PB_MIN: return MPI_MIN;
-    case PB_MAX: return MPI_MAX;
-    default: return MPI_SUM;
+    case PB_PRODUCT:
+      return MPI_PROD;
+    case PB_MIN:
+      return MPI_MIN;
+    case PB_MAX:
+      return MPI_MAX;
+    default:
+      return MPI_SUM;
   }
 }
 
 static void run_op(const struct pb_options* opt, const struct pb_shape* s, struct pb_bufs* bu, int rank, int n) {
   const int count = (int)s->count, block = (int)s->block;
   switch (opt->coll) {
-    case PB_ALL_REDUCE: MPI_Allreduce(bu->send, bu->recv, count, MPI_FLOAT, mpi_op(opt->op), MPI_COMM_WORLD); break;
-    case PB_BROADCAST: MPI_Bcast(bu->recv, count, MPI_FLOAT, opt->root, MPI_COMM_WORLD); break;
+    case PB_ALL_REDUCE:
+      MPI_Allreduce(bu->send, bu->recv, count, MPI_FLOAT, mpi_op(opt->op), MPI_COMM_WORLD);
+      break;
+    case PB_BROADCAST:
+      MPI_Bcast(bu->recv, count, MPI_FLOAT, opt->root, MPI_COMM_WORLD);
+      break;
     case PB_REDUCE:
       MPI_Reduce(bu->send, bu->recv, count, MPI_FLOAT, mpi_op(opt->op), opt->root, MPI_COMM_WORLD);
       break;
-    case PB_ALL_GATHER: MPI_Allgather(bu->send, block, MPI_FLOAT, bu->recv, block, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case PB_ALL_GATHER:
+      MPI_Allgather(bu->send, block, MPI_FLOAT, bu->recv, block, MPI_FLOAT, MPI_COMM_WORLD);
+      break;
     case PB_GATHER:
       MPI_Gather(bu->send, block, MPI_FLOAT, bu->recv, block, MPI_FLOAT, opt->root, MPI_COMM_WORLD);
       break;
@@ -45,8 +55,12 @@ static void run_op(const struct pb_options* opt, const struct pb_shape* s, struc
     case PB_REDUCE_SCATTER:
       MPI_Reduce_scatter_block(bu->send, bu->recv, block, MPI_FLOAT, mpi_op(opt->op), MPI_COMM_WORLD);
       break;
-    case PB_ALL_TO_ALL: MPI_Alltoall(bu->send, block, MPI_FLOAT, bu->recv, block, MPI_FLOAT, MPI_COMM_WORLD); break;
-    case PB_BARRIER: MPI_Barrier(MPI_COMM_WORLD); break;
+    case PB_ALL_TO_ALL:
+      MPI_Alltoall(bu->send, block, MPI_FLOAT, bu->recv, block, MPI_FLOAT, MPI_COMM_WORLD);
+      break;
+    case PB_BARRIER:
+      MPI_Barrier(MPI_COMM_WORLD);
+      break;
     case PB_SENDRECV: {
       MPI_Request req[2];
       MPI_Status st[2];
@@ -55,7 +69,8 @@ static void run_op(const struct pb_options* opt, const struct pb_shape* s, struc
       MPI_Waitall(2, req, st);
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -110,7 +125,8 @@ int main(int argc, char** argv) {
 
   MPI_Get_library_version(libver, &libver_len);
   for (k = 0; libver[k] != '\0'; ++k)
-    if (libver[k] == '\t') libver[k] = ' ';
+    if (libver[k] == '\t')
+      libver[k] = ' ';
     else if (libver[k] == '\n' || libver[k] == ',') {
       libver[k] = '\0';
       break;

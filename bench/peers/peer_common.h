@@ -57,10 +57,9 @@ struct pb_coll_info {
 
 static const struct pb_coll_info pb_colls[PB_NUM_COLLS] = {
     /* name             reduces rooted blocked */
-    {"all_reduce", 1, 0, 0},     {"broadcast", 0, 1, 0}, {"reduce", 1, 1, 0},
-    {"all_gather", 0, 0, 1},     {"gather", 0, 1, 1},    {"scatter", 0, 1, 1},
-    {"reduce_scatter", 1, 0, 1}, {"all_to_all", 0, 0, 1}, {"barrier", 0, 0, 0},
-    {"sendrecv", 0, 0, 0},
+    {"all_reduce", 1, 0, 0}, {"broadcast", 0, 1, 0}, {"reduce", 1, 1, 0},         {"all_gather", 0, 0, 1},
+    {"gather", 0, 1, 1},     {"scatter", 0, 1, 1},   {"reduce_scatter", 1, 0, 1}, {"all_to_all", 0, 0, 1},
+    {"barrier", 0, 0, 0},    {"sendrecv", 0, 0, 0},
 };
 
 enum pb_op { PB_SUM, PB_PRODUCT, PB_MIN, PB_MAX, PB_NUM_OPS };
@@ -115,11 +114,25 @@ static int pb_parse_size(const char* text, size_t* out) {
   }
   if (i == 0) return -1;
   switch (text[i]) {
-    case '\0': break;
-    case 'k': case 'K': shift = 10; ++i; break;
-    case 'm': case 'M': shift = 20; ++i; break;
-    case 'g': case 'G': shift = 30; ++i; break;
-    default: return -1;
+    case '\0':
+      break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      ++i;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      ++i;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      ++i;
+      break;
+    default:
+      return -1;
   }
   if (text[i] != '\0') return -1;
   if (v > (~0ull >> shift) || (v << shift) > (1ull << 50)) return -1;
@@ -152,11 +165,12 @@ static void pb_set_error(const char* fmt, ...) {
 }
 
 static void pb_print_usage(const char* prog, const char* extra) {
-  printf("Usage: %s COLL [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1]\n"
-         "       [-d float32] [-o sum|product|min|max] [-r ROOT] [--json FILE]%s\n"
-         "COLL: all_reduce broadcast reduce all_gather gather scatter reduce_scatter all_to_all barrier "
-         "sendrecv\n",
-         prog, extra != NULL ? extra : "");
+  printf(
+      "Usage: %s COLL [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1]\n"
+      "       [-d float32] [-o sum|product|min|max] [-r ROOT] [--json FILE]%s\n"
+      "COLL: all_reduce broadcast reduce all_gather gather scatter reduce_scatter all_to_all barrier "
+      "sendrecv\n",
+      prog, extra != NULL ? extra : "");
 }
 
 /* `extra(flag, value)` may claim options of the caller: it returns 1 when it
@@ -206,23 +220,44 @@ static int pb_parse_options(int argc, char** argv, struct pb_options* opt,
     } else if (strcmp(a, "-e") == 0 || strcmp(a, "--maxbytes") == 0) {
       max_text = v;
     } else if (strcmp(a, "-f") == 0 || strcmp(a, "--stepfactor") == 0) {
-      if (pb_parse_int(v, 2, 1 << 20, &opt->factor) != 0) { pb_set_error("-f: bad factor '%s'", v); return -1; }
+      if (pb_parse_int(v, 2, 1 << 20, &opt->factor) != 0) {
+        pb_set_error("-f: bad factor '%s'", v);
+        return -1;
+      }
     } else if (strcmp(a, "-n") == 0 || strcmp(a, "--iters") == 0) {
-      if (pb_parse_int(v, 1, 1 << 30, &opt->iters) != 0) { pb_set_error("-n: bad count '%s'", v); return -1; }
+      if (pb_parse_int(v, 1, 1 << 30, &opt->iters) != 0) {
+        pb_set_error("-n: bad count '%s'", v);
+        return -1;
+      }
     } else if (strcmp(a, "-w") == 0 || strcmp(a, "--warmup_iters") == 0) {
-      if (pb_parse_int(v, 0, 1 << 30, &opt->warmup) != 0) { pb_set_error("-w: bad count '%s'", v); return -1; }
+      if (pb_parse_int(v, 0, 1 << 30, &opt->warmup) != 0) {
+        pb_set_error("-w: bad count '%s'", v);
+        return -1;
+      }
     } else if (strcmp(a, "-c") == 0 || strcmp(a, "--check") == 0) {
-      if (pb_parse_int(v, 0, 1, &opt->check) != 0) { pb_set_error("-c: must be 0 or 1, not '%s'", v); return -1; }
+      if (pb_parse_int(v, 0, 1, &opt->check) != 0) {
+        pb_set_error("-c: must be 0 or 1, not '%s'", v);
+        return -1;
+      }
     } else if (strcmp(a, "-d") == 0 || strcmp(a, "--datatype") == 0) {
-      if (strcmp(v, "float32") != 0) { pb_set_error("-d: only float32 is supported, not '%s'", v); return -1; }
+      if (strcmp(v, "float32") != 0) {
+        pb_set_error("-d: only float32 is supported, not '%s'", v);
+        return -1;
+      }
     } else if (strcmp(a, "-o") == 0 || strcmp(a, "--op") == 0) {
       int k, found = -1;
       for (k = 0; k < PB_NUM_OPS; ++k)
         if (strcmp(v, pb_op_names[k]) == 0) found = k;
-      if (found < 0) { pb_set_error("-o: unknown op '%s' (sum, product, min, max)", v); return -1; }
+      if (found < 0) {
+        pb_set_error("-o: unknown op '%s' (sum, product, min, max)", v);
+        return -1;
+      }
       opt->op = found;
     } else if (strcmp(a, "-r") == 0 || strcmp(a, "--root") == 0) {
-      if (pb_parse_int(v, 0, 1 << 30, &opt->root) != 0) { pb_set_error("-r: bad root '%s'", v); return -1; }
+      if (pb_parse_int(v, 0, 1 << 30, &opt->root) != 0) {
+        pb_set_error("-r: bad root '%s'", v);
+        return -1;
+      }
     } else if (strcmp(a, "--json") == 0) {
       opt->json_path = v;
     } else {
@@ -240,8 +275,14 @@ static int pb_parse_options(int argc, char** argv, struct pb_options* opt,
     pb_set_error("unknown collective '%s'", coll);
     return -1;
   }
-  if (pb_parse_size(min_text, &opt->min_bytes) != 0) { pb_set_error("-b: bad size '%s'", min_text); return -1; }
-  if (pb_parse_size(max_text, &opt->max_bytes) != 0) { pb_set_error("-e: bad size '%s'", max_text); return -1; }
+  if (pb_parse_size(min_text, &opt->min_bytes) != 0) {
+    pb_set_error("-b: bad size '%s'", min_text);
+    return -1;
+  }
+  if (pb_parse_size(max_text, &opt->max_bytes) != 0) {
+    pb_set_error("-e: bad size '%s'", max_text);
+    return -1;
+  }
   if (opt->min_bytes > opt->max_bytes) {
     pb_set_error("-b (%zu) is larger than -e (%zu)", opt->min_bytes, opt->max_bytes);
     return -1;
@@ -294,10 +335,16 @@ static int pb_make_shape(int coll, size_t requested, int n, struct pb_shape* s) 
 static double pb_bus_factor(int coll, int n) {
   const double dn = n;
   switch (coll) {
-    case PB_ALL_REDUCE: return 2.0 * (dn - 1) / dn;
-    case PB_ALL_GATHER: case PB_REDUCE_SCATTER: case PB_ALL_TO_ALL: case PB_GATHER: case PB_SCATTER:
+    case PB_ALL_REDUCE:
+      return 2.0 * (dn - 1) / dn;
+    case PB_ALL_GATHER:
+    case PB_REDUCE_SCATTER:
+    case PB_ALL_TO_ALL:
+    case PB_GATHER:
+    case PB_SCATTER:
       return (dn - 1) / dn;
-    default: return 1.0;
+    default:
+      return 1.0;
   }
 }
 
@@ -338,7 +385,8 @@ static void pb_layout(struct pb_bufs* bu, int coll, const struct pb_shape* s, in
   bu->send_len = bu->recv_len = 0;
   bu->send = bu->recv = NULL;
   switch (coll) {
-    case PB_ALL_REDUCE: case PB_REDUCE:
+    case PB_ALL_REDUCE:
+    case PB_REDUCE:
       bu->send_len = bu->recv_len = s->count;
       bu->send = pb_grow(&bu->a, &bu->a_cap, s->count);
       bu->recv = pb_grow(&bu->b, &bu->b_cap, s->count);
@@ -348,20 +396,23 @@ static void pb_layout(struct pb_bufs* bu, int coll, const struct pb_shape* s, in
       bu->send = bu->recv = pb_grow(&bu->a, &bu->a_cap, s->count);
       bu->writes_input = rank == root;
       break;
-    case PB_ALL_GATHER: case PB_GATHER:
+    case PB_ALL_GATHER:
+    case PB_GATHER:
       bu->recv_len = s->count;
       bu->send_len = s->block;
       bu->recv = pb_grow(&bu->a, &bu->a_cap, s->count);
       bu->send = pb_grow(&bu->b, &bu->b_cap, s->block);
       break;
-    case PB_SCATTER: case PB_REDUCE_SCATTER:
+    case PB_SCATTER:
+    case PB_REDUCE_SCATTER:
       bu->send_len = s->count;
       bu->recv_len = s->block;
       bu->send = pb_grow(&bu->a, &bu->a_cap, s->count);
       bu->recv = pb_grow(&bu->b, &bu->b_cap, s->block);
       if (coll == PB_SCATTER) bu->writes_input = rank == root;
       break;
-    case PB_ALL_TO_ALL: case PB_SENDRECV:
+    case PB_ALL_TO_ALL:
+    case PB_SENDRECV:
       bu->send_len = bu->recv_len = s->count;
       bu->send = pb_grow(&bu->a, &bu->a_cap, s->count);
       bu->recv = pb_grow(&bu->b, &bu->b_cap, s->count);
@@ -417,8 +468,7 @@ static void pb_fill(struct pb_bufs* bu, const struct pb_options* opt, const stru
                     uint64_t iter) {
   if (bu->recv_len > 0) pb_poison(bu->recv, bu->recv_len * sizeof(float));
   if (bu->writes_input && bu->send_len > 0)
-    pb_generate(bu->send, rank, iter, s->bytes, 0, bu->send_len,
-                pb_colls[opt->coll].reduces && opt->op == PB_PRODUCT);
+    pb_generate(bu->send, rank, iter, s->bytes, 0, bu->send_len, pb_colls[opt->coll].reduces && opt->op == PB_PRODUCT);
 }
 
 /* ---- the check ---------------------------------------------------------------- */
@@ -432,29 +482,53 @@ static uint64_t pb_check(const struct pb_bufs* bu, const struct pb_options* opt,
   const size_t count = s->count, block = s->block, r = (size_t)rank;
   uint64_t wrong = 0;
   /* segments: out[out_off, +len) = input of rank src at src_off (src < 0: the reduction) */
-  struct seg { size_t out_off; int src; size_t src_off, len; };
+  struct seg {
+    size_t out_off;
+    int src;
+    size_t src_off, len;
+  };
   struct seg* segs = (struct seg*)malloc(sizeof(struct seg) * (size_t)(n + 1));
   int nseg = 0, g, b;
   uint64_t* seeds = (uint64_t*)malloc(sizeof(uint64_t) * (size_t)n);
   first[0] = '\0';
   for (g = 0; g < n; ++g) seeds[g] = pb_seed(g, iter, s->bytes);
-#define PB_SEG(o, sr, so, l) do { segs[nseg].out_off = (o); segs[nseg].src = (sr); segs[nseg].src_off = (so); \
-                                  segs[nseg].len = (l); ++nseg; } while (0)
+#define PB_SEG(o, sr, so, l)   \
+  do {                         \
+    segs[nseg].out_off = (o);  \
+    segs[nseg].src = (sr);     \
+    segs[nseg].src_off = (so); \
+    segs[nseg].len = (l);      \
+    ++nseg;                    \
+  } while (0)
   switch (coll) {
-    case PB_ALL_REDUCE: PB_SEG(0, -1, 0, count); break;
-    case PB_REDUCE: if (rank == root) PB_SEG(0, -1, 0, count); break;
-    case PB_REDUCE_SCATTER: PB_SEG(0, -1, r * block, block); break;
-    case PB_BROADCAST: PB_SEG(0, root, 0, count); break;
-    case PB_ALL_GATHER: case PB_GATHER:
+    case PB_ALL_REDUCE:
+      PB_SEG(0, -1, 0, count);
+      break;
+    case PB_REDUCE:
+      if (rank == root) PB_SEG(0, -1, 0, count);
+      break;
+    case PB_REDUCE_SCATTER:
+      PB_SEG(0, -1, r * block, block);
+      break;
+    case PB_BROADCAST:
+      PB_SEG(0, root, 0, count);
+      break;
+    case PB_ALL_GATHER:
+    case PB_GATHER:
       if (coll == PB_GATHER && rank != root) break;
       for (b = 0; b < n; ++b) PB_SEG((size_t)b * block, b, 0, block);
       break;
-    case PB_SCATTER: PB_SEG(0, root, r * block, block); break;
+    case PB_SCATTER:
+      PB_SEG(0, root, r * block, block);
+      break;
     case PB_ALL_TO_ALL:
       for (b = 0; b < n; ++b) PB_SEG((size_t)b * block, b, r * block, block);
       break;
-    case PB_SENDRECV: PB_SEG(0, (rank - 1 + n) % n, 0, count); break;
-    default: break;
+    case PB_SENDRECV:
+      PB_SEG(0, (rank - 1 + n) % n, 0, count);
+      break;
+    default:
+      break;
   }
 #undef PB_SEG
   for (g = 0; g < nseg; ++g) {
@@ -476,10 +550,20 @@ static uint64_t pb_check(const struct pb_bufs* bu, const struct pb_options* opt,
         for (q = 0; q < n; ++q) {
           const double x = pb_value(seeds[q], idx, for_product);
           switch (opt->op) {
-            case PB_SUM: acc = q == 0 ? x : acc + x; mag += fabs(x); break;
-            case PB_PRODUCT: acc = q == 0 ? x : acc * x; mag *= fabs(x); break;
-            case PB_MIN: acc = q == 0 || x < acc ? x : acc; break;
-            case PB_MAX: acc = q == 0 || x > acc ? x : acc; break;
+            case PB_SUM:
+              acc = q == 0 ? x : acc + x;
+              mag += fabs(x);
+              break;
+            case PB_PRODUCT:
+              acc = q == 0 ? x : acc * x;
+              mag *= fabs(x);
+              break;
+            case PB_MIN:
+              acc = q == 0 || x < acc ? x : acc;
+              break;
+            case PB_MAX:
+              acc = q == 0 || x > acc ? x : acc;
+              break;
           }
         }
         want = (float)acc;
@@ -487,8 +571,8 @@ static uint64_t pb_check(const struct pb_bufs* bu, const struct pb_options* opt,
           tol = (n + 1) * 0x1p-23 * mag + n * 0x1p-149; /* tests/common/reference.h tolerance() */
         if (!isnan(got) && fabs((double)got - (double)want) <= tol) continue;
         if (wrong++ == 0)
-          snprintf(first, first_len, "output element %zu: got %.9g, expected %.9g (tolerance %.3g)",
-                   sg->out_off + k, (double)got, (double)want, tol);
+          snprintf(first, first_len, "output element %zu: got %.9g, expected %.9g (tolerance %.3g)", sg->out_off + k,
+                   (double)got, (double)want, tol);
       }
     }
   }
@@ -513,8 +597,8 @@ static void pb_print_line(const char* size, const char* count, const char* type,
                           const char* time, const char* algbw, const char* busbw, const char* wrong) {
   char line[256];
   size_t len;
-  snprintf(line, sizeof line, "%12s  %12s  %10s  %10s  %6s  %10s  %8s  %8s  %8s", size, count, type, redop, root,
-           time, algbw, busbw, wrong);
+  snprintf(line, sizeof line, "%12s  %12s  %10s  %10s  %6s  %10s  %8s  %8s  %8s", size, count, type, redop, root, time,
+           algbw, busbw, wrong);
   len = strlen(line);
   while (len > 0 && line[len - 1] == ' ') line[--len] = '\0';
   printf("%s\n", line);

@@ -15,8 +15,20 @@
 #include "tutti/work.h"
 
 namespace tutti {
+namespace detail {
+struct CommunicatorImpl;  // tutti's own (src/core/communicator_impl.h): hidden
+}
+}  // namespace tutti
+
+// What the public headers declare is libtutti.so's interface: exported,
+// while everything else in the library is hidden (-fvisibility=hidden).
+#pragma GCC visibility push(default)
+
+namespace tutti {
 
 inline constexpr int kAnySource = -1;
+
+struct InitOptions;
 
 // Thread rules. A Communicator is a cheap value handle (copies share one
 // implementation). Operations on one communicator must be issued in the same
@@ -104,12 +116,12 @@ class Communicator {
   void all_to_all(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype);
   Work iall_to_all(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype);
   // Per-rank counts and displacements, in elements (MPI_Alltoallv).
-  void all_to_all_v(const void* sendbuf, std::span<const std::size_t> sendcounts,
-                    std::span<const std::size_t> sdispls, void* recvbuf, std::span<const std::size_t> recvcounts,
-                    std::span<const std::size_t> rdispls, DataType dtype);
-  Work iall_to_all_v(const void* sendbuf, std::span<const std::size_t> sendcounts,
-                     std::span<const std::size_t> sdispls, void* recvbuf, std::span<const std::size_t> recvcounts,
-                     std::span<const std::size_t> rdispls, DataType dtype);
+  void all_to_all_v(const void* sendbuf, std::span<const std::size_t> sendcounts, std::span<const std::size_t> sdispls,
+                    void* recvbuf, std::span<const std::size_t> recvcounts, std::span<const std::size_t> rdispls,
+                    DataType dtype);
+  Work iall_to_all_v(const void* sendbuf, std::span<const std::size_t> sendcounts, std::span<const std::size_t> sdispls,
+                     void* recvbuf, std::span<const std::size_t> recvcounts, std::span<const std::size_t> rdispls,
+                     DataType dtype);
 
   void barrier();
   Work ibarrier();
@@ -171,11 +183,13 @@ class Communicator {
     broadcast(buf.data(), buf.size(), dtype_of_v<T>, root);
   }
 
-  struct Impl;
-  explicit Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-  Impl* impl() const { return impl_.get(); }
-
  private:
+  // The implementation (src/core/communicator_impl.h) is tutti's own: not
+  // part of the API, and not exported from libtutti.so.
+  using Impl = detail::CommunicatorImpl;
+  explicit Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  friend Communicator init(const InitOptions& options);
+  friend struct detail::CommunicatorImpl;
   std::shared_ptr<Impl> impl_;
 };
 
@@ -185,7 +199,7 @@ struct InitOptions {
   // Where rank 0 serves the store; "": MASTER_ADDR. With `store` set, only
   // a hint of the route peers use (the host the caller's store is on).
   std::string master_addr;
-  int master_port = -1;     // -1: MASTER_PORT
+  int master_port = -1;  // -1: MASTER_PORT
   // Rendezvous through this store instead of a TCP store at master_addr.
   // With store, rank and world_size all set, the launcher variables of the
   // environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
@@ -207,3 +221,5 @@ Communicator init();
 Communicator init(const InitOptions& options);
 
 }  // namespace tutti
+
+#pragma GCC visibility pop

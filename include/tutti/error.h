@@ -4,6 +4,10 @@
 #include <stdexcept>
 #include <string>
 
+// What the public headers declare is libtutti.so's interface: exported,
+// while everything else in the library is hidden (-fvisibility=hidden).
+#pragma GCC visibility push(default)
+
 namespace tutti {
 
 enum class ErrorKind {
@@ -21,9 +25,7 @@ const char* error_kind_name(ErrorKind k);
 class Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message)
-      : std::runtime_error(std::string(error_kind_name(kind)) + ": " + message),
-        kind_(kind),
-        message_(message) {}
+      : std::runtime_error(std::string(error_kind_name(kind)) + ": " + message), kind_(kind), message_(message) {}
   ErrorKind kind() const noexcept { return kind_; }
   // The message without the "Kind: " prefix that what() carries.
   const std::string& message() const noexcept { return message_; }
@@ -34,3 +36,5 @@ class Error : public std::runtime_error {
 };
 
 }  // namespace tutti
+
+#pragma GCC visibility pop

@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+// What the public headers declare is libtutti.so's interface: exported,
+// while everything else in the library is hidden (-fvisibility=hidden).
+#pragma GCC visibility push(default)
+
 namespace tutti {
 
 using Bytes = std::vector<std::uint8_t>;
@@ -102,3 +106,5 @@ std::shared_ptr<Store> make_tcp_store_client(const std::string& host, int port,
                                              const std::string& secret = job_secret_from_env());
 
 }  // namespace tutti
+
+#pragma GCC visibility pop

@@ -5,5 +5,5 @@
 #include "tutti/error.h"
 #include "tutti/store.h"
 #include "tutti/types.h"
-#include "tutti/work.h"
 #include "tutti/version.h"
+#include "tutti/work.h"

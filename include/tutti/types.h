@@ -6,6 +6,10 @@
 #include <cstdint>
 #include <string>
 
+// What the public headers declare is libtutti.so's interface: exported,
+// while everything else in the library is hidden (-fvisibility=hidden).
+#pragma GCC visibility push(default)
+
 namespace tutti {
 
 // 16-bit floating-point storage types. They are plain bit containers: tutti
@@ -46,20 +50,62 @@ bool dtype_is_integer(DataType t);  // signed and unsigned integers, not bool
 
 template <class T>
 struct dtype_of;
-template <> struct dtype_of<std::int8_t> { static constexpr DataType value = DataType::Int8; };
-template <> struct dtype_of<std::uint8_t> { static constexpr DataType value = DataType::UInt8; };
-template <> struct dtype_of<std::int16_t> { static constexpr DataType value = DataType::Int16; };
-template <> struct dtype_of<std::int32_t> { static constexpr DataType value = DataType::Int32; };
-template <> struct dtype_of<std::uint32_t> { static constexpr DataType value = DataType::UInt32; };
-template <> struct dtype_of<std::int64_t> { static constexpr DataType value = DataType::Int64; };
-template <> struct dtype_of<std::uint64_t> { static constexpr DataType value = DataType::UInt64; };
-template <> struct dtype_of<float16_t> { static constexpr DataType value = DataType::Float16; };
-template <> struct dtype_of<bfloat16_t> { static constexpr DataType value = DataType::BFloat16; };
-template <> struct dtype_of<float> { static constexpr DataType value = DataType::Float32; };
-template <> struct dtype_of<double> { static constexpr DataType value = DataType::Float64; };
-template <> struct dtype_of<bool> { static constexpr DataType value = DataType::Bool; };
-template <> struct dtype_of<std::complex<float>> { static constexpr DataType value = DataType::Complex64; };
-template <> struct dtype_of<std::complex<double>> { static constexpr DataType value = DataType::Complex128; };
+template <>
+struct dtype_of<std::int8_t> {
+  static constexpr DataType value = DataType::Int8;
+};
+template <>
+struct dtype_of<std::uint8_t> {
+  static constexpr DataType value = DataType::UInt8;
+};
+template <>
+struct dtype_of<std::int16_t> {
+  static constexpr DataType value = DataType::Int16;
+};
+template <>
+struct dtype_of<std::int32_t> {
+  static constexpr DataType value = DataType::Int32;
+};
+template <>
+struct dtype_of<std::uint32_t> {
+  static constexpr DataType value = DataType::UInt32;
+};
+template <>
+struct dtype_of<std::int64_t> {
+  static constexpr DataType value = DataType::Int64;
+};
+template <>
+struct dtype_of<std::uint64_t> {
+  static constexpr DataType value = DataType::UInt64;
+};
+template <>
+struct dtype_of<float16_t> {
+  static constexpr DataType value = DataType::Float16;
+};
+template <>
+struct dtype_of<bfloat16_t> {
+  static constexpr DataType value = DataType::BFloat16;
+};
+template <>
+struct dtype_of<float> {
+  static constexpr DataType value = DataType::Float32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DataType value = DataType::Float64;
+};
+template <>
+struct dtype_of<bool> {
+  static constexpr DataType value = DataType::Bool;
+};
+template <>
+struct dtype_of<std::complex<float>> {
+  static constexpr DataType value = DataType::Complex64;
+};
+template <>
+struct dtype_of<std::complex<double>> {
+  static constexpr DataType value = DataType::Complex128;
+};
 template <class T>
 inline constexpr DataType dtype_of_v = dtype_of<T>::value;
 
@@ -68,7 +114,7 @@ enum class ReduceOpKind : std::uint8_t {
   Product,
   Min,
   Max,
-  Avg,        // sum divided by the number of ranks (integer types: truncating division)
+  Avg,  // sum divided by the number of ranks (integer types: truncating division)
   BAnd,
   BOr,
   BXor,
@@ -107,3 +153,5 @@ struct ReduceOp {
 std::string reduce_op_invalid_reason(DataType t, const ReduceOp& op);
 
 }  // namespace tutti
+
+#pragma GCC visibility pop

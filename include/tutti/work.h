@@ -7,10 +7,16 @@
 #include <memory>
 
 namespace tutti {
-
 namespace detail {
-class Completion;
+class Completion;  // tutti's own (src/common/completion.h): hidden
 }
+}  // namespace tutti
+
+// What the public headers declare is libtutti.so's interface: exported,
+// while everything else in the library is hidden (-fvisibility=hidden).
+#pragma GCC visibility push(default)
+
+namespace tutti {
 
 // Returned by every asynchronous call (isend, irecv, iall_reduce, ...).
 //
@@ -46,3 +52,5 @@ class Work {
 };
 
 }  // namespace tutti
+
+#pragma GCC visibility pop

@@ -34,9 +34,8 @@ namespace {
 // Every kind of tutti::Error, each raised as its own subclass of tutti.Error.
 // A new ErrorKind needs one line here.
 constexpr ErrorKind kErrorKinds[] = {
-    ErrorKind::InvalidArgument, ErrorKind::Timeout, ErrorKind::PeerLost,
-    ErrorKind::Mismatch,        ErrorKind::Aborted, ErrorKind::Internal,
-    ErrorKind::Unauthenticated,
+    ErrorKind::InvalidArgument, ErrorKind::Timeout,  ErrorKind::PeerLost,        ErrorKind::Mismatch,
+    ErrorKind::Aborted,         ErrorKind::Internal, ErrorKind::Unauthenticated,
 };
 
 PyObject* g_error_base = nullptr;
@@ -110,7 +109,8 @@ Buf get_buf(const py::handle& obj, bool writable, std::optional<DataType> dtype,
   py::ssize_t expect = in.itemsize;
   for (py::ssize_t d = in.ndim - 1; d >= 0; --d) {
     if (in.shape[d] > 1 && in.strides[d] != expect)
-      invalid(std::string(name) + ": the buffer is not C-contiguous (make a contiguous copy, e.g. numpy.ascontiguousarray)");
+      invalid(std::string(name) +
+              ": the buffer is not C-contiguous (make a contiguous copy, e.g. numpy.ascontiguousarray)");
     expect *= in.shape[d];
   }
   const std::size_t nbytes = static_cast<std::size_t>(in.size) * static_cast<std::size_t>(in.itemsize);
@@ -289,8 +289,9 @@ struct Ops {
     std::vector<Buf> v;
     v.push_back(get_buf(buf, true, dt, "buffer"));
     Buf& b = v[0];
-    return run(std::move(v), [&] { c.broadcast(b.ptr, b.count, b.dtype, root); },
-               [&] { return c.ibroadcast(b.ptr, b.count, b.dtype, root); });
+    return run(
+        std::move(v), [&] { c.broadcast(b.ptr, b.count, b.dtype, root); },
+        [&] { return c.ibroadcast(b.ptr, b.count, b.dtype, root); });
   }
 
   py::object all_reduce(const py::object& send, const py::object& recv, const py::handle& oph, OptDtype dt) {
@@ -306,7 +307,8 @@ struct Ops {
     void* r = v.back().ptr;
     std::size_t n = v[0].count;
     DataType d = v[0].dtype;
-    return run(std::move(v), [&] { c.all_reduce(s, r, n, d, op); }, [&] { return c.iall_reduce(s, r, n, d, op); });
+    return run(
+        std::move(v), [&] { c.all_reduce(s, r, n, d, op); }, [&] { return c.iall_reduce(s, r, n, d, op); });
   }
 
   py::object reduce(const py::object& send, const py::object& recv, const py::handle& oph, int root, OptDtype dt) {
@@ -324,8 +326,8 @@ struct Ops {
     if (c.rank() != root && inplace) r = nullptr;
     std::size_t n = v[0].count;
     DataType d = v[0].dtype;
-    return run(std::move(v), [&] { c.reduce(s, r, n, d, op, root); },
-               [&] { return c.ireduce(s, r, n, d, op, root); });
+    return run(
+        std::move(v), [&] { c.reduce(s, r, n, d, op, root); }, [&] { return c.ireduce(s, r, n, d, op, root); });
   }
 
   // gather(sendbuf, recvbuf, root): recvbuf on root is one buffer of
@@ -350,8 +352,9 @@ struct Ops {
       const void* s = v[0].ptr;
       for (auto& b : list) v.push_back(std::move(b));
       auto p = std::make_shared<std::vector<void*>>(std::move(ptrs));
-      return run(std::move(v), [&] { c.gather(s, std::span<void* const>(*p), n, d, root); },
-                 [&] { return c.igather(s, std::span<void* const>(*p), n, d, root); });
+      return run(
+          std::move(v), [&] { c.gather(s, std::span<void* const>(*p), n, d, root); },
+          [&] { return c.igather(s, std::span<void* const>(*p), n, d, root); });
     }
     void* r = nullptr;
     if (at_root) {
@@ -361,7 +364,8 @@ struct Ops {
       r = v[1].ptr;
     }
     const void* s = v[0].ptr;
-    return run(std::move(v), [&] { c.gather(s, r, n, d, root); }, [&] { return c.igather(s, r, n, d, root); });
+    return run(
+        std::move(v), [&] { c.gather(s, r, n, d, root); }, [&] { return c.igather(s, r, n, d, root); });
   }
 
   py::object all_gather(const py::object& send, const py::object& recv, OptDtype dt) {
@@ -378,14 +382,16 @@ struct Ops {
         ptrs->push_back(b.ptr);
       }
       for (auto& b : list) v.push_back(std::move(b));
-      return run(std::move(v), [&] { c.all_gather(s, std::span<void* const>(*ptrs), n, d); },
-                 [&] { return c.iall_gather(s, std::span<void* const>(*ptrs), n, d); });
+      return run(
+          std::move(v), [&] { c.all_gather(s, std::span<void* const>(*ptrs), n, d); },
+          [&] { return c.iall_gather(s, std::span<void* const>(*ptrs), n, d); });
     }
     v.push_back(get_buf(recv, true, dt ? dt : OptDtype(d), "recvbuf"));
     same_type(v[0], v[1], "sendbuf", "recvbuf");
     need_count(v[1], n * c.size(), "recvbuf", "all_gather (size x sendbuf)");
     void* r = v[1].ptr;
-    return run(std::move(v), [&] { c.all_gather(s, r, n, d); }, [&] { return c.iall_gather(s, r, n, d); });
+    return run(
+        std::move(v), [&] { c.all_gather(s, r, n, d); }, [&] { return c.iall_gather(s, r, n, d); });
   }
 
   // scatter(sendbuf, recvbuf, root): sendbuf on root is one buffer of
@@ -409,8 +415,9 @@ struct Ops {
         ptrs->push_back(b.ptr);
       }
       for (auto& b : list) v.push_back(std::move(b));
-      return run(std::move(v), [&] { c.scatter(std::span<const void* const>(*ptrs), r, n, d, root); },
-                 [&] { return c.iscatter(std::span<const void* const>(*ptrs), r, n, d, root); });
+      return run(
+          std::move(v), [&] { c.scatter(std::span<const void* const>(*ptrs), r, n, d, root); },
+          [&] { return c.iscatter(std::span<const void* const>(*ptrs), r, n, d, root); });
     }
     const void* s = nullptr;
     if (at_root) {
@@ -419,7 +426,8 @@ struct Ops {
       need_count(v[1], n * c.size(), "sendbuf", "scatter (size x recvbuf)");
       s = v[1].ptr;
     }
-    return run(std::move(v), [&] { c.scatter(s, r, n, d, root); }, [&] { return c.iscatter(s, r, n, d, root); });
+    return run(
+        std::move(v), [&] { c.scatter(s, r, n, d, root); }, [&] { return c.iscatter(s, r, n, d, root); });
   }
 
   py::object reduce_scatter(const py::object& send, const py::object& recv, const py::handle& oph, OptDtype dt) {
@@ -437,15 +445,16 @@ struct Ops {
         ptrs->push_back(b.ptr);
       }
       for (auto& b : list) v.push_back(std::move(b));
-      return run(std::move(v), [&] { c.reduce_scatter(std::span<const void* const>(*ptrs), r, n, d, op); },
-                 [&] { return c.ireduce_scatter(std::span<const void* const>(*ptrs), r, n, d, op); });
+      return run(
+          std::move(v), [&] { c.reduce_scatter(std::span<const void* const>(*ptrs), r, n, d, op); },
+          [&] { return c.ireduce_scatter(std::span<const void* const>(*ptrs), r, n, d, op); });
     }
     v.push_back(get_buf(send, false, dt ? dt : OptDtype(d), "sendbuf"));
     same_type(v[1], v[0], "sendbuf", "recvbuf");
     need_count(v[1], n * c.size(), "sendbuf", "reduce_scatter (size x recvbuf)");
     const void* s = v[1].ptr;
-    return run(std::move(v), [&] { c.reduce_scatter(s, r, n, d, op); },
-               [&] { return c.ireduce_scatter(s, r, n, d, op); });
+    return run(
+        std::move(v), [&] { c.reduce_scatter(s, r, n, d, op); }, [&] { return c.ireduce_scatter(s, r, n, d, op); });
   }
 
   py::object all_to_all(const py::object& send, const py::object& recv, OptDtype dt) {
@@ -461,7 +470,8 @@ struct Ops {
     const DataType d = v[0].dtype;
     const void* s = v[0].ptr;
     void* r = v[1].ptr;
-    return run(std::move(v), [&] { c.all_to_all(s, r, n, d); }, [&] { return c.iall_to_all(s, r, n, d); });
+    return run(
+        std::move(v), [&] { c.all_to_all(s, r, n, d); }, [&] { return c.iall_to_all(s, r, n, d); });
   }
 
   py::object all_to_all_v(const py::object& send, const std::vector<std::size_t>& scounts,
@@ -476,8 +486,8 @@ struct Ops {
     auto check = [&](const std::vector<std::size_t>& counts, const std::vector<std::size_t>& displs, const Buf& b,
                      const char* cn, const char* dn, const char* bn) {
       if (counts.size() != n || displs.size() != n)
-        invalid(std::string("all_to_all_v: ") + cn + " and " + dn + " need one entry per rank (" +
-                std::to_string(n) + ")");
+        invalid(std::string("all_to_all_v: ") + cn + " and " + dn + " need one entry per rank (" + std::to_string(n) +
+                ")");
       for (std::size_t i = 0; i < n; ++i)
         if (displs[i] > b.count || counts[i] > b.count - displs[i])
           invalid(std::string("all_to_all_v: block ") + std::to_string(i) + " (" + dn + " " +
@@ -493,12 +503,14 @@ struct Ops {
     const DataType d = v[0].dtype;
     auto& a = *arr;
     // The count arrays are copied by tutti at submission.
-    return run(std::move(v), [&] { c.all_to_all_v(s, a[0], a[1], r, a[2], a[3], d); },
-               [&] { return c.iall_to_all_v(s, a[0], a[1], r, a[2], a[3], d); });
+    return run(
+        std::move(v), [&] { c.all_to_all_v(s, a[0], a[1], r, a[2], a[3], d); },
+        [&] { return c.iall_to_all_v(s, a[0], a[1], r, a[2], a[3], d); });
   }
 
   py::object barrier() {
-    return run({}, [&] { c.barrier(); }, [&] { return c.ibarrier(); });
+    return run(
+        {}, [&] { c.barrier(); }, [&] { return c.ibarrier(); });
   }
 };
 
@@ -610,7 +622,8 @@ PYBIND11_MODULE(_tutti, m) {
       .def_property_readonly("local_size", [](const PyComm& s) { return s.c.local_size(); })
       .def_property(
           "timeout", [](const PyComm& s) { return s.c.timeout().count() / 1e3; },
-          [](PyComm& s, double t) { s.c.set_timeout(seconds_to_ms(t)); }, "Default deadline of every operation, in seconds")
+          [](PyComm& s, double t) { s.c.set_timeout(seconds_to_ms(t)); },
+          "Default deadline of every operation, in seconds")
       .def("__repr__",
            [](const PyComm& s) {
              return "<tutti.Communicator rank " + std::to_string(s.c.rank()) + " of " + std::to_string(s.c.size()) +
@@ -651,72 +664,102 @@ PYBIND11_MODULE(_tutti, m) {
             return make_work(std::move(w), std::move(b));
           },
           py::arg("buf"), py::arg("src") = kAnySource, py::arg("tag") = 0, py::arg("dtype") = py::none())
-#define TUTTI_BOTH(name, lambda_args, call_args, ...)                                                         \
-  .def(#name, [](PyComm& s, lambda_args) { return Ops{s.c, false}.name call_args; }, __VA_ARGS__)            \
-      .def("i" #name, [](PyComm& s, lambda_args) { return Ops{s.c, true}.name call_args; }, __VA_ARGS__)
+#define TUTTI_BOTH(name, lambda_args, call_args, ...) \
+  .def(                                               \
+      #name,                                          \
+      [](PyComm& s, lambda_args) {                    \
+        return Ops{s.c, false}.name call_args;        \
+      },                                              \
+      __VA_ARGS__)                                    \
+      .def(                                           \
+          "i" #name,                                  \
+          [](PyComm& s, lambda_args) {                \
+            return Ops{s.c, true}.name call_args;     \
+          },                                          \
+          __VA_ARGS__)
 #define ARGS(...) __VA_ARGS__
-      TUTTI_BOTH(broadcast, ARGS(const py::object& buf, int root, OptDtype dt), ARGS((buf, root, dt)),
-                 py::arg("buf"), py::arg("root") = 0, py::arg("dtype") = py::none())
-      TUTTI_BOTH(all_reduce, ARGS(const py::object& send, const py::object& recv, const py::object& op, OptDtype dt),
-                 ARGS((send, recv, op, dt)), py::arg("sendbuf"), py::arg("recvbuf") = py::none(),
-                 py::arg("op") = ReduceOp(ReduceOpKind::Sum), py::arg("dtype") = py::none())
-      TUTTI_BOTH(reduce,
-                 ARGS(const py::object& send, const py::object& recv, const py::object& op, int root, OptDtype dt),
-                 ARGS((send, recv, op, root, dt)), py::arg("sendbuf"), py::arg("recvbuf") = py::none(),
-                 py::arg("op") = ReduceOp(ReduceOpKind::Sum), py::arg("root") = 0, py::arg("dtype") = py::none())
-      TUTTI_BOTH(gather, ARGS(const py::object& send, const py::object& recv, int root, OptDtype dt),
-                 ARGS((send, recv, root, dt)), py::arg("sendbuf"), py::arg("recvbuf") = py::none(),
-                 py::arg("root") = 0, py::arg("dtype") = py::none())
-      TUTTI_BOTH(all_gather, ARGS(const py::object& send, const py::object& recv, OptDtype dt),
-                 ARGS((send, recv, dt)), py::arg("sendbuf"), py::arg("recvbuf"), py::arg("dtype") = py::none())
-      TUTTI_BOTH(scatter, ARGS(const py::object& send, const py::object& recv, int root, OptDtype dt),
-                 ARGS((send, recv, root, dt)), py::arg("sendbuf"), py::arg("recvbuf"), py::arg("root") = 0,
-                 py::arg("dtype") = py::none())
-      TUTTI_BOTH(reduce_scatter, ARGS(const py::object& send, const py::object& recv, const py::object& op, OptDtype dt),
-                 ARGS((send, recv, op, dt)), py::arg("sendbuf"), py::arg("recvbuf"),
-                 py::arg("op") = ReduceOp(ReduceOpKind::Sum), py::arg("dtype") = py::none())
-      TUTTI_BOTH(all_to_all, ARGS(const py::object& send, const py::object& recv, OptDtype dt),
-                 ARGS((send, recv, dt)), py::arg("sendbuf"), py::arg("recvbuf"), py::arg("dtype") = py::none())
-      TUTTI_BOTH(all_to_all_v,
-                 ARGS(const py::object& send, const std::vector<std::size_t>& sc, const std::vector<std::size_t>& sd,
-                      const py::object& recv, const std::vector<std::size_t>& rc,
-                      const std::vector<std::size_t>& rd, OptDtype dt),
-                 ARGS((send, sc, sd, recv, rc, rd, dt)), py::arg("sendbuf"), py::arg("sendcounts"),
-                 py::arg("sdispls"), py::arg("recvbuf"), py::arg("recvcounts"), py::arg("rdispls"),
-                 py::arg("dtype") = py::none())
+          TUTTI_BOTH(broadcast, ARGS(const py::object& buf, int root, OptDtype dt), ARGS((buf, root, dt)),
+                     py::arg("buf"), py::arg("root") = 0, py::arg("dtype") = py::none())
+              TUTTI_BOTH(all_reduce,
+                         ARGS(const py::object& send, const py::object& recv, const py::object& op, OptDtype dt),
+                         ARGS((send, recv, op, dt)), py::arg("sendbuf"), py::arg("recvbuf") = py::none(),
+                         py::arg("op") = ReduceOp(ReduceOpKind::Sum), py::arg("dtype") = py::none())
+                  TUTTI_BOTH(
+                      reduce,
+                      ARGS(const py::object& send, const py::object& recv, const py::object& op, int root, OptDtype dt),
+                      ARGS((send, recv, op, root, dt)), py::arg("sendbuf"), py::arg("recvbuf") = py::none(),
+                      py::arg("op") = ReduceOp(ReduceOpKind::Sum), py::arg("root") = 0, py::arg("dtype") = py::none())
+                      TUTTI_BOTH(gather, ARGS(const py::object& send, const py::object& recv, int root, OptDtype dt),
+                                 ARGS((send, recv, root, dt)), py::arg("sendbuf"), py::arg("recvbuf") = py::none(),
+                                 py::arg("root") = 0, py::arg("dtype") = py::none())
+                          TUTTI_BOTH(all_gather, ARGS(const py::object& send, const py::object& recv, OptDtype dt),
+                                     ARGS((send, recv, dt)), py::arg("sendbuf"), py::arg("recvbuf"),
+                                     py::arg("dtype") = py::none())
+                              TUTTI_BOTH(scatter,
+                                         ARGS(const py::object& send, const py::object& recv, int root, OptDtype dt),
+                                         ARGS((send, recv, root, dt)), py::arg("sendbuf"), py::arg("recvbuf"),
+                                         py::arg("root") = 0, py::arg("dtype") = py::none())
+                                  TUTTI_BOTH(reduce_scatter,
+                                             ARGS(const py::object& send, const py::object& recv, const py::object& op,
+                                                  OptDtype dt),
+                                             ARGS((send, recv, op, dt)), py::arg("sendbuf"), py::arg("recvbuf"),
+                                             py::arg("op") = ReduceOp(ReduceOpKind::Sum), py::arg("dtype") = py::none())
+                                      TUTTI_BOTH(all_to_all,
+                                                 ARGS(const py::object& send, const py::object& recv, OptDtype dt),
+                                                 ARGS((send, recv, dt)), py::arg("sendbuf"), py::arg("recvbuf"),
+                                                 py::arg("dtype") = py::none())
+                                          TUTTI_BOTH(all_to_all_v,
+                                                     ARGS(const py::object& send, const std::vector<std::size_t>& sc,
+                                                          const std::vector<std::size_t>& sd, const py::object& recv,
+                                                          const std::vector<std::size_t>& rc,
+                                                          const std::vector<std::size_t>& rd, OptDtype dt),
+                                                     ARGS((send, sc, sd, recv, rc, rd, dt)), py::arg("sendbuf"),
+                                                     py::arg("sendcounts"), py::arg("sdispls"), py::arg("recvbuf"),
+                                                     py::arg("recvcounts"), py::arg("rdispls"),
+                                                     py::arg("dtype") = py::none())
 #undef TUTTI_BOTH
 #undef ARGS
-      .def("barrier", [](PyComm& s) { return Ops{s.c, false}.barrier(); })
-      .def("ibarrier", [](PyComm& s) { return Ops{s.c, true}.barrier(); })
+      .def("barrier",
+           [](PyComm& s) {
+             return Ops{s.c, false}.barrier();
+           })
+      .def("ibarrier",
+           [](PyComm& s) {
+             return Ops{s.c, true}.barrier();
+           })
       // groups
       .def(
           "new_group",
-          [](PyComm& s, const std::vector<int>& ranks) -> std::optional<PyComm> {
-            std::optional<Communicator> g;
-            {
-              py::gil_scoped_release r;
-              g = s.c.new_group(ranks);
-            }
-            if (!g) return std::nullopt;
-            return PyComm{*g};
-          },
+          [](PyComm& s, const std::vector<int>& ranks) -> std::
+                                                           optional<PyComm> {
+                                                             std::optional<Communicator> g;
+                                                             {
+                                                               py::gil_scoped_release r;
+                                                               g = s.c.new_group(ranks);
+                                                             }
+                                                             if (!g) return std::nullopt;
+                                                             return PyComm{*g};
+                                                           },
           py::arg("ranks"),
           "Every member calls it with the same list; returns the new communicator on members, None elsewhere")
       .def(
           "split",
-          [](PyComm& s, int color, int key) -> std::optional<PyComm> {
-            std::optional<Communicator> g;
-            {
-              py::gil_scoped_release r;
-              g = s.c.split(color, key);
-            }
-            if (!g) return std::nullopt;
-            return PyComm{*g};
-          },
+          [](PyComm& s, int color, int key) -> std::
+                                                optional<PyComm> {
+                                                  std::optional<Communicator> g;
+                                                  {
+                                                    py::gil_scoped_release r;
+                                                    g = s.c.split(color, key);
+                                                  }
+                                                  if (!g) return std::nullopt;
+                                                  return PyComm{*g};
+                                                },
           py::arg("color"), py::arg("key") = 0, "MPI_Comm_split; color < 0: no communicator (None)")
-      .def("abort", [](PyComm& s, const std::string& why) { s.c.abort(why); }, py::arg("reason") = "abort() called")
-      .def("failed_ranks", [](const PyComm& s) { return s.c.failed_ranks(); },
-           "the members known to be lost, in this communicator's numbering")
+      .def(
+          "abort", [](PyComm& s, const std::string& why) { s.c.abort(why); }, py::arg("reason") = "abort() called")
+      .def(
+          "failed_ranks", [](const PyComm& s) { return s.c.failed_ranks(); },
+          "the members known to be lost, in this communicator's numbering")
       .def("trace_json", [](const PyComm& s) { return s.c.trace_json(); })
       .def("dump_trace", [](const PyComm& s) { return s.c.dump_trace(); });
 
@@ -744,23 +787,26 @@ PYBIND11_MODULE(_tutti, m) {
 
   // Stores.
   py::class_<Store, std::shared_ptr<Store>>(m, "Store", "A key-value store (values are bytes)")
-      .def("set", [](Store& s, const std::string& k, const py::object& v) {
-        Bytes b = to_bytes(v);
-        py::gil_scoped_release r;
-        s.set(k, b);
-      })
-      .def("get", [](Store& s, const std::string& k) {
-        Bytes b;
-        {
-          py::gil_scoped_release r;
-          b = s.get(k);
-        }
-        return from_bytes(b);
-      })
-      .def("add", [](Store& s, const std::string& k, std::int64_t d) {
-        py::gil_scoped_release r;
-        return s.add(k, d);
-      })
+      .def("set",
+           [](Store& s, const std::string& k, const py::object& v) {
+             Bytes b = to_bytes(v);
+             py::gil_scoped_release r;
+             s.set(k, b);
+           })
+      .def("get",
+           [](Store& s, const std::string& k) {
+             Bytes b;
+             {
+               py::gil_scoped_release r;
+               b = s.get(k);
+             }
+             return from_bytes(b);
+           })
+      .def("add",
+           [](Store& s, const std::string& k, std::int64_t d) {
+             py::gil_scoped_release r;
+             return s.add(k, d);
+           })
       .def("compare_set",
            [](Store& s, const std::string& k, const py::object& expected, const py::object& desired) {
              Bytes e = to_bytes(expected), d = to_bytes(desired), out;

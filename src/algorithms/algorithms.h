@@ -42,8 +42,7 @@ void all_gather_bruck(OpContext& ctx, std::span<const Block> out, std::size_t el
 void all_gather_recursive_doubling(OpContext& ctx, std::span<const Block> out, std::size_t elem_size);
 // in[b]: this rank's input for block b (n blocks); the reduction of block
 // `rank` is written to out (out may alias in[rank]).
-void reduce_scatter_ring(OpContext& ctx, std::span<const ConstBlock> in, void* out, DataType dtype,
-                         ReduceOpKind op);
+void reduce_scatter_ring(OpContext& ctx, std::span<const ConstBlock> in, void* out, DataType dtype, ReduceOpKind op);
 void reduce_scatter_recursive_halving(OpContext& ctx, std::span<const ConstBlock> in, void* out, DataType dtype,
                                       ReduceOpKind op);
 // Same, but in place: blocks[b] are this rank's inputs and scratch; the

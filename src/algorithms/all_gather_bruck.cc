@@ -18,8 +18,8 @@ void all_gather_bruck(OpContext& ctx, std::span<const Block> out, std::size_t es
   std::memcpy(t, out[r].ptr, bytes);
   for (int k = 0; k < bruck::rounds(n); ++k) {
     const std::size_t len = static_cast<std::size_t>(bruck::ag_count(k, n)) * bytes;
-    ctx.sendrecv(bruck::ag_send_to(r, k, n), t, len, bruck::ag_recv_from(r, k, n),
-                 t + (std::size_t(1) << k) * bytes, len, static_cast<std::uint32_t>(k));
+    ctx.sendrecv(bruck::ag_send_to(r, k, n), t, len, bruck::ag_recv_from(r, k, n), t + (std::size_t(1) << k) * bytes,
+                 len, static_cast<std::uint32_t>(k));
   }
   for (int i = 1; i < n; ++i) std::memcpy(out[bruck::ag_slot_owner(r, i, n)].ptr, t + i * bytes, bytes);
 }

@@ -21,7 +21,8 @@ void all_to_all_bruck(OpContext& ctx, const char* sendbuf, char* recvbuf, std::s
   }
   // Every block is copied out of sendbuf first, so recvbuf may alias it.
   std::vector<char> t(n * block);
-  for (int i = 0; i < n; ++i) std::memcpy(t.data() + i * block, sendbuf + bruck::a2a_initial_dest(r, i, n) * block, block);
+  for (int i = 0; i < n; ++i)
+    std::memcpy(t.data() + i * block, sendbuf + bruck::a2a_initial_dest(r, i, n) * block, block);
   std::vector<char> packed(n * block), arrived(n * block);
   std::vector<int> slots;
   for (int k = 0; k < bruck::rounds(n); ++k) {
@@ -36,7 +37,8 @@ void all_to_all_bruck(OpContext& ctx, const char* sendbuf, char* recvbuf, std::s
     for (std::size_t j = 0; j < slots.size(); ++j)
       std::memcpy(t.data() + slots[j] * block, arrived.data() + j * block, block);
   }
-  for (int i = 0; i < n; ++i) std::memcpy(recvbuf + bruck::a2a_final_source(r, i, n) * block, t.data() + i * block, block);
+  for (int i = 0; i < n; ++i)
+    std::memcpy(recvbuf + bruck::a2a_final_source(r, i, n) * block, t.data() + i * block, block);
 }
 
 }  // namespace tutti::detail

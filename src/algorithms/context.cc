@@ -1,7 +1,6 @@
 #include "algorithms/context.h"
 
 #include "algorithms/signature.h"
-
 #include "core/flight_recorder.h"
 #include "core/tags.h"
 

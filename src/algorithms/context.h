@@ -19,7 +19,7 @@ namespace tutti::detail {
 
 struct Pending {
   RequestPtr req;
-  int peer = -1;      // communicator rank
+  int peer = -1;  // communicator rank
   bool is_recv = false;
   std::uint32_t step = 0;
   std::size_t bytes = 0;
@@ -85,8 +85,7 @@ struct OpContext {
   void send(int peer, std::uint32_t step, const void* buf, std::size_t len) { wait(isend(peer, step, buf, len)); }
   void recv(int peer, std::uint32_t step, void* buf, std::size_t len) { wait(irecv(peer, step, buf, len)); }
   // Posts both, then waits for both.
-  void sendrecv(int dst, const void* sbuf, std::size_t slen, int src, void* rbuf, std::size_t rlen,
-                std::uint32_t step);
+  void sendrecv(int dst, const void* sbuf, std::size_t slen, int src, void* rbuf, std::size_t rlen, std::uint32_t step);
   // "rank 3: all_reduce #17 (ring, 4096 B, ...): " prefix for error messages.
   std::string where() const;
   std::string describe() const;

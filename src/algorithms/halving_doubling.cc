@@ -66,8 +66,8 @@ void post_recvs_elems(OpContext& ctx, int peer, std::uint32_t step, char* tmp, s
   }
 }
 
-void post_sends_elems(OpContext& ctx, int peer, std::uint32_t step, const char* buf, std::size_t count,
-                      std::size_t es, std::vector<Pending>& out) {
+void post_sends_elems(OpContext& ctx, int peer, std::uint32_t step, const char* buf, std::size_t count, std::size_t es,
+                      std::vector<Pending>& out) {
   const std::size_t pc = chunk_elems(ctx.chunk_bytes, es);
   for (std::size_t k = 0; k < num_chunks(count, pc); ++k) {
     ChunkRange c = chunk_at(count, pc, k);
@@ -84,9 +84,8 @@ void recv_reduce(OpContext& ctx, int peer, std::uint32_t step, char* acc, std::s
   reduce_as_arriving(ctx, recvs, acc, tmp, count, dtype, op, peer_is_lower);
 }
 
-void exchange_reduce(OpContext& ctx, int peer, std::uint32_t step, const char* send, std::size_t send_count,
-                     char* acc, std::size_t recv_count, DataType dtype, ReduceOpKind op, bool peer_is_lower,
-                     char* tmp) {
+void exchange_reduce(OpContext& ctx, int peer, std::uint32_t step, const char* send, std::size_t send_count, char* acc,
+                     std::size_t recv_count, DataType dtype, ReduceOpKind op, bool peer_is_lower, char* tmp) {
   const std::size_t es = dtype_size(dtype);
   std::vector<Pending> recvs, sends;
   post_recvs_elems(ctx, peer, step, tmp, recv_count, es, recvs);
@@ -122,8 +121,7 @@ void all_gather_doubling(OpContext& ctx, char* buf, const std::vector<std::size_
     const int pv = v ^ mask;
     const rd::Range mine = rd::group(v, mask), theirs = rd::group(pv, mask);
     const int peer = rd::real_rank(pv, f);
-    post_recv_chunks(ctx, peer, step, buf + offs[theirs.lo] * es, (offs[theirs.hi] - offs[theirs.lo]) * es,
-                     pending);
+    post_recv_chunks(ctx, peer, step, buf + offs[theirs.lo] * es, (offs[theirs.hi] - offs[theirs.lo]) * es, pending);
     post_send_chunks(ctx, peer, step, buf + offs[mine.lo] * es, (offs[mine.hi] - offs[mine.lo]) * es, pending);
     ctx.wait_all(pending);
   }

@@ -22,9 +22,8 @@ void recv_reduce(OpContext& ctx, int peer, std::uint32_t step, char* acc, std::s
 
 // Sends [send, send + send_count) to peer and reduces what the peer sends
 // ([acc, acc + recv_count)) into acc, chunk by chunk.
-void exchange_reduce(OpContext& ctx, int peer, std::uint32_t step, const char* send, std::size_t send_count,
-                     char* acc, std::size_t recv_count, DataType dtype, ReduceOpKind op, bool peer_is_lower,
-                     char* tmp);
+void exchange_reduce(OpContext& ctx, int peer, std::uint32_t step, const char* send, std::size_t send_count, char* acc,
+                     std::size_t recv_count, DataType dtype, ReduceOpKind op, bool peer_is_lower, char* tmp);
 
 // Reduce-scatter by recursive halving among the participants of f. offs
 // holds p + 1 element offsets: participant v's range is [offs[v], offs[v+1]).

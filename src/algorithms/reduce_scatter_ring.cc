@@ -42,9 +42,9 @@ void ring_reduce_scatter(OpContext& ctx, const std::vector<std::size_t>& counts,
       1, std::min(total, std::clamp<std::size_t>(kWindowBytes / (pc * es), std::size_t{2}, kMaxSlots)));
   char* tmp = ctx.buffer(0, slots * pc * es);
   std::vector<Pending> recvs(slots);
-  int post_step = 0;          // where the next receive to post lies
+  int post_step = 0;  // where the next receive to post lies
   std::size_t post_chunk = 0;
-  std::size_t posted = 0;     // receives posted so far
+  std::size_t posted = 0;  // receives posted so far
   auto post_next = [&] {
     while (post_step < n - 1 && post_chunk == num_chunks(counts[ring::rs_recv_block(r, post_step, n)], pc)) {
       ++post_step;
@@ -88,8 +88,7 @@ void ring_reduce_scatter(OpContext& ctx, const std::vector<std::size_t>& counts,
 
 }  // namespace
 
-void reduce_scatter_ring(OpContext& ctx, std::span<const ConstBlock> in, void* out, DataType dtype,
-                         ReduceOpKind op) {
+void reduce_scatter_ring(OpContext& ctx, std::span<const ConstBlock> in, void* out, DataType dtype, ReduceOpKind op) {
   const int n = ctx.size;
   const std::size_t es = dtype_size(dtype);
   const std::size_t count = in[ctx.rank].count;

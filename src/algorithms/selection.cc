@@ -116,7 +116,8 @@ const char* select_algorithm(const char* collective, std::size_t bytes, const Co
     if (!std::strcmp(a.collective, collective) && in_range(a, bytes, config) && fits(a, topo) &&
         (shm_ok || !a.single_host_only))
       return a.name;
-  throw Error(ErrorKind::Internal, std::string("no algorithm for ") + collective + " at " + std::to_string(bytes) + " B");
+  throw Error(ErrorKind::Internal,
+              std::string("no algorithm for ") + collective + " at " + std::to_string(bytes) + " B");
 }
 
 void validate_algo_overrides(const Config& config) {

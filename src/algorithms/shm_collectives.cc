@@ -194,8 +194,8 @@ void reduce_from_peers(ShmGroup& g, Remote remote, const char* own, char* dst, s
 // all_reduce, the root for reduce) with process_vm_writev. A last round keeps
 // every rank in the call until every peer has read its input and written its
 // slice.
-void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t count, DataType dtype,
-                        const ReduceOp& op, int root) {
+void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t count, DataType dtype, const ReduceOp& op,
+                        int root) {
   const int n = g.size(), r = g.rank();
   const std::size_t es = elem_size(dtype);
   const Slice mine = slice_of(count, n, r);
@@ -274,8 +274,8 @@ bool reduce_direct(ShmGroup& g, const char* send, char* out, std::size_t count, 
     in[p] = g.shared().view(p, theirs[1], bytes);
     if (root < 0 || root == p) outs[p] = g.shared().view(p, theirs[2], bytes);
     if (!in[p] || ((root < 0 || root == p) && !outs[p]))
-      throw Error(ErrorKind::Internal, "rank " + std::to_string(p) +
-                                           "'s buffers lie in shared memory this rank has not mapped");
+      throw Error(ErrorKind::Internal,
+                  "rank " + std::to_string(p) + "'s buffers lie in shared memory this rank has not mapped");
   }
   if (!all) return false;
   in[r] = send;
@@ -318,8 +318,7 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   const std::size_t slice_bytes = count / n * es;
   const bool cache_sized =
       g.oversubscribed() ? slice_bytes <= (std::size_t{512} << 10) : slice_bytes < (std::size_t{8} << 20);
-  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && cache_sized &&
-      single_copy_all_read(g, slice_bytes)) {
+  if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && cache_sized && single_copy_all_read(g, slice_bytes)) {
     reduce_single_copy(g, send, out, count, dtype, op, root);
     return;
   }
@@ -389,8 +388,8 @@ std::size_t piece_bytes(const ShmGroup& g) { return 2 * g.slot_bytes() / g.size(
 
 }  // namespace
 
-bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype,
-                       const ReduceOp& op, int root, std::size_t one_shot_bytes) {
+bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
+                       int root, std::size_t one_shot_bytes) {
   if (g.shared().empty() || g.size() < 2 || count * elem_size(dtype) <= one_shot_bytes ||
       op.kind == ReduceOpKind::PremulSum) [[likely]]
     return false;
@@ -616,7 +615,8 @@ void shm_reduce_scatter(ShmGroup& g, std::span<const char* const> in, void* recv
       g.wait_input(p, k);
       std::memcpy(&from[p], g.in_slot(p, k) + r * sizeof from[p], sizeof from[p]);
     }
-    reduce_from_peers(g, [&](int p) { return from[p]; }, in[r], out, count, dtype, kind);
+    reduce_from_peers(
+        g, [&](int p) { return from[p]; }, in[r], out, count, dtype, kind);
     if (op.kind == ReduceOpKind::Avg) divide_by(out, count, dtype, n);
     finish_reads(g);
     return;
@@ -705,8 +705,8 @@ void all_to_all_blocks(ShmGroup& g, const char* send, char* recv, const Layout& 
       std::memcpy(entry, g.in_slot(p, k) + r * sizeof entry, sizeof entry);
       if (entry[1] != L.recv_bytes(p))
         throw Error(ErrorKind::Mismatch, "rank " + std::to_string(r) + ": all_to_all expects " +
-                                             std::to_string(L.recv_bytes(p)) + " bytes from rank " +
-                                             std::to_string(p) + ", which sends " + std::to_string(entry[1]));
+                                             std::to_string(L.recv_bytes(p)) + " bytes from rank " + std::to_string(p) +
+                                             ", which sends " + std::to_string(entry[1]));
       if (entry[1]) g.read_peer(p, dst + L.recv_displ(p), entry[0], entry[1]);
     }
     finish_reads(g);
@@ -745,13 +745,12 @@ void all_to_all_blocks(ShmGroup& g, const char* send, char* recv, const Layout& 
 }  // namespace
 
 void shm_all_to_all(ShmGroup& g, const void* send, void* recv, std::size_t block_bytes) {
-  all_to_all_blocks(g, static_cast<const char*>(send), static_cast<char*>(recv), EqualBlocks{block_bytes},
-                    block_bytes);
+  all_to_all_blocks(g, static_cast<const char*>(send), static_cast<char*>(recv), EqualBlocks{block_bytes}, block_bytes);
 }
 
 void shm_all_to_all_v(ShmGroup& g, const char* send, std::span<const std::size_t> send_bytes,
-                      std::span<const std::size_t> send_displs, char* recv,
-                      std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_displs) {
+                      std::span<const std::size_t> send_displs, char* recv, std::span<const std::size_t> recv_bytes,
+                      std::span<const std::size_t> recv_displs) {
   const int n = g.size(), r = g.rank();
   if (send_bytes[r] != recv_bytes[r])
     throw Error(ErrorKind::InvalidArgument, "rank " + std::to_string(r) + ": all_to_all sends " +

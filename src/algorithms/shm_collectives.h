@@ -28,8 +28,8 @@ void shm_all_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count
 // in it; if so the operation runs directly on them (docs/design.md "Shared
 // buffers") and this returns true, on every member alike; else false, and
 // the caller runs the usual path.
-bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype,
-                       const ReduceOp& op, int root, std::size_t one_shot_bytes);
+bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
+                       int root, std::size_t one_shot_bytes);
 void shm_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
                 int root, std::size_t one_shot_bytes);
 void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root);
@@ -46,8 +46,8 @@ void shm_all_to_all(ShmGroup& g, const void* send, void* recv, std::size_t block
 // Byte counts and displacements per peer; a first round agrees on the
 // number of rounds.
 void shm_all_to_all_v(ShmGroup& g, const char* send, std::span<const std::size_t> send_bytes,
-                      std::span<const std::size_t> send_displs, char* recv,
-                      std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_displs);
+                      std::span<const std::size_t> send_displs, char* recv, std::span<const std::size_t> recv_bytes,
+                      std::span<const std::size_t> recv_displs);
 void shm_barrier(ShmGroup& g);
 
 }  // namespace tutti::detail

@@ -6,9 +6,8 @@
 namespace tutti::detail {
 namespace {
 
-const char* const kKinds[] = {"all_reduce", "reduce",         "broadcast",  "gather",       "all_gather",
-                              "scatter",    "reduce_scatter", "all_to_all", "all_to_all_v", "barrier",
-                              "alloc_shared", "free_shared"};
+const char* const kKinds[] = {"all_reduce",     "reduce",     "broadcast",    "gather",  "all_gather",   "scatter",
+                              "reduce_scatter", "all_to_all", "all_to_all_v", "barrier", "alloc_shared", "free_shared"};
 
 std::uint32_t fnv(std::uint32_t h, const char* s) {
   if (s)
@@ -43,7 +42,8 @@ std::string describe_signature(std::uint64_t sig, std::uint64_t bytes) {
         const char* redop = k < 0 ? nullptr : reduce_op_name(static_cast<ReduceOpKind>(k));
         if (hash_names(kind, dtype, redop) != h) continue;
         text = std::string(kind) + " (";
-        if (bytes != kNoBytes) text += bytes == ~std::uint64_t(0) ? std::string("sizes vary") : std::to_string(bytes) + " B";
+        if (bytes != kNoBytes)
+          text += bytes == ~std::uint64_t(0) ? std::string("sizes vary") : std::to_string(bytes) + " B";
         std::string rest;
         if (dtype) rest += std::string(", ") + dtype;
         if (redop) rest += std::string(", ") + redop;

@@ -49,7 +49,7 @@ namespace tutti::detail {
 
 class AllReduceTuner {
  public:
-  static constexpr int kSamples = 2;            // timed runs of each algorithm per epoch
+  static constexpr int kSamples = 2;  // timed runs of each algorithm per epoch
   // With Figure::Fastest: in shared memory the operations right after a
   // switch run on caches the other path left (all_reduce, 2 ranks, 4 MiB:
   // single copy took 650-1,120 us, then 550, then 400-450 in steady
@@ -63,7 +63,7 @@ class AllReduceTuner {
   }
   static constexpr std::uint64_t kFirstQuiet = 24;  // operations after the first choice
   static constexpr std::uint64_t kMaxQuiet = 6144;
-  static constexpr double kMargin = 0.05;      // the other must be this much faster
+  static constexpr double kMargin = 0.05;  // the other must be this much faster
 
   // Tunes sizes in (lo, hi] (bytes per rank) between alternatives 0 and 1;
   // the table's choice at a size (`preferred` of next() and decide()) stays unless the other

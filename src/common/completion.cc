@@ -66,7 +66,8 @@ void Work::wait() const {
     // The owner's abort fails the completion; wait for that to land.
     c_->wait_until(detail::Clock::now() + std::chrono::seconds(10));
     if (!c_->done())
-      throw Error(ErrorKind::Timeout, "Timed out waiting for the operation, which did not complete before its deadline");
+      throw Error(ErrorKind::Timeout,
+                  "Timed out waiting for the operation, which did not complete before its deadline");
   }
   if (!c_->ok() && c_->on_error) c_->on_error();
   c_->rethrow_if_failed();

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,8 +23,7 @@ using TimePoint = Clock::time_point;
 inline TimePoint deadline_after(std::chrono::milliseconds timeout) {
   const TimePoint now = Clock::now();
   if (timeout.count() <= 0) return now;
-  if (timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(TimePoint::max() - now))
-    return TimePoint::max();
+  if (timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(TimePoint::max() - now)) return TimePoint::max();
   return now + timeout;
 }
 

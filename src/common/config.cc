@@ -1,8 +1,8 @@
 #include "common/config.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <algorithm>
 #include <sstream>
 
 #include "common/log.h"
@@ -30,9 +30,12 @@ std::size_t parse_bytes(const std::string& s, const char* what) {
   }
   std::string suffix = s.substr(pos);
   int shift = 0;
-  if (suffix == "K" || suffix == "k") shift = 10;
-  else if (suffix == "M" || suffix == "m") shift = 20;
-  else if (suffix == "G" || suffix == "g") shift = 30;
+  if (suffix == "K" || suffix == "k")
+    shift = 10;
+  else if (suffix == "M" || suffix == "m")
+    shift = 20;
+  else if (suffix == "G" || suffix == "g")
+    shift = 30;
   else if (!suffix.empty())
     throw Error(ErrorKind::InvalidArgument, std::string(what) + ": unknown suffix in '" + s + "' (use K, M or G)");
   if (v > ((std::uint64_t(1) << 50) >> shift))
@@ -75,12 +78,14 @@ Config Config::from_env() {
   if (const char* v = env("TUTTI_TWO_LEVEL_LEADER_BYTES"))
     c.two_level_leader_bytes = parse_bytes(v, "TUTTI_TWO_LEVEL_LEADER_BYTES");
   if (const char* v = env("TUTTI_ALGO")) c.algo = parse_algo_overrides(v);
-  if (const char* v = env("TUTTI_SOCKET_BUFFER_BYTES")) c.socket_buffer_bytes = parse_bytes(v, "TUTTI_SOCKET_BUFFER_BYTES");
+  if (const char* v = env("TUTTI_SOCKET_BUFFER_BYTES"))
+    c.socket_buffer_bytes = parse_bytes(v, "TUTTI_SOCKET_BUFFER_BYTES");
   if (const char* v = env("TUTTI_TCP_CONGESTION")) {
     c.tcp_congestion = v;
     if (c.tcp_congestion.size() > 15)
       throw Error(ErrorKind::InvalidArgument, std::string("TUTTI_TCP_CONGESTION: expected 'system' or a congestion "
-                                                          "control name of at most 15 characters, got '") + v + "'");
+                                                          "control name of at most 15 characters, got '") +
+                                                  v + "'");
   }
   if (const char* v = env("TUTTI_SOCKETS_PER_PEER")) {
     char* end = nullptr;
@@ -111,7 +116,8 @@ Config Config::from_env() {
   if (const char* v = env("TUTTI_TRANSPORT")) {
     c.transport = v;
     if (c.transport != "auto" && c.transport != "tcp")
-      throw Error(ErrorKind::InvalidArgument, std::string("TUTTI_TRANSPORT: expected 'auto' or 'tcp', got '") + v + "'");
+      throw Error(ErrorKind::InvalidArgument,
+                  std::string("TUTTI_TRANSPORT: expected 'auto' or 'tcp', got '") + v + "'");
   }
   if (const char* v = env("TUTTI_SHM_SLOT_BYTES")) {
     c.shm_slot_bytes = parse_bytes(v, "TUTTI_SHM_SLOT_BYTES");
@@ -145,16 +151,14 @@ Config Config::from_env() {
 std::string Config::describe() const {
   std::ostringstream os;
   os << "timeout=" << timeout.count() << "ms chunk_bytes=" << chunk_bytes << " hosts_chunk_bytes=" << hosts_chunk_bytes
-     << " small_bytes=" << small_bytes
-     << " two_level_leader_bytes=" << two_level_leader_bytes
+     << " small_bytes=" << small_bytes << " two_level_leader_bytes=" << two_level_leader_bytes
      << " socket_buffer_bytes=" << socket_buffer_bytes
-     << " tcp_congestion=" << (tcp_congestion.empty() ? "(auto)" : tcp_congestion) << " sockets_per_peer=" << sockets_per_peer
-     << " socket_stripe_bytes=" << socket_stripe_bytes << " listen_addr=" << listen_addr
-     << " advertise_addr=" << (advertise_addr.empty() ? "(auto)" : advertise_addr)
+     << " tcp_congestion=" << (tcp_congestion.empty() ? "(auto)" : tcp_congestion)
+     << " sockets_per_peer=" << sockets_per_peer << " socket_stripe_bytes=" << socket_stripe_bytes
+     << " listen_addr=" << listen_addr << " advertise_addr=" << (advertise_addr.empty() ? "(auto)" : advertise_addr)
      << " socket_ifname=" << (socket_ifname.empty() ? "(default)" : socket_ifname) << " transport=" << transport
-     << " algo_tuning=" << algo_tuning
-     << " shm_slot_bytes=" << shm_slot_bytes << " shm_one_shot_bytes=" << shm_one_shot_bytes << " shm_cma_bytes=" << shm_cma_bytes
-     << " algo=";
+     << " algo_tuning=" << algo_tuning << " shm_slot_bytes=" << shm_slot_bytes
+     << " shm_one_shot_bytes=" << shm_one_shot_bytes << " shm_cma_bytes=" << shm_cma_bytes << " algo=";
   bool first = true;
   for (auto& [k, v] : algo) {
     os << (first ? "" : ",") << k << ":" << v;

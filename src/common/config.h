@@ -113,7 +113,6 @@ std::size_t parse_bytes(const std::string& s, const char* what);
 // rank `them`'s; otherwise the first difference, as "ranks disagree on
 // TUTTI_X: 'a' on rank them, 'b' on rank me (...)". Host lines count only
 // for ranks on the same host.
-std::string settings_disagreement(const std::string& mine, const std::string& theirs, bool same_host, int me,
-                                  int them);
+std::string settings_disagreement(const std::string& mine, const std::string& theirs, bool same_host, int me, int them);
 
 }  // namespace tutti::detail

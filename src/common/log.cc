@@ -25,11 +25,16 @@ std::atomic<int> g_rank{-1};
 
 const char* level_name(LogLevel l) {
   switch (l) {
-    case LogLevel::Warn: return "WARN";
-    case LogLevel::Info: return "INFO";
-    case LogLevel::Debug: return "DEBUG";
-    case LogLevel::Trace: return "TRACE";
-    default: return "";
+    case LogLevel::Warn:
+      return "WARN";
+    case LogLevel::Info:
+      return "INFO";
+    case LogLevel::Debug:
+      return "DEBUG";
+    case LogLevel::Trace:
+      return "TRACE";
+    default:
+      return "";
   }
 }
 

@@ -18,11 +18,11 @@ LogLevel parse_log_level(const std::string& s);
 
 }  // namespace tutti::detail
 
-#define TUTTI_LOG(level, expr)                                                     \
-  do {                                                                             \
-    if (::tutti::detail::log_level() >= ::tutti::detail::LogLevel::level) {        \
-      std::ostringstream tutti_log_os_;                                            \
-      tutti_log_os_ << expr;                                                       \
+#define TUTTI_LOG(level, expr)                                                          \
+  do {                                                                                  \
+    if (::tutti::detail::log_level() >= ::tutti::detail::LogLevel::level) {             \
+      std::ostringstream tutti_log_os_;                                                 \
+      tutti_log_os_ << expr;                                                            \
       ::tutti::detail::log_line(::tutti::detail::LogLevel::level, tutti_log_os_.str()); \
-    }                                                                              \
+    }                                                                                   \
   } while (0)

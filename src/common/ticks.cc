@@ -42,12 +42,14 @@ std::int64_t ticks_to_steady_us(std::int64_t t) { return t; }
 #endif
 
 TimePoint deadline_from_ticks(std::int64_t start, std::chrono::milliseconds timeout) {
-  const TimePoint begun{std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(ticks_to_steady_us(start)))};
+  const TimePoint begun{
+      std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(ticks_to_steady_us(start)))};
   // Never earlier than what the counter says, never later than now + timeout.
   const TimePoint now = Clock::now();
   const TimePoint from = begun < now ? begun : now;
   if (timeout.count() <= 0) return from;
-  if (timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(TimePoint::max() - from)) return TimePoint::max();
+  if (timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(TimePoint::max() - from))
+    return TimePoint::max();
   return from + timeout;
 }
 

@@ -1,40 +1,69 @@
+#include "tutti/types.h"
+
 #include <cmath>
 
 #include "tutti/error.h"
-#include "tutti/types.h"
 #include "tutti/version.h"
 
 namespace tutti {
 
-const char* version() { return "0.1.0"; }
+const char* version() { return TUTTI_VERSION_STRING; }
 
 std::size_t dtype_size(DataType t) {
   switch (t) {
-    case DataType::Int8: case DataType::UInt8: case DataType::Bool: return 1;
-    case DataType::Int16: case DataType::Float16: case DataType::BFloat16: return 2;
-    case DataType::Int32: case DataType::UInt32: case DataType::Float32: return 4;
-    case DataType::Int64: case DataType::UInt64: case DataType::Float64: case DataType::Complex64: return 8;
-    case DataType::Complex128: return 16;
+    case DataType::Int8:
+    case DataType::UInt8:
+    case DataType::Bool:
+      return 1;
+    case DataType::Int16:
+    case DataType::Float16:
+    case DataType::BFloat16:
+      return 2;
+    case DataType::Int32:
+    case DataType::UInt32:
+    case DataType::Float32:
+      return 4;
+    case DataType::Int64:
+    case DataType::UInt64:
+    case DataType::Float64:
+    case DataType::Complex64:
+      return 8;
+    case DataType::Complex128:
+      return 16;
   }
   throw Error(ErrorKind::InvalidArgument, "unknown data type " + std::to_string(static_cast<int>(t)));
 }
 
 const char* dtype_name(DataType t) {
   switch (t) {
-    case DataType::Int8: return "int8";
-    case DataType::UInt8: return "uint8";
-    case DataType::Int16: return "int16";
-    case DataType::Int32: return "int32";
-    case DataType::UInt32: return "uint32";
-    case DataType::Int64: return "int64";
-    case DataType::UInt64: return "uint64";
-    case DataType::Float16: return "float16";
-    case DataType::BFloat16: return "bfloat16";
-    case DataType::Float32: return "float32";
-    case DataType::Float64: return "float64";
-    case DataType::Bool: return "bool";
-    case DataType::Complex64: return "complex64";
-    case DataType::Complex128: return "complex128";
+    case DataType::Int8:
+      return "int8";
+    case DataType::UInt8:
+      return "uint8";
+    case DataType::Int16:
+      return "int16";
+    case DataType::Int32:
+      return "int32";
+    case DataType::UInt32:
+      return "uint32";
+    case DataType::Int64:
+      return "int64";
+    case DataType::UInt64:
+      return "uint64";
+    case DataType::Float16:
+      return "float16";
+    case DataType::BFloat16:
+      return "bfloat16";
+    case DataType::Float32:
+      return "float32";
+    case DataType::Float64:
+      return "float64";
+    case DataType::Bool:
+      return "bool";
+    case DataType::Complex64:
+      return "complex64";
+    case DataType::Complex128:
+      return "complex128";
   }
   return "unknown";
 }
@@ -45,23 +74,39 @@ bool dtype_is_floating(DataType t) {
 bool dtype_is_complex(DataType t) { return t == DataType::Complex64 || t == DataType::Complex128; }
 bool dtype_is_integer(DataType t) {
   switch (t) {
-    case DataType::Int8: case DataType::UInt8: case DataType::Int16: case DataType::Int32:
-    case DataType::UInt32: case DataType::Int64: case DataType::UInt64: return true;
-    default: return false;
+    case DataType::Int8:
+    case DataType::UInt8:
+    case DataType::Int16:
+    case DataType::Int32:
+    case DataType::UInt32:
+    case DataType::Int64:
+    case DataType::UInt64:
+      return true;
+    default:
+      return false;
   }
 }
 
 const char* reduce_op_name(ReduceOpKind k) {
   switch (k) {
-    case ReduceOpKind::Sum: return "sum";
-    case ReduceOpKind::Product: return "product";
-    case ReduceOpKind::Min: return "min";
-    case ReduceOpKind::Max: return "max";
-    case ReduceOpKind::Avg: return "avg";
-    case ReduceOpKind::BAnd: return "band";
-    case ReduceOpKind::BOr: return "bor";
-    case ReduceOpKind::BXor: return "bxor";
-    case ReduceOpKind::PremulSum: return "premul_sum";
+    case ReduceOpKind::Sum:
+      return "sum";
+    case ReduceOpKind::Product:
+      return "product";
+    case ReduceOpKind::Min:
+      return "min";
+    case ReduceOpKind::Max:
+      return "max";
+    case ReduceOpKind::Avg:
+      return "avg";
+    case ReduceOpKind::BAnd:
+      return "band";
+    case ReduceOpKind::BOr:
+      return "bor";
+    case ReduceOpKind::BXor:
+      return "bxor";
+    case ReduceOpKind::PremulSum:
+      return "premul_sum";
   }
   return "unknown";
 }
@@ -88,13 +133,20 @@ std::string reduce_op_invalid_reason(DataType t, const ReduceOp& op) {
 
 const char* error_kind_name(ErrorKind k) {
   switch (k) {
-    case ErrorKind::InvalidArgument: return "InvalidArgument";
-    case ErrorKind::Timeout: return "Timeout";
-    case ErrorKind::PeerLost: return "PeerLost";
-    case ErrorKind::Mismatch: return "Mismatch";
-    case ErrorKind::Aborted: return "Aborted";
-    case ErrorKind::Internal: return "Internal";
-    case ErrorKind::Unauthenticated: return "Unauthenticated";
+    case ErrorKind::InvalidArgument:
+      return "InvalidArgument";
+    case ErrorKind::Timeout:
+      return "Timeout";
+    case ErrorKind::PeerLost:
+      return "PeerLost";
+    case ErrorKind::Mismatch:
+      return "Mismatch";
+    case ErrorKind::Aborted:
+      return "Aborted";
+    case ErrorKind::Internal:
+      return "Internal";
+    case ErrorKind::Unauthenticated:
+      return "Unauthenticated";
   }
   return "Unknown";
 }

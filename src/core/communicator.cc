@@ -72,9 +72,9 @@ void all_reduce_tuned(AllReduceTuner& tuner, std::size_t small_bytes, OpContext&
       },
       [&](const std::array<std::int64_t, 2>& sums, int algo) {
         if (x.rank == 0)
-          TUTTI_LOG(Debug, "all_reduce up to " << AllReduceTuner::class_hi(bytes) << " B on " << x.size << " ranks: "
-                                               << names[0] << " " << sums[0] / 1000 / x.size << " us, " << names[1]
-                                               << " " << sums[1] / 1000 / x.size
+          TUTTI_LOG(Debug, "all_reduce up to " << AllReduceTuner::class_hi(bytes) << " B on " << x.size
+                                               << " ranks: " << names[0] << " " << sums[0] / 1000 / x.size << " us, "
+                                               << names[1] << " " << sums[1] / 1000 / x.size
                                                << " us (mean of the members' means): " << names[algo]);
       },
       [&](int a) {
@@ -157,8 +157,7 @@ Work Communicator::isend(const void* buf, std::size_t count, DataType dtype, int
   RequestPtr req = impl_->job->transport->post_send(impl_->world[dst], impl_->comm_id, t, buf, bytes);
   impl_->recorder.posted("send", impl_->sends_posted + 1, dst, tag, bytes, dtype_name(dtype), req);
   req->context = "rank " + std::to_string(impl_->rank) + ": send #" + std::to_string(++impl_->sends_posted) + " (" +
-                 std::to_string(bytes) + " B to rank " +
-                 std::to_string(dst) + ", tag " + std::to_string(tag) + "): ";
+                 std::to_string(bytes) + " B to rank " + std::to_string(dst) + ", tag " + std::to_string(tag) + "): ";
   req->deadline = deadline_after(impl_->timeout.load());
   std::weak_ptr<Impl> weak = impl_;
   std::string what = req->context;
@@ -184,8 +183,8 @@ Work Communicator::irecv(void* buf, std::size_t count, DataType dtype, int src, 
   v.tag(tag);
   std::uint64_t t = p2p_tag(tag);
   impl_->throw_if_aborted();
-  RequestPtr req = impl_->job->transport->post_recv(src == kAnySource ? kAnyPeer : impl_->world[src], impl_->comm_id,
-                                                    t, buf, bytes);
+  RequestPtr req =
+      impl_->job->transport->post_recv(src == kAnySource ? kAnyPeer : impl_->world[src], impl_->comm_id, t, buf, bytes);
   req->source_map = impl_->world_to_comm;
   impl_->recorder.posted("recv", impl_->recvs_posted + 1, src, tag, bytes, dtype_name(dtype), req);
   req->context = "rank " + std::to_string(impl_->rank) + ": recv #" + std::to_string(++impl_->recvs_posted) + " (" +
@@ -222,19 +221,22 @@ Work Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int 
   c.dtype_name = dtype_name(dtype);
   c.root = root;
   c.algo = impl_->select("broadcast", bytes);
-  return impl_->run(std::move(c), [=, impl = impl_.get()](OpContext& x) {
-    if (algo_is(x.algo, "shm")) {
-      impl->shm_run(x, Impl::kShmBroadcast, [&](ShmGroup& g) { shm_broadcast(g, buf, bytes, root); });
-    } else if (algo_is(x.algo, "two_level")) {
-      two_level_broadcast(impl->hierarchy(), buf, count, dtype, root, x.rank);
-    } else if (algo_is(x.algo, "chain")) {
-      broadcast_chain(x, buf, bytes, root);
-    } else if (algo_is(x.algo, "scatter_all_gather")) {
-      broadcast_scatter_all_gather(x, buf, bytes, root);
-    } else {
-      broadcast_binomial(x, buf, bytes, root);
-    }
-  }, t_blocking_call);
+  return impl_->run(
+      std::move(c),
+      [=, impl = impl_.get()](OpContext& x) {
+        if (algo_is(x.algo, "shm")) {
+          impl->shm_run(x, Impl::kShmBroadcast, [&](ShmGroup& g) { shm_broadcast(g, buf, bytes, root); });
+        } else if (algo_is(x.algo, "two_level")) {
+          two_level_broadcast(impl->hierarchy(), buf, count, dtype, root, x.rank);
+        } else if (algo_is(x.algo, "chain")) {
+          broadcast_chain(x, buf, bytes, root);
+        } else if (algo_is(x.algo, "scatter_all_gather")) {
+          broadcast_scatter_all_gather(x, buf, bytes, root);
+        } else {
+          broadcast_binomial(x, buf, bytes, root);
+        }
+      },
+      t_blocking_call);
 }
 
 Work Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, ReduceOp op,
@@ -283,11 +285,10 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
   const bool shm = algo_is(c.algo, "shm");
   // Where a tuner covers the size, the table's recursive doubling may run
   // as Rabenseifner, its Rabenseifner as the ring.
-  AllReduceTuner* const tuner =
-      !(algo_is(c.algo, "recursive_doubling") || algo_is(c.algo, "rabenseifner")) ? nullptr
-      : impl_->tuner && impl_->tuner->covers(bytes)                                 ? impl_->tuner.get()
-      : impl_->tuner_large && impl_->tuner_large->covers(bytes)                     ? impl_->tuner_large.get()
-                                                                                    : nullptr;
+  AllReduceTuner* const tuner = !(algo_is(c.algo, "recursive_doubling") || algo_is(c.algo, "rabenseifner")) ? nullptr
+                                : impl_->tuner && impl_->tuner->covers(bytes)             ? impl_->tuner.get()
+                                : impl_->tuner_large && impl_->tuner_large->covers(bytes) ? impl_->tuner_large.get()
+                                                                                          : nullptr;
   const int n = impl_->size;
   return impl_->run(
       std::move(c),
@@ -503,9 +504,9 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
         std::vector<std::vector<char>> scaled(op.kind == ReduceOpKind::PremulSum ? n : 0);
         SmallVector<ConstBlock> blocks;
         for (int b = 0; b < n; ++b)
-          blocks.push_back(ConstBlock{scaled.empty() ? static_cast<const char*>(in[b])
-                                                     : premul_input(in[b], count, dtype, op, scaled[b]),
-                                      count});
+          blocks.push_back(ConstBlock{
+              scaled.empty() ? static_cast<const char*>(in[b]) : premul_input(in[b], count, dtype, op, scaled[b]),
+              count});
         if (algo_is(x.algo, "recursive_halving")) {
           reduce_scatter_recursive_halving(x, blocks, recvbuf, dtype, base_op(op));
         } else {
@@ -516,8 +517,7 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
       t_blocking_call);
 }
 
-Work Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype,
-                                   ReduceOp op) {
+Work Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype, ReduceOp op) {
   Validator{impl_->rank, impl_->size, "reduce_scatter"}.buffer(sendbuf, count, "sendbuf");
   SmallVector<const void*> blocks;
   for (int r = 0; r < impl_->size; ++r)
@@ -628,13 +628,16 @@ Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t c
 Work Communicator::ibarrier() {
   OpContext c = impl_->make_context("barrier", 0);
   c.algo = impl_->select("barrier", 0);
-  return impl_->run(std::move(c), [impl = impl_.get()](OpContext& x) {
-    if (algo_is(x.algo, "shm")) {
-      shm_barrier(impl->shm(x));
-    } else {
-      barrier_dissemination(x);
-    }
-  }, t_blocking_call);
+  return impl_->run(
+      std::move(c),
+      [impl = impl_.get()](OpContext& x) {
+        if (algo_is(x.algo, "shm")) {
+          shm_barrier(impl->shm(x));
+        } else {
+          barrier_dissemination(x);
+        }
+      },
+      t_blocking_call);
 }
 
 void* Communicator::alloc_shared(std::size_t bytes) {
@@ -643,8 +646,10 @@ void* Communicator::alloc_shared(std::size_t bytes) {
   c.varying_sizes = true;
   c.algo = impl_->shares_memory() ? "shm" : "local";
   void* result = nullptr;
-  impl_->run(std::move(c), [&result, bytes, impl = impl_.get()](OpContext& x) { result = impl->alloc_shared(x, bytes); },
-             true)
+  impl_
+      ->run(
+          std::move(c), [&result, bytes, impl = impl_.get()](OpContext& x) { result = impl->alloc_shared(x, bytes); },
+          true)
       .wait();
   return result;
 }
@@ -653,7 +658,10 @@ void Communicator::free_shared(void* ptr) {
   BlockingCall b;
   OpContext c = impl_->make_context("free_shared", 0);
   c.algo = impl_->shares_memory() ? "shm" : "local";
-  impl_->run(std::move(c), [ptr, impl = impl_.get()](OpContext& x) { impl->free_shared(x, ptr); }, true).wait();
+  impl_
+      ->run(
+          std::move(c), [ptr, impl = impl_.get()](OpContext& x) { impl->free_shared(x, ptr); }, true)
+      .wait();
 }
 
 }  // namespace tutti

@@ -1,5 +1,4 @@
 #include "core/communicator_impl.h"
-#include "algorithms/signature.h"
 
 #include <sys/mman.h>
 
@@ -12,14 +11,15 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/selection.h"
 #include "algorithms/shm_collectives.h"
-#include "common/small_vector.h"
+#include "algorithms/signature.h"
 #include "common/log.h"
+#include "common/small_vector.h"
 #include "core/tags.h"
 
 namespace tutti::detail {
 
 namespace {
-void fail_for_lost_peer(Communicator::Impl* c, int world_rank, const std::string& why) {
+void fail_for_lost_peer(detail::CommunicatorImpl* c, int world_rank, const std::string& why) {
   auto it = std::find(c->world.begin(), c->world.end(), world_rank);
   if (it == c->world.end()) return;
   const int r = static_cast<int>(it - c->world.begin());
@@ -29,7 +29,7 @@ void fail_for_lost_peer(Communicator::Impl* c, int world_rank, const std::string
 }
 }  // namespace
 
-void JobState::add_comm(Communicator::Impl* c) {
+void JobState::add_comm(detail::CommunicatorImpl* c) {
   std::lock_guard<std::mutex> lock(comms_mu);
   comms.push_back(c);
   for (auto& [peer, why] : lost) fail_for_lost_peer(c, peer, why);
@@ -40,11 +40,11 @@ void JobState::add_comm(Communicator::Impl* c) {
 void JobState::fail_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& why) {
   std::lock_guard<std::mutex> lock(comms_mu);
   failed_comms.push_back({comm_id, kind, why});
-  for (Communicator::Impl* c : comms)
+  for (detail::CommunicatorImpl* c : comms)
     if (c->comm_id == comm_id) c->abort(kind, "rank " + std::to_string(c->rank) + ": " + why, false);
 }
 
-void JobState::remove_comm(Communicator::Impl* c) {
+void JobState::remove_comm(detail::CommunicatorImpl* c) {
   std::lock_guard<std::mutex> lock(comms_mu);
   std::erase(comms, c);
 }
@@ -52,7 +52,7 @@ void JobState::remove_comm(Communicator::Impl* c) {
 void JobState::fail_peer(int world_rank, const std::string& why) {
   std::lock_guard<std::mutex> lock(comms_mu);
   lost.emplace_back(world_rank, why);
-  for (Communicator::Impl* c : comms) fail_for_lost_peer(c, world_rank, why);
+  for (detail::CommunicatorImpl* c : comms) fail_for_lost_peer(c, world_rank, why);
 }
 
 JobState::~JobState() {
@@ -71,7 +71,7 @@ using detail::Completion;
 using detail::OpContext;
 using detail::Task;
 
-Communicator::Impl::~Impl() {
+detail::CommunicatorImpl::~CommunicatorImpl() {
   if (job) job->remove_comm(this);
   detail::unregister_trace_source(this);
   {
@@ -89,7 +89,7 @@ Communicator::Impl::~Impl() {
                                "rank " + std::to_string(rank) + ": the communicator was destroyed");
 }
 
-void Communicator::Impl::cross_check(OpContext& ctx) {
+void detail::CommunicatorImpl::cross_check(OpContext& ctx) {
   if (size == 1 || std::strcmp(ctx.algo, "shm") == 0) return;  // shared memory checks every round
   // Steps far above any algorithm's, so the exchange never meets its messages.
   constexpr std::uint32_t kCheckStep = detail::kCrossCheckStep;
@@ -123,19 +123,19 @@ void Communicator::Impl::cross_check(OpContext& ctx) {
   }
 }
 
-ErrorKind Communicator::Impl::later_kind() const {
+ErrorKind detail::CommunicatorImpl::later_kind() const {
   // Later calls fail with the cause's kind (Aborted after abort() on purpose).
   return abort_kind_;
 }
 
-void Communicator::Impl::throw_if_aborted() {
+void detail::CommunicatorImpl::throw_if_aborted() {
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_)
     throw Error(later_kind(),
                 "rank " + std::to_string(rank) + ": the communicator was aborted earlier: " + abort_reason_);
 }
 
-bool Communicator::Impl::root_cause(ErrorKind* kind, std::string* reason) {
+bool detail::CommunicatorImpl::root_cause(ErrorKind* kind, std::string* reason) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!aborted_ || abort_kind_ == ErrorKind::Aborted) return false;
   *kind = abort_kind_;
@@ -143,7 +143,7 @@ bool Communicator::Impl::root_cause(ErrorKind* kind, std::string* reason) {
   return true;
 }
 
-void Communicator::Impl::abort(ErrorKind kind, const std::string& message, bool tell_members) {
+void detail::CommunicatorImpl::abort(ErrorKind kind, const std::string& message, bool tell_members) {
   std::deque<Task> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -171,13 +171,13 @@ void Communicator::Impl::abort(ErrorKind kind, const std::string& message, bool 
   const ErrorKind later = kind;
   for (Task& t : dropped)
     t.done->fail(later, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
-                                         " was queued when the communicator was aborted: " + message);
+                            " was queued when the communicator was aborted: " + message);
   cv_.notify_all();
   // An operation failed (not an abort on purpose): leave the flight record.
   if (kind != ErrorKind::Aborted) detail::dump_traces(message);
 }
 
-bool Communicator::Impl::begin_inline() {
+bool detail::CommunicatorImpl::begin_inline() {
   std::uint32_t idle = 0;
   if (busy_.compare_exchange_strong(idle, kRunning, std::memory_order_acquire)) return true;
   std::lock_guard<std::mutex> lock(mu_);
@@ -187,14 +187,14 @@ bool Communicator::Impl::begin_inline() {
   return false;
 }
 
-void Communicator::Impl::end_inline() {
+void detail::CommunicatorImpl::end_inline() {
   // The worker waits (under mu_) only for queued tasks: wake it if any.
   if ((busy_.fetch_and(~kRunning, std::memory_order_acq_rel) & kQueued) == 0) return;
   { std::lock_guard<std::mutex> lock(mu_); }
   cv_.notify_all();
 }
 
-void Communicator::Impl::fail_inline(const OpContext& ctx, std::uint64_t trace) {
+void detail::CommunicatorImpl::fail_inline(const OpContext& ctx, std::uint64_t trace) {
   try {
     throw;
   } catch (const Error& e) {
@@ -214,7 +214,7 @@ void Communicator::Impl::fail_inline(const OpContext& ctx, std::uint64_t trace) 
   }
 }
 
-void Communicator::Impl::create_shm(const OpContext& ctx) {
+void detail::CommunicatorImpl::create_shm(const OpContext& ctx) {
   char ids[40];
   std::snprintf(ids, sizeof ids, "-%016llx-%016llx", static_cast<unsigned long long>(job->job_id),
                 static_cast<unsigned long long>(comm_id));
@@ -231,7 +231,7 @@ void Communicator::Impl::create_shm(const OpContext& ctx) {
 }
 
 // Every member's `mine`, by rank (a shared-memory all_reduce of one word each).
-std::vector<std::int64_t> Communicator::Impl::shm_words(detail::ShmGroup& g, std::int64_t mine) {
+std::vector<std::int64_t> detail::CommunicatorImpl::shm_words(detail::ShmGroup& g, std::int64_t mine) {
   std::vector<std::int64_t> words(size, 0);
   words[rank] = mine;
   detail::shm_all_reduce(g, words.data(), words.data(), words.size(), DataType::Int64, ReduceOp(ReduceOpKind::Sum),
@@ -241,7 +241,7 @@ std::vector<std::int64_t> Communicator::Impl::shm_words(detail::ShmGroup& g, std
 
 // Every member's `mine`, by rank: through the segment in shared memory, else
 // an all_gather over the network under the operation's context.
-std::vector<std::int64_t> Communicator::Impl::member_words(OpContext& x, std::int64_t mine) {
+std::vector<std::int64_t> detail::CommunicatorImpl::member_words(OpContext& x, std::int64_t mine) {
   if (size > 1 && shares_memory()) return shm_words(shm(x), mine);
   std::vector<std::int64_t> words(size, 0);
   words[rank] = mine;
@@ -253,22 +253,22 @@ std::vector<std::int64_t> Communicator::Impl::member_words(OpContext& x, std::in
   return words;
 }
 
-void* Communicator::Impl::alloc_shared(OpContext& x, std::size_t bytes) {
+void* detail::CommunicatorImpl::alloc_shared(OpContext& x, std::size_t bytes) {
   // Every member's size (so that a request too large fails on every rank),
   // then, in shared memory, one segment with every member's part.
   const std::vector<std::int64_t> words = member_words(x, static_cast<std::int64_t>(bytes));
   for (int p = 0; p < size; ++p)
     if (words[p] < 0 || static_cast<std::uint64_t>(words[p]) > detail::SharedBuffers::kMaxPartBytes)
-      throw Error(ErrorKind::InvalidArgument,
-                  x.where() + "alloc_shared: rank " + std::to_string(p) + " asks for " +
-                      std::to_string(static_cast<std::uint64_t>(words[p])) + " bytes, more than the " +
-                      std::to_string(detail::SharedBuffers::kMaxPartBytes) + " a rank may");
+      throw Error(ErrorKind::InvalidArgument, x.where() + "alloc_shared: rank " + std::to_string(p) + " asks for " +
+                                                  std::to_string(static_cast<std::uint64_t>(words[p])) +
+                                                  " bytes, more than the " +
+                                                  std::to_string(detail::SharedBuffers::kMaxPartBytes) + " a rank may");
   if (!shares_memory() || size == 1) {
-    void* p = ::mmap(nullptr, std::max<std::size_t>(bytes, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+    void* p =
+        ::mmap(nullptr, std::max<std::size_t>(bytes, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
-      throw Error(ErrorKind::Internal, x.where() + "cannot allocate " + std::to_string(bytes) + " bytes: " +
-                                           std::strerror(errno));
+      throw Error(ErrorKind::Internal,
+                  x.where() + "cannot allocate " + std::to_string(bytes) + " bytes: " + std::strerror(errno));
     plain_shared_[p] = PlainShared{std::max<std::size_t>(bytes, 1), ++plain_made_};
     return p;
   }
@@ -298,12 +298,12 @@ void* Communicator::Impl::alloc_shared(OpContext& x, std::size_t bytes) {
                         serial);
 }
 
-void Communicator::Impl::free_shared(OpContext& x, void* ptr) {
+void detail::CommunicatorImpl::free_shared(OpContext& x, void* ptr) {
   const bool segments = shares_memory() && size > 1;
   const auto plain = plain_shared_.find(ptr);
   // Every member names the same allocation (its number on this
   // communicator, 0 for none), or all fail.
-  const std::uint64_t serial = segments                   ? shm(x).shared().serial_of(ptr)
+  const std::uint64_t serial = segments                       ? shm(x).shared().serial_of(ptr)
                                : plain != plain_shared_.end() ? plain->second.serial
                                                               : 0;
   const std::vector<std::int64_t> words = member_words(x, static_cast<std::int64_t>(serial));
@@ -326,27 +326,29 @@ void Communicator::Impl::free_shared(OpContext& x, void* ptr) {
   }
 }
 
-void Communicator::Impl::shm_min(detail::ShmGroup& g, std::array<std::int64_t, 2>& figures) {
-  detail::shm_all_reduce(g, figures.data(), figures.data(), figures.size(), DataType::Int64, ReduceOp(ReduceOpKind::Min),
-                         job->config.shm_one_shot_bytes);
+void detail::CommunicatorImpl::shm_min(detail::ShmGroup& g, std::array<std::int64_t, 2>& figures) {
+  detail::shm_all_reduce(g, figures.data(), figures.data(), figures.size(), DataType::Int64,
+                         ReduceOp(ReduceOpKind::Min), job->config.shm_one_shot_bytes);
 }
 
-void Communicator::Impl::log_shm_choice(const OpContext& x, const std::array<std::int64_t, 2>& figures,
-                                        int algo) const {
+void detail::CommunicatorImpl::log_shm_choice(const OpContext& x, const std::array<std::int64_t, 2>& figures,
+                                              int algo) const {
   if (x.rank == 0)
     TUTTI_LOG(Debug, x.op_name << " up to " << detail::AllReduceTuner::class_hi(x.bytes) << " B on " << x.size
                                << " ranks in shared memory: single copy " << figures[0] / 1000.0 << " us, copying "
-                               << figures[1] / 1000.0 << " us (the fastest trial of any member): "
-                               << (algo ? "copying" : "single copy"));
+                               << figures[1] / 1000.0
+                               << " us (the fastest trial of any member): " << (algo ? "copying" : "single copy"));
 }
 
-void Communicator::Impl::cache_signature(const OpContext& ctx) {
+void detail::CommunicatorImpl::cache_signature(const OpContext& ctx) {
   sig_cache_ = {ctx.op_name, ctx.dtype_name, ctx.redop_name, ctx.root, detail::op_signature(ctx)};
 }
 
-std::string Communicator::Impl::describe_context(const void* ctx) { return static_cast<const OpContext*>(ctx)->where(); }
+std::string detail::CommunicatorImpl::describe_context(const void* ctx) {
+  return static_cast<const OpContext*>(ctx)->where();
+}
 
-const char* Communicator::Impl::select_by_table(const char* collective, std::size_t bytes) const {
+const char* detail::CommunicatorImpl::select_by_table(const char* collective, std::size_t bytes) const {
   if (two_level && (!std::strcmp(collective, "all_reduce") || !std::strcmp(collective, "broadcast") ||
                     !std::strcmp(collective, "all_gather") || !std::strcmp(collective, "reduce_scatter"))) {
     auto it = job->config.algo.find(collective);
@@ -360,7 +362,7 @@ const char* Communicator::Impl::select_by_table(const char* collective, std::siz
   return detail::select_algorithm(collective, bytes, job->config, t);
 }
 
-void Communicator::Impl::set_topology() {
+void detail::CommunicatorImpl::set_topology() {
   std::vector<int> per_host;  // members per host index
   for (int w : world) {
     const auto h = static_cast<std::size_t>(job->host_of[w]);
@@ -376,13 +378,13 @@ void Communicator::Impl::set_topology() {
   chunk_bytes = single_host ? c.chunk_bytes : c.hosts_chunk_bytes;
   small_pipe_bytes = std::min<std::size_t>(chunk_bytes, single_host ? 64 << 10 : 32 << 10);
   const bool network = !single_host || c.transport == "tcp";
-  const bool tune = c.algo_tuning == "on" ? network && size >= 2
-                                          : c.algo_tuning == "auto" && !single_host && size >= 3;
+  const bool tune = c.algo_tuning == "on" ? network && size >= 2 : c.algo_tuning == "auto" && !single_host && size >= 3;
   for (auto& t : shm_tuners) t.reset();
   if (single_host && c.transport != "tcp" && c.algo_tuning != "off" && !c.shm_cma_set && c.shm_cma_bytes > 0 &&
       size >= 2)
-    for (auto& t : shm_tuners) t = std::make_unique<detail::AllReduceTuner>(c.shm_cma_bytes / 16, SIZE_MAX,
-                                                                 detail::AllReduceTuner::Figure::Fastest);
+    for (auto& t : shm_tuners)
+      t = std::make_unique<detail::AllReduceTuner>(c.shm_cma_bytes / 16, SIZE_MAX,
+                                                   detail::AllReduceTuner::Figure::Fastest);
   const auto forced = c.algo.find("all_reduce");  // naming two_level (the default there) leaves it tuned
   if (tune && (forced == c.algo.end() || forced->second == "two_level") && c.small_bytes >= 16) {
     tuner = std::make_unique<detail::AllReduceTuner>(c.small_bytes / 8, c.small_bytes);
@@ -391,13 +393,13 @@ void Communicator::Impl::set_topology() {
   }
 }
 
-void Communicator::Impl::run_task(Task& t) {
+void detail::CommunicatorImpl::run_task(Task& t) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) {
       recorder.end(t.trace, false, "the communicator was aborted earlier: " + abort_reason_);
       t.done->fail(later_kind(), "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
-                                           ": the communicator was aborted earlier: " + abort_reason_);
+                                     ": the communicator was aborted earlier: " + abort_reason_);
       return;
     }
   }
@@ -429,7 +431,7 @@ void Communicator::Impl::run_task(Task& t) {
   }
 }
 
-Work Communicator::Impl::submit(OpContext ctx, std::function<void(OpContext&)> body, bool blocking) {
+Work detail::CommunicatorImpl::submit(OpContext ctx, std::function<void(OpContext&)> body, bool blocking) {
   throw_if_aborted();
   Task t{std::move(ctx), std::move(body), std::make_shared<Completion>()};
   t.trace = recorder.begin(t.ctx, detail::FlightRecorder::State::Queued);
@@ -463,12 +465,10 @@ Work Communicator::Impl::submit(OpContext ctx, std::function<void(OpContext&)> b
   return w;
 }
 
-void Communicator::Impl::worker_loop() {
+void detail::CommunicatorImpl::worker_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [this] {
-      return (stopping_ && queue_.empty()) || (!queue_.empty() && !(busy_.load() & kRunning));
-    });
+    cv_.wait(lock, [this] { return (stopping_ && queue_.empty()) || (!queue_.empty() && !(busy_.load() & kRunning)); });
     if (queue_.empty()) return;
     // With tasks queued no caller claims the communicator (kQueued is set):
     // only this thread, under mu_, may.

@@ -57,10 +57,10 @@ struct JobState {
   // fail_peer never owns one (and never runs a destructor on a transport
   // thread).
   std::mutex comms_mu;
-  std::vector<Communicator::Impl*> comms;
+  std::vector<detail::CommunicatorImpl*> comms;
   std::vector<std::pair<int, std::string>> lost;  // peers lost so far (a later communicator fails at once)
-  void add_comm(Communicator::Impl* c);
-  void remove_comm(Communicator::Impl* c);
+  void add_comm(detail::CommunicatorImpl* c);
+  void remove_comm(detail::CommunicatorImpl* c);
   void fail_peer(int world_rank, const std::string& why);
   // Another member reports that communicator `comm_id` failed there.
   void fail_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& why);
@@ -85,14 +85,16 @@ struct Task {
 
 namespace tutti {
 
-struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, detail::TraceSource {
+// The implementation of Communicator (include/tutti/communicator.h), and
+// not part of the API: hidden in libtutti.so like all of tutti::detail.
+struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::CommunicatorImpl>, detail::TraceSource {
   // What select() returns for shared memory.
   static constexpr const char* kShm = "shm";
   std::shared_ptr<detail::JobState> job;
   std::uint64_t comm_id = 0;
   int rank = 0;
   int size = 1;
-  std::vector<int> world;  // comm rank -> world rank
+  std::vector<int> world;                                 // comm rank -> world rank
   std::shared_ptr<const std::vector<int>> world_to_comm;  // world rank -> comm rank or -1
   // Read by the worker thread, set by the user's: atomic.
   std::atomic<std::chrono::milliseconds> timeout{std::chrono::minutes(5)};
@@ -104,7 +106,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   std::uint64_t recvs_posted = 0;
   std::uint64_t groups_created = 0;
 
-  ~Impl() override;
+  ~CommunicatorImpl() override;
 
   // What algorithms work in, kept between operations (trimmed after each).
   detail::Scratch scratch;
@@ -167,8 +169,17 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // Shared-memory collectives whose single copy a tuner times against
   // copying through the segment (which pays depends on the machine: its
   // memcpy against its process_vm_readv).
-  enum ShmTuned { kShmBroadcast, kShmReduce, kShmAllReduce, kShmGather, kShmAllGather,
-                  kShmScatter, kShmReduceScatter, kShmAllToAll, kShmTunedCount };
+  enum ShmTuned {
+    kShmBroadcast,
+    kShmReduce,
+    kShmAllReduce,
+    kShmGather,
+    kShmAllGather,
+    kShmScatter,
+    kShmReduceScatter,
+    kShmAllToAll,
+    kShmTunedCount
+  };
   // Above TUTTI_SHM_CMA_BYTES/16 (8 KiB: the 16 KiB blocks, the least any
   // rule of algorithms/shm_collectives.cc copies once, fall in the first
   // class covered, (8, 16] KiB) on single-host communicators
@@ -300,6 +311,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   // Called from a catch block: aborts as fail-stop requires, then rethrows.
   [[noreturn]] void fail_inline(const detail::OpContext& ctx, std::uint64_t trace);
   void create_shm(const detail::OpContext& ctx);
+
  public:
   // Communicator::alloc_shared / free_shared inside their operation.
   void* alloc_shared(detail::OpContext& x, std::size_t bytes);
@@ -324,7 +336,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
   std::unique_ptr<detail::ShmGroup> shm_;
   std::unique_ptr<detail::Hierarchy> hier_;
   std::atomic<detail::Hierarchy*> hier_published_{nullptr};  // hier_, for abort() from other threads
-  std::atomic<detail::ShmGroup*> shm_published_{nullptr};  // shm_, for abort() from other threads
+  std::atomic<detail::ShmGroup*> shm_published_{nullptr};    // shm_, for abort() from other threads
   struct {
     const char *op = nullptr, *dtype = nullptr, *redop = nullptr;
     int root = -2;
@@ -351,7 +363,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl>, de
 
 // A sub-communicator of `parent` with id `id` and the given members (parent
 // ranks, in the child's rank order); registered with the job (core/groups.cc).
-std::shared_ptr<Communicator::Impl> make_child_impl(Communicator::Impl& parent, std::uint64_t id,
-                                                    const std::vector<int>& members_parent_ranks);
+std::shared_ptr<detail::CommunicatorImpl> make_child_impl(detail::CommunicatorImpl& parent, std::uint64_t id,
+                                                          const std::vector<int>& members_parent_ranks);
 
 }  // namespace tutti

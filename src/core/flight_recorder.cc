@@ -36,11 +36,16 @@ void json_string(std::ostringstream& os, const char* s) {
 
 const char* state_name(FlightRecorder::State s) {
   switch (s) {
-    case FlightRecorder::State::Queued: return "queued";
-    case FlightRecorder::State::Running: return "running";
-    case FlightRecorder::State::Done: return "done";
-    case FlightRecorder::State::Failed: return "failed";
-    case FlightRecorder::State::Posted: return "posted";
+    case FlightRecorder::State::Queued:
+      return "queued";
+    case FlightRecorder::State::Running:
+      return "running";
+    case FlightRecorder::State::Done:
+      return "done";
+    case FlightRecorder::State::Failed:
+      return "failed";
+    case FlightRecorder::State::Posted:
+      return "posted";
   }
   return "?";
 }
@@ -270,11 +275,10 @@ std::string dump_traces(const std::string& reason) {
     path = r.dir + name;
     char id[24];
     std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(r.job_id));
-    const auto wall = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-    os << "{\"job\":\"" << id << "\",\"world_rank\":" << r.world_rank << ",\"pid\":" << ::getpid()
-       << ",\"reason\":";
+    const auto wall =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    os << "{\"job\":\"" << id << "\",\"world_rank\":" << r.world_rank << ",\"pid\":" << ::getpid() << ",\"reason\":";
     json_string(os, reason.c_str());
     os << ",\"steady_now_us\":" << steady_us() << ",\"wall_now_us\":" << wall << ",\"communicators\":[";
     for (std::size_t k = 0; k < r.sources.size(); ++k) os << (k ? "," : "") << r.sources[k]->trace_json();

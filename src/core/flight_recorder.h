@@ -74,8 +74,8 @@ class FlightRecorder {
     A<int> root{-1}, peer{-1}, tag{-1};
     A<State> state{State::Queued};
     A<std::int64_t> enqueued{0}, started{0}, ended{0};  // ticks() (common/ticks.h), converted when dumped
-    std::string error;                  // under mu_
-    std::weak_ptr<Completion> request;  // under mu_
+    std::string error;                                  // under mu_
+    std::weak_ptr<Completion> request;                  // under mu_
   };
   Entry* find(std::uint64_t handle) {
     if (handle == 0) return nullptr;

@@ -14,9 +14,9 @@ namespace tutti {
 
 using namespace detail;
 
-std::shared_ptr<Communicator::Impl> make_child_impl(Communicator::Impl& parent, std::uint64_t id,
-                                                    const std::vector<int>& members_parent_ranks) {
-  auto child = std::make_shared<Communicator::Impl>();
+std::shared_ptr<detail::CommunicatorImpl> make_child_impl(detail::CommunicatorImpl& parent, std::uint64_t id,
+                                                          const std::vector<int>& members_parent_ranks) {
+  auto child = std::make_shared<detail::CommunicatorImpl>();
   child->job = parent.job;
   child->comm_id = id;
   child->size = static_cast<int>(members_parent_ranks.size());

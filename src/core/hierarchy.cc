@@ -49,7 +49,7 @@ namespace tutti {
 
 using namespace detail;
 
-detail::Hierarchy& Communicator::Impl::hierarchy() {
+detail::Hierarchy& detail::CommunicatorImpl::hierarchy() {
   if (hier_) return *hier_;
   const auto& host_of = job->host_of;
   auto h = std::make_unique<Hierarchy>();
@@ -79,7 +79,8 @@ detail::Hierarchy& Communicator::Impl::hierarchy() {
       if (h->host_of_rank[r] == hi && h->local_of_rank[r] == my_local) cross_members.push_back(r);
   // Ids every member derives alike, apart from the user's groups (whose
   // ids count groups_created).
-  const std::uint64_t local_id = mix64(comm_id ^ 0x6c6f63616c2d3263ull ^ mix64(static_cast<std::uint64_t>(my_host) + 1));
+  const std::uint64_t local_id =
+      mix64(comm_id ^ 0x6c6f63616c2d3263ull ^ mix64(static_cast<std::uint64_t>(my_host) + 1));
   const std::uint64_t cross_id =
       mix64(comm_id ^ 0x63726f73732d3263ull ^ mix64(static_cast<std::uint64_t>(my_local) + 1));
   h->local = Communicator(make_child_impl(*this, local_id, local_members));
@@ -100,7 +101,8 @@ detail::Hierarchy& Communicator::Impl::hierarchy() {
       h->flat = std::make_unique<AllReduceTuner>(0, h->leader_bytes / 8, AllReduceTuner::Figure::MeanAfterFirst);
   }
   TUTTI_LOG(Debug, "two-level collectives on " << h->hosts << " hosts x " << h->per_host
-                       << " ranks: all_reduce through one leader per host up to " << h->leader_bytes << " bytes");
+                                               << " ranks: all_reduce through one leader per host up to "
+                                               << h->leader_bytes << " bytes");
   hier_ = std::move(h);
   hier_published_.store(hier_.get(), std::memory_order_release);
   return *hier_;
@@ -236,9 +238,9 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
     return [&h, bytes, n, what0, what1](const std::array<std::int64_t, 2>& sums, int algo) {
       if (h.local.rank() == 0 && h.cross.rank() == 0)
         TUTTI_LOG(Debug, "two-level all_reduce up to "
-                             << AllReduceTuner::class_hi(bytes) << " B on " << h.hosts << " x " << h.per_host << " ranks: "
-                             << what0 << " " << sums[0] / 1000 / n << " us, " << what1 << " " << sums[1] / 1000 / n
-                             << " us (mean of the members' means): " << (algo ? what1 : what0));
+                             << AllReduceTuner::class_hi(bytes) << " B on " << h.hosts << " x " << h.per_host
+                             << " ranks: " << what0 << " " << sums[0] / 1000 / n << " us, " << what1 << " "
+                             << sums[1] / 1000 / n << " us (mean of the members' means): " << (algo ? what1 : what0));
     };
   };
   if (flat.run && h.flat && h.flat->covers(bytes)) {

@@ -50,8 +50,8 @@ namespace tutti::detail {
 struct Hierarchy {
   Communicator local;
   Communicator cross;
-  int hosts = 0;            // cross size
-  int per_host = 0;         // local size
+  int hosts = 0;                   // cross size
+  int per_host = 0;                // local size
   std::vector<int> host_of_rank;   // comm rank -> host index (0..hosts-1)
   std::vector<int> local_of_rank;  // comm rank -> local index
   Scratch scratch;                 // the operations' own buffers (trimmed after each)

@@ -163,11 +163,13 @@ Communicator init(const InitOptions& options) {
     // (A congestion control the kernel refuses fails here, before any
     // connection is made.)
     const std::string congestion = choose_congestion(job->config.tcp_congestion);
-    peers = connect_mesh(*job->store, rank, size, job->job_id, secret + "/" + link_key, job->config, host, port, deadline);
+    peers =
+        connect_mesh(*job->store, rank, size, job->job_id, secret + "/" + link_key, job->config, host, port, deadline);
     for (auto& links : peers)
       for (Fd& fd : links) set_congestion(fd.get(), congestion);
     if (!congestion.empty())
-      TUTTI_LOG(Debug, "peer connections use TCP congestion control " << congestion
+      TUTTI_LOG(Debug, "peer connections use TCP congestion control "
+                           << congestion
                            << (job->config.tcp_congestion.empty() ? " in place of the kernel's default" : ""));
   }
   // Every rank has published its host before its address, so these do not wait.
@@ -227,14 +229,12 @@ Communicator init(const InitOptions& options) {
 
   job->transport->set_signature_describer(detail::describe_signature_kind);
   // A member's failure fails the communicator here too.
-  job->transport->set_comm_failed_handler([j = job.get()](std::uint64_t comm, ErrorKind kind, const std::string& why) {
-    j->fail_comm(comm, kind, why);
-  });
+  job->transport->set_comm_failed_handler(
+      [j = job.get()](std::uint64_t comm, ErrorKind kind, const std::string& why) { j->fail_comm(comm, kind, why); });
   // A peer lost without a goodbye fails every communicator that includes it.
-  job->transport->set_peer_lost_handler(
-      [j = job.get()](int peer, const std::string& why) { j->fail_peer(peer, why); });
+  job->transport->set_peer_lost_handler([j = job.get()](int peer, const std::string& why) { j->fail_peer(peer, why); });
 
-  auto impl = std::make_shared<Communicator::Impl>();
+  auto impl = std::make_shared<detail::CommunicatorImpl>();
   impl->job = job;
   impl->comm_id = mix64(job->job_id);
   impl->rank = rank;

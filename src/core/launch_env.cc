@@ -219,8 +219,7 @@ LaunchEnv parse_launch_env(const EnvMap& env) {
     // tuttirun inside srun, mpirun inside an allocation) describes the
     // ranks; the outer launcher's variables then describe the step and
     // are not compared.
-    const bool nested_torchrun =
-        name == "torchrun" && (get(env, "TORCHELASTIC_RUN_ID") || get(env, "TUTTI_LAUNCHER"));
+    const bool nested_torchrun = name == "torchrun" && (get(env, "TORCHELASTIC_RUN_ID") || get(env, "TUTTI_LAUNCHER"));
     for (std::size_t i = 1; i < found.size(); ++i) {
       const Found& other = found[i];
       const std::string on = other.source->launcher;

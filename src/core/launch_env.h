@@ -88,7 +88,7 @@ struct Rendezvous {
   ~Rendezvous();
 };
 
-Rendezvous open_rendezvous(const LaunchEnv& launch, const Config& config, int rank, int size,
-                           const std::string& secret, std::chrono::milliseconds timeout);
+Rendezvous open_rendezvous(const LaunchEnv& launch, const Config& config, int rank, int size, const std::string& secret,
+                           std::chrono::milliseconds timeout);
 
 }  // namespace tutti::detail

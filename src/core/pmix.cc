@@ -245,8 +245,8 @@ class Client {
     wait(*p, "PMIx_Get of rank 0's address");
     if (p->status != PMIX_SUCCESS) fail("PMIx_Get of rank 0's address", p->status);
     if (!p->has_value)
-      throw Error(ErrorKind::PeerLost,
-                  "PMIx_Get of rank 0's address returned " + (p->value_problem.empty() ? "no value" : p->value_problem));
+      throw Error(ErrorKind::PeerLost, "PMIx_Get of rank 0's address returned " +
+                                           (p->value_problem.empty() ? "no value" : p->value_problem));
     return p->value;
   }
 
@@ -259,8 +259,8 @@ class Client {
         abandoned_ = true;
         throw Error(ErrorKind::Timeout, std::string(what) +
                                             " failed: Timed out waiting for an answer from the PMIx server within the "
-                                            "init timeout (namespace " + me_.nspace + ", rank " +
-                                            std::to_string(me_.rank) + ")");
+                                            "init timeout (namespace " +
+                                            me_.nspace + ", rank " + std::to_string(me_.rank) + ")");
       }
       p.cv.wait_for(lock, std::min<Clock::duration>(deadline_ - now, std::chrono::seconds(1)));
     }

@@ -139,8 +139,8 @@ Rendezvous::~Rendezvous() {
   if (!file_to_remove.empty()) ::unlink(file_to_remove.c_str());
 }
 
-Rendezvous open_rendezvous(const LaunchEnv& launch, const Config& config, int rank, int size,
-                           const std::string& secret, std::chrono::milliseconds timeout) {
+Rendezvous open_rendezvous(const LaunchEnv& launch, const Config& config, int rank, int size, const std::string& secret,
+                           std::chrono::milliseconds timeout) {
   Rendezvous rv;
   const TimePoint deadline = deadline_after(timeout);
   const std::string me = std::to_string(rank);
@@ -190,8 +190,8 @@ Rendezvous open_rendezvous(const LaunchEnv& launch, const Config& config, int ra
   } else {
     const std::string& path = launch.rendezvous_file;
     where = path;
-    TUTTI_LOG(Debug, "rendezvous through the file " << path
-                                                    << (no_pmix.empty() ? "" : " (PMIx is not available: " + no_pmix + ")"));
+    TUTTI_LOG(Debug, "rendezvous through the file "
+                         << path << (no_pmix.empty() ? "" : " (PMIx is not available: " + no_pmix + ")"));
     if (rank == 0) {
       std::string tmp = path;
       tmp += ".tmp";

@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <string>
 
-#include "tutti/error.h"
 #include "common/dtype.h"
+#include "tutti/error.h"
 #include "tutti/types.h"
 
 namespace tutti::detail {

@@ -38,9 +38,12 @@ Nonce fresh_nonce() {
 
 const char* role_name(std::uint16_t role) {
   switch (role) {
-    case static_cast<std::uint16_t>(AuthRole::Store): return "a store client";
-    case static_cast<std::uint16_t>(AuthRole::Peer): return "a rank";
-    default: return "an unknown role";
+    case static_cast<std::uint16_t>(AuthRole::Store):
+      return "a store client";
+    case static_cast<std::uint16_t>(AuthRole::Peer):
+      return "a rank";
+    default:
+      return "an unknown role";
   }
 }
 
@@ -140,8 +143,7 @@ bool auth_server_check_proof(const std::uint8_t* proof, const std::string& key, 
   return equal(expect.data(), proof, kAuthMacBytes);
 }
 
-void authenticate_to_server(int fd, const std::string& key, AuthRole role, TimePoint deadline,
-                            const std::string& who) {
+void authenticate_to_server(int fd, const std::string& key, AuthRole role, TimePoint deadline, const std::string& who) {
   Nonce client_nonce{};
   auto hello = auth_client_hello(role, &client_nonce);
   write_full(fd, hello.data(), hello.size(), deadline, who);

@@ -30,7 +30,7 @@ enum class AuthRole : std::uint16_t { Store = 1, Peer = 2 };
 
 inline constexpr std::size_t kAuthNonceBytes = 32;
 inline constexpr std::size_t kAuthMacBytes = 32;
-inline constexpr std::size_t kAuthHelloBytes = 8 + kAuthNonceBytes;                  // 40
+inline constexpr std::size_t kAuthHelloBytes = 8 + kAuthNonceBytes;                   // 40
 inline constexpr std::size_t kAuthAnswerBytes = 8 + kAuthNonceBytes + kAuthMacBytes;  // 72
 inline constexpr std::size_t kAuthProofBytes = kAuthMacBytes;                         // 32
 inline constexpr std::uint32_t kAuthHelloMagic = 0x41545554;                          // "TUTA"
@@ -68,8 +68,7 @@ bool auth_server_check_proof(const std::uint8_t* proof, const std::string& key, 
 // the other side in messages.
 // The connecting side: throws Unauthenticated when the server does not
 // know the key, Timeout/PeerLost when the exchange breaks off.
-void authenticate_to_server(int fd, const std::string& key, AuthRole role, TimePoint deadline,
-                            const std::string& who);
+void authenticate_to_server(int fd, const std::string& key, AuthRole role, TimePoint deadline, const std::string& who);
 // The accepting side: "" when the client proved it knows the key, else why
 // it is refused (never throws for what the client does).
 std::string authenticate_client(int fd, const std::string& key, AuthRole role, TimePoint deadline);

@@ -28,9 +28,8 @@ bool is_link_local_v6(const in6_addr& a) { return a.s6_addr[0] == 0xfe && (a.s6_
 }  // namespace
 
 bool IfnameFilter::matches(std::string_view ifname) const {
-  bool hit = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
-    return exact ? ifname == n : ifname.substr(0, n.size()) == n;
-  });
+  bool hit = std::any_of(names.begin(), names.end(),
+                         [&](const std::string& n) { return exact ? ifname == n : ifname.substr(0, n.size()) == n; });
   return hit != exclude;
 }
 
@@ -131,9 +130,9 @@ std::string socket_ifname_address(const Config& config, bool prefer_ipv6) {
   std::vector<InterfaceAddr> all = list_interfaces();
   std::vector<InterfaceAddr> picked = select_interfaces(all, config.socket_ifname, prefer_ipv6);
   if (picked.empty())
-    throw Error(ErrorKind::InvalidArgument, "TUTTI_SOCKET_IFNAME='" + config.socket_ifname +
-                                                "' matches no interface that is up on this host; interfaces: " +
-                                                describe_interfaces(all));
+    throw Error(ErrorKind::InvalidArgument,
+                "TUTTI_SOCKET_IFNAME='" + config.socket_ifname +
+                    "' matches no interface that is up on this host; interfaces: " + describe_interfaces(all));
   TUTTI_LOG(Debug, "TUTTI_SOCKET_IFNAME='" << config.socket_ifname << "' picks " << picked.front().name << " "
                                            << picked.front().address);
   return picked.front().address;
@@ -166,9 +165,10 @@ PeerAddress choose_peer_address(const Config& config, const std::string& store_h
       // interface is up.
       std::vector<InterfaceAddr> others = select_interfaces(list_interfaces(), "", v6_store);
       if (!others.empty() && !others.front().loopback) {
-        TUTTI_LOG(Info, "the route to the store at " << store_host << " leaves through loopback; advertising "
-                                                     << others.front().name << " " << others.front().address
-                                                     << " instead (TUTTI_SOCKET_IFNAME or TUTTI_ADVERTISE_ADDR choose)");
+        TUTTI_LOG(Info, "the route to the store at "
+                            << store_host << " leaves through loopback; advertising " << others.front().name << " "
+                            << others.front().address
+                            << " instead (TUTTI_SOCKET_IFNAME or TUTTI_ADVERTISE_ADDR choose)");
         p.advertise = others.front().address;
       }
     }
@@ -181,7 +181,8 @@ PeerAddress choose_peer_address(const Config& config, const std::string& store_h
     try {
       p.advertise = resolve(name, 0).to_string();
       p.advertise = p.advertise.substr(0, p.advertise.rfind(':'));
-      if (p.advertise.size() > 2 && p.advertise.front() == '[') p.advertise = p.advertise.substr(1, p.advertise.size() - 2);
+      if (p.advertise.size() > 2 && p.advertise.front() == '[')
+        p.advertise = p.advertise.substr(1, p.advertise.size() - 2);
     } catch (const Error&) {
       p.advertise.clear();
     }

@@ -147,8 +147,8 @@ Fd connect_tcp(const SockAddr& addr, TimePoint deadline) {
     }
     last_err = errno;
     if (Clock::now() >= deadline)
-      throw Error(ErrorKind::Timeout, "Timed out connecting to " + addr.to_string() + " (last error: " +
-                                          std::strerror(last_err) + ")");
+      throw Error(ErrorKind::Timeout,
+                  "Timed out connecting to " + addr.to_string() + " (last error: " + std::strerror(last_err) + ")");
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
   }

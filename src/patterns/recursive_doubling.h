@@ -13,8 +13,8 @@ inline int largest_pow2_le(int n) {
 }
 
 struct Fold {
-  int p = 1;     // participants in the exchange rounds
-  int rem = 0;   // n - p
+  int p = 1;       // participants in the exchange rounds
+  int rem = 0;     // n - p
   int vrank = -1;  // rank among participants, -1 if folded out
 };
 

@@ -126,15 +126,21 @@ struct OpMax {
 
 struct OpBAnd {
   template <class T>
-  static T apply(T a, T b) { return static_cast<T>(a & b); }
+  static T apply(T a, T b) {
+    return static_cast<T>(a & b);
+  }
 };
 struct OpBOr {
   template <class T>
-  static T apply(T a, T b) { return static_cast<T>(a | b); }
+  static T apply(T a, T b) {
+    return static_cast<T>(a | b);
+  }
 };
 struct OpBXor {
   template <class T>
-  static T apply(T a, T b) { return static_cast<T>(a ^ b); }
+  static T apply(T a, T b) {
+    return static_cast<T>(a ^ b);
+  }
 };
 
 // Bool is handled as bytes: any non-zero byte is true, results are 0/1.
@@ -278,9 +284,7 @@ constexpr std::size_t kChunk = 512;
 // float16 <-> float32 for 16 elements: vcvtph2ps / vcvtps2ph (the AVX-512F
 // forms of the F16C instructions, same rounding and NaN handling).
 struct Half512 {
-  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline __m512 widen(__m256i h) {
-    return _mm512_cvtph_ps(h);
-  }
+  [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline __m512 widen(__m256i h) { return _mm512_cvtph_ps(h); }
   [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline __m256i narrow(__m512 f) {
     return _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
   }
@@ -330,7 +334,7 @@ template <class Op>
 // stores), and partial overlaps stay defined (if unspecified) too.
 template <class Op>
 [[gnu::target(TUTTI_AVX512), gnu::optimize("fp-contract=off")]] void half_avx512(void* out, const void* a,
-                                                                                  const void* b, std::size_t n) {
+                                                                                 const void* b, std::size_t n) {
   auto* o = static_cast<std::uint16_t*>(out);
   const auto* x = static_cast<const std::uint16_t*>(a);
   const auto* y = static_cast<const std::uint16_t*>(b);
@@ -379,8 +383,8 @@ struct BFloat16x512 {
   template <class Op>
   [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline __m512i step(__m512i x, __m512i y) {
     const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-    const __m512 even = Vec512<Op>::apply(_mm512_castsi512_ps(_mm512_slli_epi32(x, 16)),
-                                          _mm512_castsi512_ps(_mm512_slli_epi32(y, 16)));
+    const __m512 even =
+        Vec512<Op>::apply(_mm512_castsi512_ps(_mm512_slli_epi32(x, 16)), _mm512_castsi512_ps(_mm512_slli_epi32(y, 16)));
     const __m512 odd = Vec512<Op>::apply(_mm512_castsi512_ps(_mm512_and_si512(x, high)),
                                          _mm512_castsi512_ps(_mm512_and_si512(y, high)));
     return _mm512_or_si512(_mm512_srli_epi32(round_high(even), 16), _mm512_and_si512(round_high(odd), high));
@@ -390,7 +394,7 @@ struct BFloat16x512 {
 // As half_avx512, for bfloat16: 32 elements per step, masked tail.
 template <class Op>
 [[gnu::target(TUTTI_AVX512), gnu::optimize("fp-contract=off")]] void bfloat16_avx512(void* out, const void* a,
-                                                                                      const void* b, std::size_t n) {
+                                                                                     const void* b, std::size_t n) {
   auto* o = static_cast<std::uint16_t*>(out);
   const auto* x = static_cast<const std::uint16_t*>(a);
   const auto* y = static_cast<const std::uint16_t*>(b);
@@ -435,7 +439,7 @@ struct CMul64x512 {
     _mm512_storeu_ps(p, v);
   }
   [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline Vec mul(Vec a, Vec b) {
-    const Vec t = _mm512_mul_ps(a, _mm512_moveldup_ps(b));                              // a.re*b.re, a.im*b.re
+    const Vec t = _mm512_mul_ps(a, _mm512_moveldup_ps(b));                           // a.re*b.re, a.im*b.re
     const Vec u = _mm512_mul_ps(_mm512_permute_ps(a, 0xb1), _mm512_movehdup_ps(b));  // a.im*b.im, a.re*b.im
     return _mm512_mask_blend_ps(0xaaaa, _mm512_sub_ps(t, u), _mm512_add_ps(u, t));
   }
@@ -457,7 +461,7 @@ struct CMul128x512 {
     _mm512_storeu_pd(p, v);
   }
   [[gnu::target(TUTTI_AVX512), gnu::always_inline]] static inline Vec mul(Vec a, Vec b) {
-    const Vec t = _mm512_mul_pd(a, _mm512_movedup_pd(b));                             // a.re*b.re, a.im*b.re
+    const Vec t = _mm512_mul_pd(a, _mm512_movedup_pd(b));                                 // a.re*b.re, a.im*b.re
     const Vec u = _mm512_mul_pd(_mm512_permute_pd(a, 0x55), _mm512_permute_pd(b, 0xff));  // a.im*b.im, a.re*b.im
     return _mm512_mask_blend_pd(0xaa, _mm512_sub_pd(t, u), _mm512_add_pd(u, t));
   }
@@ -466,8 +470,7 @@ struct CMul128x512 {
 // As half_avx512: no __restrict, both inputs loaded before each store.
 template <class M>
 [[gnu::target(TUTTI_AVX512), gnu::optimize("fp-contract=off")]] void complex_mul_avx512(void* out, const void* a,
-                                                                                        const void* b,
-                                                                                        std::size_t n) {
+                                                                                        const void* b, std::size_t n) {
   using R = typename M::Real;
   auto* o = static_cast<R*>(out);
   const auto* x = static_cast<const R*>(a);
@@ -531,7 +534,7 @@ template <class Codec, class Op>
 // complex_mul_avx512 for complex products.)
 template <class T, class Op>
 [[gnu::target(TUTTI_AVX512), gnu::optimize("fp-contract=off")]] void direct_avx512(void* out, const void* a,
-                                                                                    const void* b, std::size_t n) {
+                                                                                   const void* b, std::size_t n) {
   direct_body<T, Op>(out, a, b, n);
 }
 #endif
@@ -569,13 +572,22 @@ Kernels via32() {
 template <class T>
 Kernels integer_kernels(DataType t, ReduceOpKind op) {
   switch (op) {
-    case ReduceOpKind::Sum: case ReduceOpKind::Avg: case ReduceOpKind::PremulSum: return direct<T, OpSum>();
-    case ReduceOpKind::Product: return direct<T, OpProd>();
-    case ReduceOpKind::Min: return direct<T, OpMin>();
-    case ReduceOpKind::Max: return direct<T, OpMax>();
-    case ReduceOpKind::BAnd: return direct<T, OpBAnd>();
-    case ReduceOpKind::BOr: return direct<T, OpBOr>();
-    case ReduceOpKind::BXor: return direct<T, OpBXor>();
+    case ReduceOpKind::Sum:
+    case ReduceOpKind::Avg:
+    case ReduceOpKind::PremulSum:
+      return direct<T, OpSum>();
+    case ReduceOpKind::Product:
+      return direct<T, OpProd>();
+    case ReduceOpKind::Min:
+      return direct<T, OpMin>();
+    case ReduceOpKind::Max:
+      return direct<T, OpMax>();
+    case ReduceOpKind::BAnd:
+      return direct<T, OpBAnd>();
+    case ReduceOpKind::BOr:
+      return direct<T, OpBOr>();
+    case ReduceOpKind::BXor:
+      return direct<T, OpBXor>();
   }
   throw_invalid(t, op);
 }
@@ -583,22 +595,36 @@ Kernels integer_kernels(DataType t, ReduceOpKind op) {
 template <class T>
 Kernels float_kernels(DataType t, ReduceOpKind op) {
   switch (op) {
-    case ReduceOpKind::Sum: case ReduceOpKind::Avg: case ReduceOpKind::PremulSum: return direct<T, OpSum>();
-    case ReduceOpKind::Product: return direct<T, OpProd>();
-    case ReduceOpKind::Min: return direct<T, OpMin>();
-    case ReduceOpKind::Max: return direct<T, OpMax>();
-    default: throw_invalid(t, op);
+    case ReduceOpKind::Sum:
+    case ReduceOpKind::Avg:
+    case ReduceOpKind::PremulSum:
+      return direct<T, OpSum>();
+    case ReduceOpKind::Product:
+      return direct<T, OpProd>();
+    case ReduceOpKind::Min:
+      return direct<T, OpMin>();
+    case ReduceOpKind::Max:
+      return direct<T, OpMax>();
+    default:
+      throw_invalid(t, op);
   }
 }
 
 template <class Bits>
 Kernels float16_kernels(DataType t, ReduceOpKind op) {
   switch (op) {
-    case ReduceOpKind::Sum: case ReduceOpKind::Avg: case ReduceOpKind::PremulSum: return via32<Bits, OpSum>();
-    case ReduceOpKind::Product: return via32<Bits, OpProd>();
-    case ReduceOpKind::Min: return via32<Bits, OpMin>();
-    case ReduceOpKind::Max: return via32<Bits, OpMax>();
-    default: throw_invalid(t, op);
+    case ReduceOpKind::Sum:
+    case ReduceOpKind::Avg:
+    case ReduceOpKind::PremulSum:
+      return via32<Bits, OpSum>();
+    case ReduceOpKind::Product:
+      return via32<Bits, OpProd>();
+    case ReduceOpKind::Min:
+      return via32<Bits, OpMin>();
+    case ReduceOpKind::Max:
+      return via32<Bits, OpMax>();
+    default:
+      throw_invalid(t, op);
   }
 }
 
@@ -616,38 +642,64 @@ Kernels complex_product() {
 template <class T>
 Kernels complex_kernels(DataType t, ReduceOpKind op) {
   switch (op) {
-    case ReduceOpKind::Sum: case ReduceOpKind::Avg: case ReduceOpKind::PremulSum: return direct<T, OpSum>();
-    case ReduceOpKind::Product: return complex_product<T>();
-    default: throw_invalid(t, op);
+    case ReduceOpKind::Sum:
+    case ReduceOpKind::Avg:
+    case ReduceOpKind::PremulSum:
+      return direct<T, OpSum>();
+    case ReduceOpKind::Product:
+      return complex_product<T>();
+    default:
+      throw_invalid(t, op);
   }
 }
 
 Kernels bool_kernels(ReduceOpKind op) {
   switch (op) {
-    case ReduceOpKind::Sum: case ReduceOpKind::Max: case ReduceOpKind::BOr: return direct<std::uint8_t, OpLOr>();
-    case ReduceOpKind::Product: case ReduceOpKind::Min: case ReduceOpKind::BAnd:
+    case ReduceOpKind::Sum:
+    case ReduceOpKind::Max:
+    case ReduceOpKind::BOr:
+      return direct<std::uint8_t, OpLOr>();
+    case ReduceOpKind::Product:
+    case ReduceOpKind::Min:
+    case ReduceOpKind::BAnd:
       return direct<std::uint8_t, OpLAnd>();
-    case ReduceOpKind::BXor: return direct<std::uint8_t, OpLXor>();
-    default: throw_invalid(DataType::Bool, op);
+    case ReduceOpKind::BXor:
+      return direct<std::uint8_t, OpLXor>();
+    default:
+      throw_invalid(DataType::Bool, op);
   }
 }
 
 Kernels pick(DataType t, ReduceOpKind op) {
   switch (t) {
-    case DataType::Int8: return integer_kernels<std::int8_t>(t, op);
-    case DataType::UInt8: return integer_kernels<std::uint8_t>(t, op);
-    case DataType::Int16: return integer_kernels<std::int16_t>(t, op);
-    case DataType::Int32: return integer_kernels<std::int32_t>(t, op);
-    case DataType::UInt32: return integer_kernels<std::uint32_t>(t, op);
-    case DataType::Int64: return integer_kernels<std::int64_t>(t, op);
-    case DataType::UInt64: return integer_kernels<std::uint64_t>(t, op);
-    case DataType::Float16: return float16_kernels<HalfBits>(t, op);
-    case DataType::BFloat16: return float16_kernels<BFloat16Bits>(t, op);
-    case DataType::Float32: return float_kernels<float>(t, op);
-    case DataType::Float64: return float_kernels<double>(t, op);
-    case DataType::Bool: return bool_kernels(op);
-    case DataType::Complex64: return complex_kernels<C64>(t, op);
-    case DataType::Complex128: return complex_kernels<C128>(t, op);
+    case DataType::Int8:
+      return integer_kernels<std::int8_t>(t, op);
+    case DataType::UInt8:
+      return integer_kernels<std::uint8_t>(t, op);
+    case DataType::Int16:
+      return integer_kernels<std::int16_t>(t, op);
+    case DataType::Int32:
+      return integer_kernels<std::int32_t>(t, op);
+    case DataType::UInt32:
+      return integer_kernels<std::uint32_t>(t, op);
+    case DataType::Int64:
+      return integer_kernels<std::int64_t>(t, op);
+    case DataType::UInt64:
+      return integer_kernels<std::uint64_t>(t, op);
+    case DataType::Float16:
+      return float16_kernels<HalfBits>(t, op);
+    case DataType::BFloat16:
+      return float16_kernels<BFloat16Bits>(t, op);
+    case DataType::Float32:
+      return float_kernels<float>(t, op);
+    case DataType::Float64:
+      return float_kernels<double>(t, op);
+    case DataType::Bool:
+      return bool_kernels(op);
+    case DataType::Complex64:
+      return complex_kernels<C64>(t, op);
+    case DataType::Complex128:
+      return complex_kernels<C128>(t, op);
   }
   throw_invalid(t, op);
 }
@@ -663,8 +715,8 @@ ReduceSimdLevel best_supported_level() {
   static const ReduceSimdLevel best = [] {
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) return ReduceSimdLevel::Baseline;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
       return ReduceSimdLevel::Avx512;
     return ReduceSimdLevel::Avx2;
   }();
@@ -682,7 +734,8 @@ PairFn choose(const Kernels& k) {
     case ReduceSimdLevel::Avx2:
       if (k.avx2 != nullptr) return k.avx2;
       [[fallthrough]];
-    case ReduceSimdLevel::Baseline: break;
+    case ReduceSimdLevel::Baseline:
+      break;
   }
   return k.base;
 }
@@ -724,8 +777,8 @@ void scale_integer(void* out, const void* in, std::size_t n, std::uint64_t m) {
 // multiplier of a wrapping product. A plain cast would be UB past 2^63.
 std::uint64_t integral_multiplier(double s) {
   if (!std::isfinite(s) || s != std::floor(s))
-    throw Error(ErrorKind::InvalidArgument, "scale of an integer type needs a finite integral scalar, got " +
-                                                std::to_string(s));
+    throw Error(ErrorKind::InvalidArgument,
+                "scale of an integer type needs a finite integral scalar, got " + std::to_string(s));
   const double r = std::fmod(s, 18446744073709551616.0);  // in (-2^64, 2^64)
   const auto mag = static_cast<std::uint64_t>(std::fabs(r));
   return r < 0 ? std::uint64_t{0} - mag : mag;
@@ -735,9 +788,12 @@ std::uint64_t integral_multiplier(double s) {
 
 const char* reduce_simd_level_name(ReduceSimdLevel level) {
   switch (level) {
-    case ReduceSimdLevel::Baseline: return "baseline";
-    case ReduceSimdLevel::Avx2: return "avx2";
-    case ReduceSimdLevel::Avx512: return "avx512";
+    case ReduceSimdLevel::Baseline:
+      return "baseline";
+    case ReduceSimdLevel::Avx2:
+      return "avx2";
+    case ReduceSimdLevel::Avx512:
+      return "avx512";
   }
   return "unknown";
 }
@@ -776,13 +832,20 @@ void divide_by(void* buf, std::size_t count, DataType dtype, int n) {
   if (dtype == DataType::Bool) throw_invalid(dtype, ReduceOpKind::Avg);
   if (n == 1 || count == 0) return;
   switch (dtype) {
-    case DataType::Int8: return divide_integer<std::int8_t>(buf, count, n);
-    case DataType::UInt8: return divide_integer<std::uint8_t>(buf, count, n);
-    case DataType::Int16: return divide_integer<std::int16_t>(buf, count, n);
-    case DataType::Int32: return divide_integer<std::int32_t>(buf, count, n);
-    case DataType::UInt32: return divide_integer<std::uint32_t>(buf, count, n);
-    case DataType::Int64: return divide_integer<std::int64_t>(buf, count, n);
-    case DataType::UInt64: return divide_integer<std::uint64_t>(buf, count, n);
+    case DataType::Int8:
+      return divide_integer<std::int8_t>(buf, count, n);
+    case DataType::UInt8:
+      return divide_integer<std::uint8_t>(buf, count, n);
+    case DataType::Int16:
+      return divide_integer<std::int16_t>(buf, count, n);
+    case DataType::Int32:
+      return divide_integer<std::int32_t>(buf, count, n);
+    case DataType::UInt32:
+      return divide_integer<std::uint32_t>(buf, count, n);
+    case DataType::Int64:
+      return divide_integer<std::int64_t>(buf, count, n);
+    case DataType::UInt64:
+      return divide_integer<std::uint64_t>(buf, count, n);
     case DataType::Float16: {
       const float d = static_cast<float>(n);
       return map_loop<std::uint16_t>(buf, buf, count,
@@ -790,8 +853,8 @@ void divide_by(void* buf, std::size_t count, DataType dtype, int n) {
     }
     case DataType::BFloat16: {
       const float d = static_cast<float>(n);
-      return map_loop<std::uint16_t>(
-          buf, buf, count, [d](std::uint16_t x) { return BFloat16Bits::narrow(BFloat16Bits::widen(x) / d); });
+      return map_loop<std::uint16_t>(buf, buf, count,
+                                     [d](std::uint16_t x) { return BFloat16Bits::narrow(BFloat16Bits::widen(x) / d); });
     }
     case DataType::Float32: {
       const float d = static_cast<float>(n);
@@ -809,7 +872,8 @@ void divide_by(void* buf, std::size_t count, DataType dtype, int n) {
       const double d = n;
       return map_loop<C128>(buf, buf, count, [d](C128 x) { return C128{x.re / d, x.im / d}; });
     }
-    case DataType::Bool: break;
+    case DataType::Bool:
+      break;
   }
   throw_invalid(dtype, ReduceOpKind::Avg);
 }
@@ -819,14 +883,22 @@ void scale(void* out, const void* in, std::size_t count, DataType dtype, double 
     const std::uint64_t m = integral_multiplier(scalar);
     if (count == 0) return;
     switch (dtype) {
-      case DataType::Int8: return scale_integer<std::int8_t>(out, in, count, m);
-      case DataType::UInt8: return scale_integer<std::uint8_t>(out, in, count, m);
-      case DataType::Int16: return scale_integer<std::int16_t>(out, in, count, m);
-      case DataType::Int32: return scale_integer<std::int32_t>(out, in, count, m);
-      case DataType::UInt32: return scale_integer<std::uint32_t>(out, in, count, m);
-      case DataType::Int64: return scale_integer<std::int64_t>(out, in, count, m);
-      case DataType::UInt64: return scale_integer<std::uint64_t>(out, in, count, m);
-      default: break;
+      case DataType::Int8:
+        return scale_integer<std::int8_t>(out, in, count, m);
+      case DataType::UInt8:
+        return scale_integer<std::uint8_t>(out, in, count, m);
+      case DataType::Int16:
+        return scale_integer<std::int16_t>(out, in, count, m);
+      case DataType::Int32:
+        return scale_integer<std::int32_t>(out, in, count, m);
+      case DataType::UInt32:
+        return scale_integer<std::uint32_t>(out, in, count, m);
+      case DataType::Int64:
+        return scale_integer<std::int64_t>(out, in, count, m);
+      case DataType::UInt64:
+        return scale_integer<std::uint64_t>(out, in, count, m);
+      default:
+        break;
     }
   }
   if (count == 0 && dtype != DataType::Bool) return;
@@ -840,13 +912,16 @@ void scale(void* out, const void* in, std::size_t count, DataType dtype, double 
     case DataType::BFloat16:
       return map_loop<std::uint16_t>(
           out, in, count, [fs](std::uint16_t x) { return BFloat16Bits::narrow(BFloat16Bits::widen(x) * fs); });
-    case DataType::Float32: return map_loop<float>(out, in, count, [fs](float x) { return x * fs; });
-    case DataType::Float64: return map_loop<double>(out, in, count, [scalar](double x) { return x * scalar; });
+    case DataType::Float32:
+      return map_loop<float>(out, in, count, [fs](float x) { return x * fs; });
+    case DataType::Float64:
+      return map_loop<double>(out, in, count, [scalar](double x) { return x * scalar; });
     case DataType::Complex64:
       return map_loop<C64>(out, in, count, [fs](C64 x) { return C64{x.re * fs, x.im * fs}; });
     case DataType::Complex128:
       return map_loop<C128>(out, in, count, [scalar](C128 x) { return C128{x.re * scalar, x.im * scalar}; });
-    default: break;
+    default:
+      break;
   }
   throw_invalid(dtype, ReduceOpKind::PremulSum);
 }

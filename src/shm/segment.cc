@@ -37,22 +37,21 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
   int fd = -1;
   if (rank == 0) {
     fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0)
-      throw Error(ErrorKind::Internal, "shm_open(" + name + ") failed: " + std::strerror(errno));
+    if (fd < 0) throw Error(ErrorKind::Internal, "shm_open(" + name + ") failed: " + std::strerror(errno));
     if (::ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
       int err = errno;
       ::close(fd);
       ::shm_unlink(name.c_str());
-      throw Error(ErrorKind::Internal, "cannot size shared memory segment " + name + " to " +
-                                           std::to_string(bytes_) + " bytes: " + std::strerror(err));
+      throw Error(ErrorKind::Internal, "cannot size shared memory segment " + name + " to " + std::to_string(bytes_) +
+                                           " bytes: " + std::strerror(err));
     }
     if (reserve) {
       if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_)); err != 0) {
         ::close(fd);
         ::shm_unlink(name.c_str());
         throw Error(ErrorKind::Internal, "cannot reserve " + std::to_string(bytes_) +
-                                             " bytes of shared memory for segment " + name + ": " +
-                                             std::strerror(err) + (err == ENOSPC ? " (is /dev/shm large enough?)" : ""));
+                                             " bytes of shared memory for segment " + name + ": " + std::strerror(err) +
+                                             (err == ENOSPC ? " (is /dev/shm large enough?)" : ""));
       }
     }
   } else {
@@ -111,8 +110,9 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     if (h->magic != kMagic || h->size != static_cast<std::uint32_t>(size) || h->layout != layout)
-      throw Error(ErrorKind::Mismatch, "shared memory segment " + name +
-                                           " has another layout (ranks disagree on the group or the TUTTI_SHM_* settings)");
+      throw Error(ErrorKind::Mismatch,
+                  "shared memory segment " + name +
+                      " has another layout (ranks disagree on the group or the TUTTI_SHM_* settings)");
   }
   guard.armed = false;
   // The last member to map the segment removes its name: from here on the

@@ -5,8 +5,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -307,8 +307,9 @@ void ShmGroup::negotiate_cma(std::size_t min_bytes) {
     remote_iov.iov_base = reinterpret_cast<void*>(remote[1]);
     ok = ok && ::process_vm_writev(ctrl(p)->pid, &local_iov, 1, &remote_iov, 1, 0) == sizeof value;
     if (!ok)
-      TUTTI_LOG(Debug, "single-copy reads and writes with rank " << p << " not possible (" << std::strerror(errno)
-                                                      << "); shared-memory collectives copy through the segment");
+      TUTTI_LOG(Debug, "single-copy reads and writes with rank "
+                           << p << " not possible (" << std::strerror(errno)
+                           << "); shared-memory collectives copy through the segment");
   }
   // Every member's waits now make this rank's stores visible before they
   // sleep (Ctrl::membarrier was written before the round it published).
@@ -372,8 +373,8 @@ bool ShmGroup::abort_soon() const {
 void ShmGroup::fail_wait(int peer, std::uint64_t value, WaitFailure why) {
   std::string prefix = describe_ ? describe_(describe_arg_) : "rank " + std::to_string(rank_) + ": ";
   if (why == WaitFailure::Aborted)
-    throw Error(ErrorKind::Aborted, prefix + "the communicator was aborted while waiting for rank " +
-                                        std::to_string(peer));
+    throw Error(ErrorKind::Aborted,
+                prefix + "the communicator was aborted while waiting for rank " + std::to_string(peer));
   if (why == WaitFailure::Dead)
     throw Error(ErrorKind::PeerLost, prefix + "rank " + std::to_string(peer) + " (pid " +
                                          std::to_string(ctrl(peer)->pid) + ") exited during a shared-memory step");

@@ -32,17 +32,17 @@
 // when the group never completed.
 
 #include <atomic>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
-#include <climits>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/completion.h"
-#include "tutti/error.h"
 #include "shm/segment.h"
 #include "shm/shared_buffers.h"
+#include "tutti/error.h"
 
 namespace tutti::detail {
 

@@ -229,8 +229,7 @@ class FileStore final : public Store {
     while (done < rec.size()) {
       ssize_t n = ::write(fd_, rec.data() + done, rec.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        throw Error(ErrorKind::Internal, "write to file store '" + path_ + "': " + std::strerror(errno));
+      if (n <= 0) throw Error(ErrorKind::Internal, "write to file store '" + path_ + "': " + std::strerror(errno));
       done += static_cast<std::size_t>(n);
     }
     offset_ += rec.size();

@@ -68,8 +68,8 @@ class MemoryStore final : public Store {
     };
     if (!cv_.wait_until(lock, deadline, all_present))
       throw Error(ErrorKind::Timeout, "store wait: Timed out after " + std::to_string(timeout.count()) +
-                                          " ms; missing keys: " +
-                                          detail::quote_keys(detail::missing_keys(kv_, keys)) + " (memory store)");
+                                          " ms; missing keys: " + detail::quote_keys(detail::missing_keys(kv_, keys)) +
+                                          " (memory store)");
   }
 
   bool check(const std::vector<std::string>& keys) override {

@@ -40,14 +40,22 @@ std::string hex32(std::uint32_t v) {
 
 const char* store_op_name(std::uint8_t op) {
   switch (static_cast<StoreOp>(op)) {
-    case StoreOp::Set: return "set";
-    case StoreOp::Get: return "get";
-    case StoreOp::Add: return "add";
-    case StoreOp::CompareSet: return "compare_set";
-    case StoreOp::Wait: return "wait";
-    case StoreOp::Check: return "check";
-    case StoreOp::DeleteKey: return "delete_key";
-    case StoreOp::NumKeys: return "num_keys";
+    case StoreOp::Set:
+      return "set";
+    case StoreOp::Get:
+      return "get";
+    case StoreOp::Add:
+      return "add";
+    case StoreOp::CompareSet:
+      return "compare_set";
+    case StoreOp::Wait:
+      return "wait";
+    case StoreOp::Check:
+      return "check";
+    case StoreOp::DeleteKey:
+      return "delete_key";
+    case StoreOp::NumKeys:
+      return "num_keys";
   }
   return "unknown op";
 }
@@ -177,20 +185,26 @@ std::string validate_store_request(const StoreFrame& r) {
     return std::string(store_op_name(r.code)) + " request with negative timeout " + std::to_string(r.arg);
   };
   switch (static_cast<StoreOp>(r.code)) {
-    case StoreOp::Set: return shape(1, 1);
+    case StoreOp::Set:
+      return shape(1, 1);
     case StoreOp::Get: {
       std::string e = shape(1, 0);
       return e.empty() ? timeout_ok() : e;
     }
-    case StoreOp::Add: return shape(1, 0);
-    case StoreOp::CompareSet: return shape(1, 2);
+    case StoreOp::Add:
+      return shape(1, 0);
+    case StoreOp::CompareSet:
+      return shape(1, 2);
     case StoreOp::Wait: {
       if (!r.values.empty()) return "wait request with values";
       return timeout_ok();
     }
-    case StoreOp::Check: return r.values.empty() ? std::string() : std::string("check request with values");
-    case StoreOp::DeleteKey: return shape(1, 0);
-    case StoreOp::NumKeys: return shape(0, 0);
+    case StoreOp::Check:
+      return r.values.empty() ? std::string() : std::string("check request with values");
+    case StoreOp::DeleteKey:
+      return shape(1, 0);
+    case StoreOp::NumKeys:
+      return shape(0, 0);
   }
   return "unknown op code " + std::to_string(r.code);
 }

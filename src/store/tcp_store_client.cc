@@ -40,8 +40,8 @@ class TcpStoreClient final : public Store {
     try {
       fd_ = detail::connect_tcp(addr, deadline);
     } catch (const Error& e) {
-      throw Error(e.kind(), "cannot connect to " + name_ + " within " + std::to_string(timeout.count()) +
-                                " ms: " + e.message());
+      throw Error(e.kind(),
+                  "cannot connect to " + name_ + " within " + std::to_string(timeout.count()) + " ms: " + e.message());
     }
     try {
       detail::authenticate_to_server(fd_.get(), secret, detail::AuthRole::Store, deadline, name_);
@@ -64,8 +64,8 @@ class TcpStoreClient final : public Store {
     req.arg = timeout().count();
     StoreFrame rep = call(req, "store get of key " + detail::quote_key(key), req.arg);
     if (rep.code == static_cast<std::uint8_t>(StoreStatus::Timeout))
-      throw Error(ErrorKind::Timeout, "store get: Timed out after " + std::to_string(req.arg) +
-                                          " ms waiting for key " + detail::quote_key(key) + " (" + name_ + ")");
+      throw Error(ErrorKind::Timeout, "store get: Timed out after " + std::to_string(req.arg) + " ms waiting for key " +
+                                          detail::quote_key(key) + " (" + name_ + ")");
     expect_ok(rep, 1, "get");
     return std::move(rep.values[0]);
   }

@@ -63,10 +63,10 @@ struct StoreConnection {
 
 }  // namespace detail
 
+using detail::AuthServerState;
 using detail::Clock;
 using detail::DecodeStatus;
 using detail::Fd;
-using detail::AuthServerState;
 using detail::StoreConnection;
 using detail::StoreFrame;
 using detail::StoreOp;

@@ -72,7 +72,7 @@ inline std::uint16_t value_to_small_float(double x, int mant, int exp_bits) {
   std::uint64_t dman = b & ((std::uint64_t{1} << 52) - 1);
   if (dexp == 0x7ff) return static_cast<std::uint16_t>(sign | inf | (dman ? (1u << (mant - 1)) : 0u));
   if (dexp == 0) return sign;  // double subnormals are far below every 16-bit subnormal
-  int e = dexp - 1023;  // |x| = 1.dman * 2^e
+  int e = dexp - 1023;         // |x| = 1.dman * 2^e
   const int emin = 1 - bias;
   std::uint64_t sig = dman | (std::uint64_t{1} << 52);  // 53 significant bits
   // Keep `keep` bits of the significand: mant+1 for normals, fewer below emin.
@@ -131,10 +131,16 @@ inline bool is_signed_int(DataType t) {
 // Width in bytes of an integer type (inline: it is asked per element).
 inline std::size_t int_width(DataType t) {
   switch (t) {
-    case DataType::Int8: case DataType::UInt8: return 1;
-    case DataType::Int16: return 2;
-    case DataType::Int32: case DataType::UInt32: return 4;
-    default: return 8;
+    case DataType::Int8:
+    case DataType::UInt8:
+      return 1;
+    case DataType::Int16:
+      return 2;
+    case DataType::Int32:
+    case DataType::UInt32:
+      return 4;
+    default:
+      return 8;
   }
 }
 inline int int_bits(DataType t) { return static_cast<int>(int_width(t)) * 8; }
@@ -157,32 +163,68 @@ inline void store_int(void* buf, std::size_t i, DataType t, std::uint64_t v) {
 inline long double load_real(const void* buf, std::size_t i, DataType t, int comp = 0) {
   const char* p = static_cast<const char*>(buf);
   switch (t) {
-    case DataType::Float16: case DataType::BFloat16: {
+    case DataType::Float16:
+    case DataType::BFloat16: {
       std::uint16_t h;
       std::memcpy(&h, p + i * 2, 2);
       return t == DataType::Float16 ? half_bits_to_value(h) : bfloat16_bits_to_value(h);
     }
-    case DataType::Float32: { float f; std::memcpy(&f, p + i * 4, 4); return f; }
-    case DataType::Float64: { double d; std::memcpy(&d, p + i * 8, 8); return d; }
-    case DataType::Complex64: { float f; std::memcpy(&f, p + i * 8 + comp * 4, 4); return f; }
-    case DataType::Complex128: { double d; std::memcpy(&d, p + i * 16 + comp * 8, 8); return d; }
-    default: throw std::invalid_argument("load_real on a non-floating type");
+    case DataType::Float32: {
+      float f;
+      std::memcpy(&f, p + i * 4, 4);
+      return f;
+    }
+    case DataType::Float64: {
+      double d;
+      std::memcpy(&d, p + i * 8, 8);
+      return d;
+    }
+    case DataType::Complex64: {
+      float f;
+      std::memcpy(&f, p + i * 8 + comp * 4, 4);
+      return f;
+    }
+    case DataType::Complex128: {
+      double d;
+      std::memcpy(&d, p + i * 16 + comp * 8, 8);
+      return d;
+    }
+    default:
+      throw std::invalid_argument("load_real on a non-floating type");
   }
 }
 // Rounds once from long double to the element type.
 inline void store_real(void* buf, std::size_t i, DataType t, long double v, int comp = 0) {
   char* p = static_cast<char*>(buf);
   switch (t) {
-    case DataType::Float16: case DataType::BFloat16: {
+    case DataType::Float16:
+    case DataType::BFloat16: {
       const std::uint16_t h = t == DataType::Float16 ? value_to_half_bits(v) : value_to_bfloat16_bits(v);
       std::memcpy(p + i * 2, &h, 2);
       return;
     }
-    case DataType::Float32: { const auto f = static_cast<float>(v); std::memcpy(p + i * 4, &f, 4); return; }
-    case DataType::Float64: { const auto d = static_cast<double>(v); std::memcpy(p + i * 8, &d, 8); return; }
-    case DataType::Complex64: { const auto f = static_cast<float>(v); std::memcpy(p + i * 8 + comp * 4, &f, 4); return; }
-    case DataType::Complex128: { const auto d = static_cast<double>(v); std::memcpy(p + i * 16 + comp * 8, &d, 8); return; }
-    default: throw std::invalid_argument("store_real on a non-floating type");
+    case DataType::Float32: {
+      const auto f = static_cast<float>(v);
+      std::memcpy(p + i * 4, &f, 4);
+      return;
+    }
+    case DataType::Float64: {
+      const auto d = static_cast<double>(v);
+      std::memcpy(p + i * 8, &d, 8);
+      return;
+    }
+    case DataType::Complex64: {
+      const auto f = static_cast<float>(v);
+      std::memcpy(p + i * 8 + comp * 4, &f, 4);
+      return;
+    }
+    case DataType::Complex128: {
+      const auto d = static_cast<double>(v);
+      std::memcpy(p + i * 16 + comp * 8, &d, 8);
+      return;
+    }
+    default:
+      throw std::invalid_argument("store_real on a non-floating type");
   }
 }
 
@@ -242,10 +284,18 @@ inline void fill_random(void* buf, std::size_t count, DataType dtype, std::uint6
       }
     };
     switch (dtype_size(dtype)) {
-      case 1: fill_ints(std::uint8_t{0}); return;
-      case 2: fill_ints(std::uint16_t{0}); return;
-      case 4: fill_ints(std::uint32_t{0}); return;
-      default: fill_ints(std::uint64_t{0}); return;
+      case 1:
+        fill_ints(std::uint8_t{0});
+        return;
+      case 2:
+        fill_ints(std::uint16_t{0});
+        return;
+      case 4:
+        fill_ints(std::uint32_t{0});
+        return;
+      default:
+        fill_ints(std::uint64_t{0});
+        return;
     }
   }
   if (dtype == DataType::Bool) {
@@ -262,7 +312,8 @@ inline void fill_random(void* buf, std::size_t count, DataType dtype, std::uint6
   char* p = static_cast<char*>(buf);
   const std::size_t n = count * (is_cplx(dtype) ? 2 : 1);
   switch (dtype) {
-    case DataType::Float16: case DataType::BFloat16: {
+    case DataType::Float16:
+    case DataType::BFloat16: {
       const int mant = dtype == DataType::Float16 ? 10 : 7, exp_bits = dtype == DataType::Float16 ? 5 : 8;
       for (std::size_t i = 0; i < n; ++i) {
         std::uint16_t h;
@@ -272,7 +323,8 @@ inline void fill_random(void* buf, std::size_t count, DataType dtype, std::uint6
       }
       return;
     }
-    case DataType::Float32: case DataType::Complex64:
+    case DataType::Float32:
+    case DataType::Complex64:
       for (std::size_t i = 0; i < n; ++i) {
         float f;
         do f = static_cast<float>(draw());
@@ -280,7 +332,8 @@ inline void fill_random(void* buf, std::size_t count, DataType dtype, std::uint6
         std::memcpy(p + i * 4, &f, 4);
       }
       return;
-    case DataType::Float64: case DataType::Complex128:
+    case DataType::Float64:
+    case DataType::Complex128:
       for (std::size_t i = 0; i < n; ++i) {
         double d;
         do d = draw();
@@ -288,7 +341,8 @@ inline void fill_random(void* buf, std::size_t count, DataType dtype, std::uint6
         std::memcpy(p + i * 8, &d, 8);
       }
       return;
-    default: throw std::invalid_argument("fill_random: unknown dtype");
+    default:
+      throw std::invalid_argument("fill_random: unknown dtype");
   }
 }
 
@@ -316,26 +370,38 @@ inline void reference_reduce(void* out, const std::vector<const void*>& inputs, 
       for (std::size_t r = 1; r < n; ++r) {
         const std::uint64_t v = load_int(inputs[r], i, dtype);
         switch (op.kind) {
-          case K::Sum: case K::Avg: acc += v; break;
-          case K::PremulSum: acc += v * mult; break;
-          case K::Product: acc *= v; break;
+          case K::Sum:
+          case K::Avg:
+            acc += v;
+            break;
+          case K::PremulSum:
+            acc += v * mult;
+            break;
+          case K::Product:
+            acc *= v;
+            break;
           case K::Min:
             if (sgn ? static_cast<std::int64_t>(v) < static_cast<std::int64_t>(acc) : v < acc) acc = v;
             break;
           case K::Max:
             if (sgn ? static_cast<std::int64_t>(v) > static_cast<std::int64_t>(acc) : v > acc) acc = v;
             break;
-          case K::BAnd: acc &= v; break;
-          case K::BOr: acc |= v; break;
-          case K::BXor: acc ^= v; break;
+          case K::BAnd:
+            acc &= v;
+            break;
+          case K::BOr:
+            acc |= v;
+            break;
+          case K::BXor:
+            acc ^= v;
+            break;
         }
       }
       if (op.kind == K::Avg) {
         // Wrap the sum to the element width first, then divide truncating.
         store_int(res.data(), i, dtype, acc);
         acc = load_int(res.data(), i, dtype);
-        acc = sgn ? static_cast<std::uint64_t>(static_cast<std::int64_t>(acc) / static_cast<std::int64_t>(n))
-                  : acc / n;
+        acc = sgn ? static_cast<std::uint64_t>(static_cast<std::int64_t>(acc) / static_cast<std::int64_t>(n)) : acc / n;
       }
       store_int(res.data(), i, dtype, acc);
     }
@@ -345,10 +411,21 @@ inline void reference_reduce(void* out, const std::vector<const void*>& inputs, 
       for (std::size_t r = 0; r < n; ++r) trues += static_cast<const std::uint8_t*>(inputs[r])[i] != 0;
       bool v = false;
       switch (op.kind) {
-        case K::Sum: case K::Max: case K::BOr: v = trues > 0; break;
-        case K::Product: case K::Min: case K::BAnd: v = trues == static_cast<int>(n); break;
-        case K::BXor: v = trues % 2 == 1; break;
-        default: break;
+        case K::Sum:
+        case K::Max:
+        case K::BOr:
+          v = trues > 0;
+          break;
+        case K::Product:
+        case K::Min:
+        case K::BAnd:
+          v = trues == static_cast<int>(n);
+          break;
+        case K::BXor:
+          v = trues % 2 == 1;
+          break;
+        default:
+          break;
       }
       res[i] = v ? 1 : 0;
     }
@@ -359,12 +436,24 @@ inline void reference_reduce(void* out, const std::vector<const void*>& inputs, 
       for (std::size_t r = 1; r < n; ++r) {
         const long double v = load_real(inputs[r], i, dtype);
         switch (op.kind) {
-          case K::Sum: case K::Avg: acc += v; break;
-          case K::PremulSum: acc += v * op.scalar; break;
-          case K::Product: acc *= v; break;
-          case K::Min: acc = nan_min(acc, v); break;
-          case K::Max: acc = nan_max(acc, v); break;
-          default: break;
+          case K::Sum:
+          case K::Avg:
+            acc += v;
+            break;
+          case K::PremulSum:
+            acc += v * op.scalar;
+            break;
+          case K::Product:
+            acc *= v;
+            break;
+          case K::Min:
+            acc = nan_min(acc, v);
+            break;
+          case K::Max:
+            acc = nan_max(acc, v);
+            break;
+          default:
+            break;
         }
       }
       if (op.kind == K::Avg) acc /= static_cast<long double>(n);
@@ -406,11 +495,18 @@ inline void reference_reduce(void* out, const std::vector<const void*>& inputs, 
 // complex); 0 for integers and bool.
 inline double dtype_epsilon(DataType dtype) {
   switch (dtype) {
-    case DataType::Float16: return 0x1p-10;
-    case DataType::BFloat16: return 0x1p-7;
-    case DataType::Float32: case DataType::Complex64: return 0x1p-23;
-    case DataType::Float64: case DataType::Complex128: return 0x1p-52;
-    default: return 0;
+    case DataType::Float16:
+      return 0x1p-10;
+    case DataType::BFloat16:
+      return 0x1p-7;
+    case DataType::Float32:
+    case DataType::Complex64:
+      return 0x1p-23;
+    case DataType::Float64:
+    case DataType::Complex128:
+      return 0x1p-52;
+    default:
+      return 0;
   }
 }
 
@@ -418,11 +514,18 @@ inline double dtype_epsilon(DataType dtype) {
 // results that underflow.
 inline double dtype_denorm_min(DataType dtype) {
   switch (dtype) {
-    case DataType::Float16: return 0x1p-24;
-    case DataType::BFloat16: return 0x1p-133;
-    case DataType::Float32: case DataType::Complex64: return 0x1p-149;
-    case DataType::Float64: case DataType::Complex128: return 0x1p-1074;
-    default: return 0;
+    case DataType::Float16:
+      return 0x1p-24;
+    case DataType::BFloat16:
+      return 0x1p-133;
+    case DataType::Float32:
+    case DataType::Complex64:
+      return 0x1p-149;
+    case DataType::Float64:
+    case DataType::Complex128:
+      return 0x1p-1074;
+    default:
+      return 0;
   }
 }
 
@@ -521,8 +624,8 @@ inline bool compare(const void* got, const void* expected, std::size_t count, Da
     if (first_mismatch_description != nullptr)
       *first_mismatch_description = "element " + std::to_string(i) + " of " + std::to_string(count) + " (" +
                                     dtype_name(dtype) + " " + reduce_op_name(op.kind) + "): got " +
-                                    format_element(got, i, dtype) + ", expected " +
-                                    format_element(expected, i, dtype) + extra;
+                                    format_element(got, i, dtype) + ", expected " + format_element(expected, i, dtype) +
+                                    extra;
     return false;
   };
   for (std::size_t i = 0; i < count; ++i) {

@@ -91,7 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size < 1 + sizeof(d::Hello)) return 0;
   const std::uint8_t config = data[0];
   d::Hello hello;
-  std::memcpy(&hello, data + 1, sizeof hello);  // the wire layout is the struct's
+  std::memcpy(&hello, data + 1, sizeof hello);                        // the wire layout is the struct's
   if (!d::check_incoming_hello(hello, 0, 2, kJob).empty()) return 0;  // connection refused
   const std::uint8_t* stream = data + 1 + sizeof hello;
   const std::size_t len = size - 1 - sizeof hello;

@@ -1,10 +1,10 @@
 #include "harness/spawn.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <fcntl.h>
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -92,8 +92,7 @@ TEST(TuttirunHosts, HostCommandQuotesIntoCmd) {
   ASSERT_EQ(hc.argv.size(), 5u);
   EXPECT_TRUE(hc.env_in_command);
   EXPECT_EQ(hc.argv[3], "h0");
-  EXPECT_EQ(hc.argv[4],
-            "env TUTTI_JOB_SECRET=abc 'TUTTI_LOG=info debug' /opt/tuttirun -n 2 -- prog 'x y' 'it'\\''s'");
+  EXPECT_EQ(hc.argv[4], "env TUTTI_JOB_SECRET=abc 'TUTTI_LOG=info debug' /opt/tuttirun -n 2 -- prog 'x y' 'it'\\''s'");
   EXPECT_EQ(split(hc.argv[4]), (std::vector<std::string>{"env", "TUTTI_JOB_SECRET=abc", "TUTTI_LOG=info debug",
                                                          "/opt/tuttirun", "-n", "2", "--", "prog", "x y", "it's"}));
   hc = tuttirun::host_command({"sh", "-c", "{cmd}"}, "h0", {"echo", "hi"}, {});

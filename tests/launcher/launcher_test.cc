@@ -4,9 +4,9 @@
 // its environment, which all ranks and their descendants inherit. A Launch
 // object's destructor kills tuttirun and every process carrying its marker
 // (found through /proc/*/environ), so nothing survives a failing test.
-#include <gtest/gtest.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -409,7 +409,8 @@ TEST(Tuttirun, FailingRankStopsTheOthers) {
     if [ "$RANK" = 0 ]; then sleep 60 & echo "pid $!"; fi
     echo "pid $$"
     touch "$SYNC/$RANK"
-    if [ "$RANK" = 2 ]; then )" + barrier(4) + R"(; exit 3; fi
+    if [ "$RANK" = 2 ]; then )" +
+                             barrier(4) + R"(; exit 3; fi
     exec sleep 60)";
   RUN_TUTTIRUN(run, 10s, {"-n", "4", "--tag-output", "sh", "-c", script}, {sync.env()});
   EXPECT_TRUE(run.exited_with(3));
@@ -429,22 +430,25 @@ TEST(Tuttirun, FailingRankStopsTheOthers) {
 }
 
 TEST(Tuttirun, RankKilledBySignalIsNamed) {
-  RUN_TUTTIRUN(run, 10s, {"-n", "2", "sh", "-c", R"(if [ "$RANK" = 1 ]; then sleep 0.2; kill -9 $$; fi; exec sleep 60)"});
+  RUN_TUTTIRUN(run, 10s,
+               {"-n", "2", "sh", "-c", R"(if [ "$RANK" = 1 ]; then sleep 0.2; kill -9 $$; fi; exec sleep 60)"});
   EXPECT_TRUE(run.exited_with(128 + 9));
   EXPECT_LT(run.seconds(), 3.0);
   std::vector<std::string> lines = launcher_lines(run.err());
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_TRUE(std::regex_match(
-      lines[0], std::regex(R"(tuttirun: rank 1 \(pid [0-9]+\) killed by signal 9 \(SIGKILL\); stopping the other rank)")));
+      lines[0],
+      std::regex(R"(tuttirun: rank 1 \(pid [0-9]+\) killed by signal 9 \(SIGKILL\); stopping the other rank)")));
   EXPECT_TRUE(wait_marked_gone(run.marker(), 1s).empty());
 }
 
 // Segments left by ranks killed before every member mapped them are removed
 // when the job ends: tuttirun names them (TUTTI_SHM_PREFIX) and cleans up.
 TEST(Tuttirun, LeftoverSharedMemoryOfTheJobIsRemoved) {
-  RUN_TUTTIRUN(run, 10s, {"-n", "2", "sh", "-c",
-                          R"(echo "prefix=$TUTTI_SHM_PREFIX"; : > /dev/shm/$TUTTI_SHM_PREFIX-rank$RANK; )"
-                          R"(if [ "$RANK" = 1 ]; then sleep 0.2; kill -9 $$; fi; exec sleep 60)"});
+  RUN_TUTTIRUN(run, 10s,
+               {"-n", "2", "sh", "-c",
+                R"(echo "prefix=$TUTTI_SHM_PREFIX"; : > /dev/shm/$TUTTI_SHM_PREFIX-rank$RANK; )"
+                R"(if [ "$RANK" = 1 ]; then sleep 0.2; kill -9 $$; fi; exec sleep 60)"});
   EXPECT_TRUE(run.exited_with(128 + 9));
   std::smatch m;
   const std::string out = run.out();
@@ -468,8 +472,7 @@ TEST(Tuttirun, RanksIgnoringSigtermAreKilledAfterTheGrace) {
   // Every rank ignores SIGTERM (so does its sleep, which inherits that)
   // before rank 0 fails; only the SIGKILL after the grace stops them.
   auto script = [](int n) {
-    return R"(trap "" TERM; touch "$SYNC/$RANK"; if [ "$RANK" = 0 ]; then )" + barrier(n) +
-           R"(; exit 5; fi; sleep 60)";
+    return R"(trap "" TERM; touch "$SYNC/$RANK"; if [ "$RANK" = 0 ]; then )" + barrier(n) + R"(; exit 5; fi; sleep 60)";
   };
   {
     SyncDir sync;
@@ -631,7 +634,8 @@ TEST(TuttirunHosts, OneJobSecretForEveryHostAndTheCallersIsKept) {
   const std::string script = R"(echo "secret $TUTTI_JOB_SECRET")";
   std::set<std::string> secrets;
   for (int i = 0; i < 2; ++i) {
-    RUN_TUTTIRUN(run, 10s, {"--hosts", "a:2,b:2", "--exec-prefix", "env", "--master-addr", "127.0.0.1", "sh", "-c", script});
+    RUN_TUTTIRUN(run, 10s,
+                 {"--hosts", "a:2,b:2", "--exec-prefix", "env", "--master-addr", "127.0.0.1", "sh", "-c", script});
     ASSERT_TRUE(run.exited_with(0));
     std::set<std::string> lines;
     for (const std::string& l : split_lines(run.out())) lines.insert(l);
@@ -641,7 +645,8 @@ TEST(TuttirunHosts, OneJobSecretForEveryHostAndTheCallersIsKept) {
   }
   EXPECT_EQ(secrets.size(), 2u) << "each job draws its own";
   const std::string mine(64, 'c');
-  RUN_TUTTIRUN(run, 10s, {"--hosts", "a:1,b:1", "--exec-prefix", "env", "--master-addr", "127.0.0.1", "sh", "-c", script},
+  RUN_TUTTIRUN(run, 10s,
+               {"--hosts", "a:1,b:1", "--exec-prefix", "env", "--master-addr", "127.0.0.1", "sh", "-c", script},
                {"TUTTI_JOB_SECRET=" + mine});
   ASSERT_TRUE(run.exited_with(0));
   EXPECT_EQ(split_lines(run.out()), (std::vector<std::string>{"secret " + mine, "secret " + mine}));
@@ -665,8 +670,8 @@ TEST(TuttirunHosts, CmdPrefixCarriesQuotedCommandAndSettings) {
 
 // Every host's tuttirun binds its ranks, and --bind-to none reaches them.
 TEST(TuttirunHosts, BindingIsPassedToEveryHost) {
-  const std::vector<std::string> lead{"--hosts", "h0:3", "--exec-prefix", "env TEST_HOST={host}", "--master-addr",
-                                      "127.0.0.1"};
+  const std::vector<std::string> lead{"--hosts",       "h0:3",     "--exec-prefix", "env TEST_HOST={host}",
+                                      "--master-addr", "127.0.0.1"};
   expect_binding(lead, true);
   expect_binding(lead, false);
 }
@@ -676,7 +681,8 @@ TEST(TuttirunHosts, FailingRankStopsEveryHost) {
   const std::string script = R"(
     echo "pid $$"
     touch "$SYNC/$RANK"
-    if [ "$RANK" = 3 ]; then )" + barrier(6) + R"(; exit 3; fi
+    if [ "$RANK" = 3 ]; then )" +
+                             barrier(6) + R"(; exit 3; fi
     exec sleep 60)";
   RUN_TUTTIRUN(run, 15s,
                {"--hosts", "a:2,b:2,c:2", "--exec-prefix", "env TEST_HOST={host}", "--master-addr", "127.0.0.1",
@@ -686,8 +692,10 @@ TEST(TuttirunHosts, FailingRankStopsEveryHost) {
   EXPECT_LT(run.seconds(), 5.0);
   std::vector<std::string> lines = launcher_lines(run.err());
   // The host's own tuttirun reports the rank; ours names host, rank and code.
-  std::regex ours(R"(tuttirun: host b \(node 1, ranks 2-3\): rank 3 \(pid [0-9]+\) exited with code 3; stopping the other 2 hosts)");
-  EXPECT_EQ(std::count_if(lines.begin(), lines.end(), [&](const std::string& l) { return std::regex_match(l, ours); }), 1)
+  std::regex ours(
+      R"(tuttirun: host b \(node 1, ranks 2-3\): rank 3 \(pid [0-9]+\) exited with code 3; stopping the other 2 hosts)");
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(), [&](const std::string& l) { return std::regex_match(l, ours); }),
+            1)
       << run.err();
   std::vector<pid_t> pids = printed_pids(run.out());
   EXPECT_EQ(pids.size(), 6u);
@@ -708,8 +716,8 @@ TEST(TuttirunHosts, FailingPrefixIsNamed) {
 }
 
 TEST(TuttirunHosts, MissingProgramIsNamed) {
-  RUN_TUTTIRUN(run, 10s, {"--hosts", "a:1,b:1", "--exec-prefix", "env", "--master-addr", "127.0.0.1",
-                          "/nonexistent/prog"});
+  RUN_TUTTIRUN(run, 10s,
+               {"--hosts", "a:1,b:1", "--exec-prefix", "env", "--master-addr", "127.0.0.1", "/nonexistent/prog"});
   EXPECT_TRUE(run.exited_with(127));
   EXPECT_NE(run.err().find("cannot execute '/nonexistent/prog'"), std::string::npos);
   EXPECT_TRUE(wait_marked_gone(run.marker(), 2s).empty());
@@ -731,8 +739,9 @@ TEST(TuttirunHosts, SigintStopsEveryHost) {
 }
 
 TEST(TuttirunHosts, TimeoutNamesTheHosts) {
-  RUN_TUTTIRUN(run, 10s, {"--hosts", "a:1,b:1", "--exec-prefix", "env", "--master-addr", "127.0.0.1", "--timeout",
-                          "0.5", "--kill-grace", "0.5", "sleep", "60"});
+  RUN_TUTTIRUN(run, 10s,
+               {"--hosts", "a:1,b:1", "--exec-prefix", "env", "--master-addr", "127.0.0.1", "--timeout", "0.5",
+                "--kill-grace", "0.5", "sleep", "60"});
   EXPECT_TRUE(run.exited_with(124));
   EXPECT_NE(run.err().find("tuttirun: timeout of 0.5 s expired; hosts still running: a, b; stopping them"),
             std::string::npos);

@@ -1,10 +1,10 @@
 // Unit tests of tuttirun's rank placement (tools/tuttirun/placement.h).
+#include "placement.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 #include <vector>
-
-#include "placement.h"
 
 namespace {
 

@@ -66,7 +66,8 @@ void run_in(const CaseInfo& c, Buf& send, Buf& out, bool inplace,
             const std::function<Work(const void*, void*)>& async) {
   if (!c.shared[0]) {
     void* dst = inplace ? send.data() : out.data();
-    run(c, [&] { blocking(send.data(), dst); }, [&] { return async(send.data(), dst); });
+    run(
+        c, [&] { blocking(send.data(), dst); }, [&] { return async(send.data(), dst); });
     return;
   }
   ASSERT_LE(std::max(send.size(), out.size()), c.shared_bytes);
@@ -74,7 +75,8 @@ void run_in(const CaseInfo& c, Buf& send, Buf& out, bool inplace,
   char* d = inplace ? s : c.shared_send_only ? out.data() : c.shared[1];
   std::memcpy(s, send.data(), send.size());
   if (!inplace && d != out.data()) std::memcpy(d, out.data(), out.size());
-  run(c, [&] { blocking(s, d); }, [&] { return async(s, d); });
+  run(
+      c, [&] { blocking(s, d); }, [&] { return async(s, d); });
   std::memcpy(send.data(), s, send.size());
   if (!inplace && d != out.data()) std::memcpy(out.data(), d, out.size());
 }
@@ -87,8 +89,9 @@ void check_all_reduce(Communicator& comm, const CaseInfo& c) {
   reference_reduce(want.data(), ptrs(in), c.count, c.dtype, c.op);
   Buf send = in[r];
   Buf out = c.inplace ? send : input_of(c, r, 77);
-  run_in(c, send, out, c.inplace, [&](const void* s, void* d) { comm.all_reduce(s, d, c.count, c.dtype, c.op); },
-         [&](const void* s, void* d) { return comm.iall_reduce(s, d, c.count, c.dtype, c.op); });
+  run_in(
+      c, send, out, c.inplace, [&](const void* s, void* d) { comm.all_reduce(s, d, c.count, c.dtype, c.op); },
+      [&](const void* s, void* d) { return comm.iall_reduce(s, d, c.count, c.dtype, c.op); });
   void* dst = c.inplace ? send.data() : out.data();
   expect_reduced(dst, want.data(), c, n, c.describe("all_reduce", r));
   if (!c.inplace) expect_same(send, in[r], c.describe("all_reduce (send buffer changed)", r));
@@ -103,9 +106,9 @@ void check_reduce(Communicator& comm, const CaseInfo& c) {
   Buf send = in[r];
   Buf out = input_of(c, r, 77);
   const Buf sentinel = out;
-  run_in(c, send, out, c.inplace,
-         [&](const void* s, void* d) { comm.reduce(s, d, c.count, c.dtype, c.op, c.root); },
-         [&](const void* s, void* d) { return comm.ireduce(s, d, c.count, c.dtype, c.op, c.root); });
+  run_in(
+      c, send, out, c.inplace, [&](const void* s, void* d) { comm.reduce(s, d, c.count, c.dtype, c.op, c.root); },
+      [&](const void* s, void* d) { return comm.ireduce(s, d, c.count, c.dtype, c.op, c.root); });
   void* dst = c.inplace ? send.data() : out.data();
   if (r == c.root) {
     expect_reduced(dst, want.data(), c, n, c.describe("reduce", r));
@@ -119,7 +122,8 @@ void check_broadcast(Communicator& comm, const CaseInfo& c) {
   const int r = comm.rank();
   Buf want = input_of(c, c.root);
   Buf buf = r == c.root ? want : input_of(c, r, 77);
-  run(c, [&] { comm.broadcast(buf.data(), c.count, c.dtype, c.root); },
+  run(
+      c, [&] { comm.broadcast(buf.data(), c.count, c.dtype, c.root); },
       [&] { return comm.ibroadcast(buf.data(), c.count, c.dtype, c.root); });
   expect_same(buf, want, c.describe("broadcast", r));
 }
@@ -139,10 +143,12 @@ void check_gather(Communicator& comm, const CaseInfo& c) {
   for (int p = 0; p < n; ++p) blocks.push_back(out.data() + p * bytes);
   if (c.list_form) {
     std::span<void* const> lst = r == c.root ? std::span<void* const>(blocks) : std::span<void* const>();
-    run(c, [&] { comm.gather(src, lst, c.count, c.dtype, c.root); },
+    run(
+        c, [&] { comm.gather(src, lst, c.count, c.dtype, c.root); },
         [&] { return comm.igather(src, lst, c.count, c.dtype, c.root); });
   } else {
-    run(c, [&] { comm.gather(src, out.data(), c.count, c.dtype, c.root); },
+    run(
+        c, [&] { comm.gather(src, out.data(), c.count, c.dtype, c.root); },
         [&] { return comm.igather(src, out.data(), c.count, c.dtype, c.root); });
   }
   if (r == c.root) {
@@ -170,10 +176,12 @@ void check_all_gather(Communicator& comm, const CaseInfo& c) {
   std::vector<void*> blocks;
   for (int p = 0; p < n; ++p) blocks.push_back(out.data() + p * bytes);
   if (c.list_form) {
-    run(c, [&] { comm.all_gather(src, std::span<void* const>(blocks), c.count, c.dtype); },
+    run(
+        c, [&] { comm.all_gather(src, std::span<void* const>(blocks), c.count, c.dtype); },
         [&] { return comm.iall_gather(src, std::span<void* const>(blocks), c.count, c.dtype); });
   } else {
-    run(c, [&] { comm.all_gather(src, out.data(), c.count, c.dtype); },
+    run(
+        c, [&] { comm.all_gather(src, out.data(), c.count, c.dtype); },
         [&] { return comm.iall_gather(src, out.data(), c.count, c.dtype); });
   }
   Buf want;
@@ -195,11 +203,13 @@ void check_scatter(Communicator& comm, const CaseInfo& c) {
   if (r == c.root)
     for (int p = 0; p < n; ++p) blocks.push_back(send.data() + p * bytes);
   if (c.list_form) {
-    run(c, [&] { comm.scatter(std::span<const void* const>(blocks), dst, c.count, c.dtype, c.root); },
+    run(
+        c, [&] { comm.scatter(std::span<const void* const>(blocks), dst, c.count, c.dtype, c.root); },
         [&] { return comm.iscatter(std::span<const void* const>(blocks), dst, c.count, c.dtype, c.root); });
   } else {
     const void* src = r == c.root ? send.data() : nullptr;
-    run(c, [&] { comm.scatter(src, dst, c.count, c.dtype, c.root); },
+    run(
+        c, [&] { comm.scatter(src, dst, c.count, c.dtype, c.root); },
         [&] { return comm.iscatter(src, dst, c.count, c.dtype, c.root); });
   }
   Buf got(static_cast<char*>(dst), static_cast<char*>(dst) + bytes);
@@ -224,10 +234,12 @@ void check_reduce_scatter(Communicator& comm, const CaseInfo& c) {
   std::vector<const void*> blocks;
   for (int p = 0; p < n; ++p) blocks.push_back(send.data() + p * bytes);
   if (c.list_form) {
-    run(c, [&] { comm.reduce_scatter(std::span<const void* const>(blocks), dst, c.count, c.dtype, c.op); },
+    run(
+        c, [&] { comm.reduce_scatter(std::span<const void* const>(blocks), dst, c.count, c.dtype, c.op); },
         [&] { return comm.ireduce_scatter(std::span<const void* const>(blocks), dst, c.count, c.dtype, c.op); });
   } else {
-    run(c, [&] { comm.reduce_scatter(send.data(), dst, c.count, c.dtype, c.op); },
+    run(
+        c, [&] { comm.reduce_scatter(send.data(), dst, c.count, c.dtype, c.op); },
         [&] { return comm.ireduce_scatter(send.data(), dst, c.count, c.dtype, c.op); });
   }
   expect_reduced(dst, want.data(), c, n, c.describe("reduce_scatter", r));
@@ -239,7 +251,8 @@ void check_all_to_all(Communicator& comm, const CaseInfo& c) {
   const std::size_t bytes = c.count * dtype_size(c.dtype);
   Buf send = input_of(c, r, 0, c.count * n);
   Buf out = input_of(c, r, 77, c.count * n);
-  run(c, [&] { comm.all_to_all(send.data(), out.data(), c.count, c.dtype); },
+  run(
+      c, [&] { comm.all_to_all(send.data(), out.data(), c.count, c.dtype); },
       [&] { return comm.iall_to_all(send.data(), out.data(), c.count, c.dtype); });
   Buf want;
   for (int p = 0; p < n; ++p) {
@@ -276,7 +289,8 @@ void check_all_to_all_v(Communicator& comm, const CaseInfo& c) {
     Buf theirs = input_of(c, p, 0, plen);
     if (psc[r]) std::memcpy(want.data() + rd[p] * es, theirs.data() + psd[r] * es, psc[r] * es);
   }
-  run(c, [&] { comm.all_to_all_v(send.data(), sc, sd, out.data(), rc, rd, c.dtype); },
+  run(
+      c, [&] { comm.all_to_all_v(send.data(), sc, sd, out.data(), rc, rd, c.dtype); },
       [&] { return comm.iall_to_all_v(send.data(), sc, sd, out.data(), rc, rd, c.dtype); });
   expect_same(out, want, c.describe("all_to_all_v", r));
 }

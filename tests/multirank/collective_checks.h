@@ -56,7 +56,8 @@ std::vector<std::string> algorithms_in_trace(const std::string& js, const std::s
 
 // Runs every collective form over every dtype, valid reduce op, root and the
 // given counts (per dtype: counts_for(dtype)). Returns the number of cases.
-std::size_t run_collective_sweep(Communicator& comm, const std::function<std::vector<std::size_t>(DataType)>& counts_for,
+std::size_t run_collective_sweep(Communicator& comm,
+                                 const std::function<std::vector<std::size_t>(DataType)>& counts_for,
                                  std::uint64_t id_base);
 
 }  // namespace tutti::testing

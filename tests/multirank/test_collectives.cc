@@ -32,9 +32,9 @@ class Collectives : public ::testing::TestWithParam<std::tuple<int, std::string>
     // round and chunk boundaries and take both one-shot and two-shot paths.
     auto e = transport_env();
     e.insert(e.end(), {{"TUTTI_CHUNK_BYTES", std::to_string(kChunkBytes)},
-            {"TUTTI_SMALL_BYTES", "64"},
-            {"TUTTI_SHM_SLOT_BYTES", "256"},
-            {"TUTTI_SHM_ONESHOT_BYTES", "64"}});
+                       {"TUTTI_SMALL_BYTES", "64"},
+                       {"TUTTI_SHM_SLOT_BYTES", "256"},
+                       {"TUTTI_SHM_ONESHOT_BYTES", "64"}});
     return e;
   }
 };
@@ -42,13 +42,14 @@ class Collectives : public ::testing::TestWithParam<std::tuple<int, std::string>
 TEST_P(Collectives, EveryOpDtypeReduceOpRootAndCount) {
   SpawnOptions o;
   o.env = env();
-  spawn(world(), [](Communicator& comm) {
-    auto counts = [](DataType dt) {
-      return std::vector<std::size_t>{0, 1, 7, kChunkBytes / dtype_size(dt) + 1};
-    };
-    std::size_t cases = run_collective_sweep(comm, counts, 1000);
-    if (comm.rank() == 0) std::printf("world %d: %zu cases\n", comm.size(), cases);
-  }, o);
+  spawn(
+      world(),
+      [](Communicator& comm) {
+        auto counts = [](DataType dt) { return std::vector<std::size_t>{0, 1, 7, kChunkBytes / dtype_size(dt) + 1}; };
+        std::size_t cases = run_collective_sweep(comm, counts, 1000);
+        if (comm.rank() == 0) std::printf("world %d: %zu cases\n", comm.size(), cases);
+      },
+      o);
 }
 
 // With the default slots and thresholds, messages between the control
@@ -59,20 +60,23 @@ TEST_P(Collectives, RingSizedMessagesWithDefaultSettings) {
   if (std::get<1>(GetParam()) != "shm") GTEST_SKIP() << "shared-memory copy path only";
   SpawnOptions o;
   o.env = transport_env();
-  spawn(world(), [](Communicator& comm) {
-    auto counts = [](DataType dt) {
-      // Under the sanitizers (scripts/test.sh's second stage) one dtype per
-      // element size: the ring's slots and rounds depend on sizes, and the
-      // plain build runs all fourteen.
-      if (kSanitized && dt != DataType::Float32 && dt != DataType::Int8 && dt != DataType::BFloat16 &&
-          dt != DataType::Complex64 && dt != DataType::Complex128)
-        return std::vector<std::size_t>{};
-      const std::size_t es = dtype_size(dt);
-      return std::vector<std::size_t>{8192 / es, 2048 / es + 1, 300 / es + 1};
-    };
-    std::size_t cases = run_collective_sweep(comm, counts, 2000);
-    if (comm.rank() == 0) std::printf("world %d: %zu cases\n", comm.size(), cases);
-  }, o);
+  spawn(
+      world(),
+      [](Communicator& comm) {
+        auto counts = [](DataType dt) {
+          // Under the sanitizers (scripts/test.sh's second stage) one dtype per
+          // element size: the ring's slots and rounds depend on sizes, and the
+          // plain build runs all fourteen.
+          if (kSanitized && dt != DataType::Float32 && dt != DataType::Int8 && dt != DataType::BFloat16 &&
+              dt != DataType::Complex64 && dt != DataType::Complex128)
+            return std::vector<std::size_t>{};
+          const std::size_t es = dtype_size(dt);
+          return std::vector<std::size_t>{8192 / es, 2048 / es + 1, 300 / es + 1};
+        };
+        std::size_t cases = run_collective_sweep(comm, counts, 2000);
+        if (comm.rank() == 0) std::printf("world %d: %zu cases\n", comm.size(), cases);
+      },
+      o);
 }
 
 // Bytes per rank of the large-message test: 4 MiB, or TUTTI_TEST_LARGE_BYTES
@@ -94,59 +98,62 @@ TEST_P(LargeCollectives, LargeMessages) {
   const std::size_t large = large_bytes();
   SpawnOptions o;
   o.env = transport_env();
-  o.env.insert(o.env.end(),
-               {{"TUTTI_CHUNK_BYTES", std::to_string(large / 16)}, {"TUTTI_SHM_SLOT_BYTES", std::to_string(large / 64)}});
+  o.env.insert(o.env.end(), {{"TUTTI_CHUNK_BYTES", std::to_string(large / 16)},
+                             {"TUTTI_SHM_SLOT_BYTES", std::to_string(large / 64)}});
   // Copying through shared memory, outputs of 16 MiB and more (reductions'
   // of 8 MiB when ranks share cores) are written with stores that bypass
   // the caches: one all_reduce and one all_gather that large (not in the
   // sanitizer runs' smaller setting).
   const bool streamed = std::get<1>(GetParam()) == "shm" && large >= (std::size_t{4} << 20);
-  spawn(world(), [large, streamed](Communicator& comm) {
-    const int n = comm.size();
-    std::uint64_t id = 900000;
-    if (streamed) {
-      CaseInfo c;
-      c.dtype = DataType::Float32;
-      c.count = 4 * large / sizeof(float) + 5;  // > 16 MiB, not a multiple of 16 bytes
-      c.op = ReduceOpKind::Sum;
-      c.id = ++id;
-      check_all_reduce(comm, c);
-      c.count = 4 * large / sizeof(float) / n + 3;
-      c.id = ++id;
-      check_all_gather(comm, c);
-    }
-    for (DataType dt : {DataType::Float32, DataType::BFloat16, DataType::Int64}) {
-      CaseInfo c;
-      c.dtype = dt;
-      c.count = large / dtype_size(dt) + 3;
-      c.op = ReduceOpKind::Sum;
-      c.id = ++id;
-      check_all_reduce(comm, c);
-      c.id = ++id;
-      c.op = ReduceOpKind::Max;
-      c.inplace = true;
-      check_all_reduce(comm, c);
-      c.op = ReduceOpKind::Sum;
-      c.inplace = false;
-      c.root = n - 1;
-      c.id = ++id;
-      check_reduce(comm, c);
-      c.id = ++id;
-      check_broadcast(comm, c);
-      // Per-rank blocks of the gathering ops: 4 MB in all.
-      c.count = large / dtype_size(dt) / n + 1;
-      c.id = ++id;
-      check_all_gather(comm, c);
-      c.id = ++id;
-      check_reduce_scatter(comm, c);
-      c.id = ++id;
-      check_all_to_all(comm, c);
-      c.id = ++id;
-      check_gather(comm, c);
-      c.id = ++id;
-      check_scatter(comm, c);
-    }
-  }, o);
+  spawn(
+      world(),
+      [large, streamed](Communicator& comm) {
+        const int n = comm.size();
+        std::uint64_t id = 900000;
+        if (streamed) {
+          CaseInfo c;
+          c.dtype = DataType::Float32;
+          c.count = 4 * large / sizeof(float) + 5;  // > 16 MiB, not a multiple of 16 bytes
+          c.op = ReduceOpKind::Sum;
+          c.id = ++id;
+          check_all_reduce(comm, c);
+          c.count = 4 * large / sizeof(float) / n + 3;
+          c.id = ++id;
+          check_all_gather(comm, c);
+        }
+        for (DataType dt : {DataType::Float32, DataType::BFloat16, DataType::Int64}) {
+          CaseInfo c;
+          c.dtype = dt;
+          c.count = large / dtype_size(dt) + 3;
+          c.op = ReduceOpKind::Sum;
+          c.id = ++id;
+          check_all_reduce(comm, c);
+          c.id = ++id;
+          c.op = ReduceOpKind::Max;
+          c.inplace = true;
+          check_all_reduce(comm, c);
+          c.op = ReduceOpKind::Sum;
+          c.inplace = false;
+          c.root = n - 1;
+          c.id = ++id;
+          check_reduce(comm, c);
+          c.id = ++id;
+          check_broadcast(comm, c);
+          // Per-rank blocks of the gathering ops: 4 MB in all.
+          c.count = large / dtype_size(dt) / n + 1;
+          c.id = ++id;
+          check_all_gather(comm, c);
+          c.id = ++id;
+          check_reduce_scatter(comm, c);
+          c.id = ++id;
+          check_all_to_all(comm, c);
+          c.id = ++id;
+          check_gather(comm, c);
+          c.id = ++id;
+          check_scatter(comm, c);
+        }
+      },
+      o);
 }
 
 std::string param_name(const ::testing::TestParamInfo<std::tuple<int, std::string>>& p) {
@@ -156,11 +163,12 @@ std::string param_name(const ::testing::TestParamInfo<std::tuple<int, std::strin
 INSTANTIATE_TEST_SUITE_P(World, LargeCollectives,
                          ::testing::Combine(::testing::Values(1, 2, 3, 5, 8), ::testing::Values("shm", "cma", "tcp")),
                          param_name);
-INSTANTIATE_TEST_SUITE_P(Striped, LargeCollectives, ::testing::Combine(::testing::Values(2, 5), ::testing::Values("striped")),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(Striped, LargeCollectives,
+                         ::testing::Combine(::testing::Values(2, 5), ::testing::Values("striped")), param_name);
 
 INSTANTIATE_TEST_SUITE_P(World, Collectives,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 8), ::testing::Values("shm", "cma", "tcp")),
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 8),
+                                            ::testing::Values("shm", "cma", "tcp")),
                          param_name);
 
 }  // namespace

@@ -18,7 +18,6 @@
 namespace tutti::testing {
 namespace {
 
-
 // Ranks as threads of one process, meeting through an in-memory store.
 TEST(Init, ThreadsMeetThroughAMemoryStore) {
   ::setenv("TUTTI_ADVERTISE_ADDR", "127.0.0.1", 1);  // test traffic stays on loopback
@@ -74,7 +73,8 @@ TEST(Init, MissingRanksAreNamedAtTheDeadline) {
 // Runs `world` forked children with the given environment (plus MASTER_*),
 // each calling init() with no options and an all_reduce; returns their exit codes.
 // `errors`: when given, each child's error message (empty if none).
-std::vector<int> run_env_children(int world, const std::function<std::vector<std::pair<std::string, std::string>>(int)>& env_of,
+std::vector<int> run_env_children(int world,
+                                  const std::function<std::vector<std::pair<std::string, std::string>>(int)>& env_of,
                                   bool set_master = true, std::vector<std::string>* errors = nullptr) {
   int port;
   {
@@ -123,7 +123,8 @@ std::vector<int> run_env_children(int world, const std::function<std::vector<std
   for (std::size_t i = 0; i < pids.size(); ++i) {
     if (errors && pipes[i] >= 0) {
       char buf[1024];
-      for (ssize_t n; (n = ::read(pipes[i], buf, sizeof buf)) > 0;) (*errors)[i].append(buf, static_cast<std::size_t>(n));
+      for (ssize_t n; (n = ::read(pipes[i], buf, sizeof buf)) > 0;)
+        (*errors)[i].append(buf, static_cast<std::size_t>(n));
       ::close(pipes[i]);
     }
     int st = 0;
@@ -135,14 +136,25 @@ std::vector<int> run_env_children(int world, const std::function<std::vector<std
 
 TEST(Init, ReadsTorchrunOpenMpiHydraAndSlurmVariables) {
   using Env = std::vector<std::pair<std::string, std::string>>;
-  EXPECT_EQ(run_env_children(3, [](int r) { return Env{{"RANK", std::to_string(r)}, {"WORLD_SIZE", "3"}}; }),
+  EXPECT_EQ(run_env_children(3,
+                             [](int r) {
+                               return Env{{"RANK", std::to_string(r)}, {"WORLD_SIZE", "3"}};
+                             }),
             std::vector<int>(3, 0));
-  EXPECT_EQ(run_env_children(
-                2, [](int r) { return Env{{"OMPI_COMM_WORLD_RANK", std::to_string(r)}, {"OMPI_COMM_WORLD_SIZE", "2"}}; }),
+  EXPECT_EQ(run_env_children(2,
+                             [](int r) {
+                               return Env{{"OMPI_COMM_WORLD_RANK", std::to_string(r)}, {"OMPI_COMM_WORLD_SIZE", "2"}};
+                             }),
             std::vector<int>(2, 0));
-  EXPECT_EQ(run_env_children(2, [](int r) { return Env{{"PMI_RANK", std::to_string(r)}, {"PMI_SIZE", "2"}}; }),
+  EXPECT_EQ(run_env_children(2,
+                             [](int r) {
+                               return Env{{"PMI_RANK", std::to_string(r)}, {"PMI_SIZE", "2"}};
+                             }),
             std::vector<int>(2, 0));
-  EXPECT_EQ(run_env_children(2, [](int r) { return Env{{"SLURM_PROCID", std::to_string(r)}, {"SLURM_NTASKS", "2"}}; }),
+  EXPECT_EQ(run_env_children(2,
+                             [](int r) {
+                               return Env{{"SLURM_PROCID", std::to_string(r)}, {"SLURM_NTASKS", "2"}};
+                             }),
             std::vector<int>(2, 0));
 }
 
@@ -151,7 +163,12 @@ TEST(Init, InconsistentSetupIsAnInvalidArgument) {
   // RANK without WORLD_SIZE.
   EXPECT_EQ(run_env_children(1, [](int) { return Env{{"RANK", "0"}}; }), std::vector<int>{4});
   // No MASTER_ADDR for a world of two.
-  EXPECT_EQ(run_env_children(1, [](int) { return Env{{"RANK", "0"}, {"WORLD_SIZE", "2"}}; }, false),
+  EXPECT_EQ(run_env_children(
+                1,
+                [](int) {
+                  return Env{{"RANK", "0"}, {"WORLD_SIZE", "2"}};
+                },
+                false),
             std::vector<int>{4});
   // A rank outside the world.
   EXPECT_EQ(run_env_children(1, [](int) { return Env{{"RANK", "5"}, {"WORLD_SIZE", "2"}}; }), std::vector<int>{4});
@@ -254,7 +271,8 @@ TEST(Init, RanksThatDisagreeOnASettingFailAtInitNamingIt) {
   // Settings that may differ (the sender alone decides to stripe) do not stop the job.
   EXPECT_EQ(run_env_children(3,
                              [](int r) {
-                               return Env{{"RANK", std::to_string(r)}, {"WORLD_SIZE", "3"},
+                               return Env{{"RANK", std::to_string(r)},
+                                          {"WORLD_SIZE", "3"},
                                           {"TUTTI_SOCKET_STRIPE_BYTES", r == 1 ? "64K" : "1M"}};
                              }),
             std::vector<int>(3, 0));
@@ -305,11 +323,12 @@ TEST(Init, ARankWithAnotherSecretIsRefusedByThePeers) {
 // everywhere works; a rank with another is refused by the store.
 TEST(Init, JobSecretFromTheEnvironment) {
   using Env = std::vector<std::pair<std::string, std::string>>;
-  EXPECT_EQ(run_env_children(2,
-                             [](int r) {
-                               return Env{{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"TUTTI_JOB_SECRET", "s3cr3t"}};
-                             }),
-            std::vector<int>(2, 0));
+  EXPECT_EQ(
+      run_env_children(2,
+                       [](int r) {
+                         return Env{{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"TUTTI_JOB_SECRET", "s3cr3t"}};
+                       }),
+      std::vector<int>(2, 0));
   // Rank 1 holds another secret: it fails Unauthenticated (6) at once; rank 0 times out (5).
   EXPECT_EQ(run_env_children(2,
                              [](int r) {
@@ -333,27 +352,30 @@ TEST(Init, PeerConnectionsGetTheCongestionControlAsked) {
   for (const char* per_peer : {"1", "2"}) {
     SpawnOptions o;
     o.env = {{"TUTTI_TCP_CONGESTION", want}, {"TUTTI_TRANSPORT", "tcp"}, {"TUTTI_SOCKETS_PER_PEER", per_peer}};
-    spawn(3, [&](Communicator& comm) {
-      int asked = 0, other = 0;
-      for (int fd = 0; fd < 4096; ++fd) {
-        sockaddr_storage peer{};
-        socklen_t len = sizeof peer;
-        if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;  // not a connected socket
-        const std::string cc = detail::congestion_of(fd);
-        if (cc.empty()) continue;  // not TCP
-        (cc == want ? asked : other) += 1;
-        EXPECT_TRUE(cc == want || cc == system) << cc;
-      }
-      const int per = std::string(per_peer) == "1" ? 1 : 3;  // the header connection and two data connections
-      EXPECT_EQ(asked, per * (comm.size() - 1));
-      EXPECT_GE(other, 1);  // the store connection
-      CaseInfo c;
-      c.id = 61000;
-      c.dtype = DataType::Float32;
-      c.count = 300000;  // striped when there are data connections
-      c.op = ReduceOpKind::Sum;
-      check_all_reduce(comm, c);
-    }, o);
+    spawn(
+        3,
+        [&](Communicator& comm) {
+          int asked = 0, other = 0;
+          for (int fd = 0; fd < 4096; ++fd) {
+            sockaddr_storage peer{};
+            socklen_t len = sizeof peer;
+            if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;  // not a connected socket
+            const std::string cc = detail::congestion_of(fd);
+            if (cc.empty()) continue;  // not TCP
+            (cc == want ? asked : other) += 1;
+            EXPECT_TRUE(cc == want || cc == system) << cc;
+          }
+          const int per = std::string(per_peer) == "1" ? 1 : 3;  // the header connection and two data connections
+          EXPECT_EQ(asked, per * (comm.size() - 1));
+          EXPECT_GE(other, 1);  // the store connection
+          CaseInfo c;
+          c.id = 61000;
+          c.dtype = DataType::Float32;
+          c.count = 300000;  // striped when there are data connections
+          c.op = ReduceOpKind::Sum;
+          check_all_reduce(comm, c);
+        },
+        o);
   }
 }
 
@@ -364,22 +386,25 @@ TEST_P(AlgoOverride, RingForSmallAndRecursiveDoublingForLarge) {
   for (const char* algo : {"all_reduce:ring", "all_reduce:recursive_doubling"}) {
     SpawnOptions o;
     o.env = {{"TUTTI_ALGO", algo}, {"TUTTI_CHUNK_BYTES", "128"}};
-    spawn(GetParam(), [](Communicator& comm) {
-      std::uint64_t id = 50000;
-      for (std::size_t count : {1, 3, 7, 100, 5000}) {
-        for (DataType dt : {DataType::Float32, DataType::Int16, DataType::BFloat16}) {
-          CaseInfo c;
-          c.id = ++id;
-          c.dtype = dt;
-          c.count = count;
-          c.op = ReduceOpKind::Sum;
-          check_all_reduce(comm, c);
-          c.op = ReduceOpKind::Max;
-          c.inplace = true;
-          check_all_reduce(comm, c);
-        }
-      }
-    }, o);
+    spawn(
+        GetParam(),
+        [](Communicator& comm) {
+          std::uint64_t id = 50000;
+          for (std::size_t count : {1, 3, 7, 100, 5000}) {
+            for (DataType dt : {DataType::Float32, DataType::Int16, DataType::BFloat16}) {
+              CaseInfo c;
+              c.id = ++id;
+              c.dtype = dt;
+              c.count = count;
+              c.op = ReduceOpKind::Sum;
+              check_all_reduce(comm, c);
+              c.op = ReduceOpKind::Max;
+              c.inplace = true;
+              check_all_reduce(comm, c);
+            }
+          }
+        },
+        o);
   }
 }
 

@@ -4,12 +4,12 @@
 // nobody hangs. 25 trials per transport (the first 12 under the sanitizers,
 // scripts/test.sh's second stage), random world size, victim, op sequence,
 // message sizes and kill time (inside an op or between ops).
-#include <algorithm>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -35,13 +35,27 @@ void random_op(Communicator& comm, std::mt19937& rng, std::vector<float>& a, std
   b.assign(count * n, 0.f);
   const int root = static_cast<int>(rng() % n);
   switch (rng() % 7) {
-    case 0: comm.all_reduce(a.data(), b.data(), count, DataType::Float32, ReduceOp::SUM); break;
-    case 1: comm.broadcast(a.data(), count, DataType::Float32, root); break;
-    case 2: comm.reduce(a.data(), b.data(), count, DataType::Float32, ReduceOp::MAX, root); break;
-    case 3: comm.all_gather(a.data(), b.data(), count, DataType::Float32); break;
-    case 4: comm.reduce_scatter(a.data(), b.data(), count, DataType::Float32, ReduceOp::SUM); break;
-    case 5: comm.all_to_all(a.data(), b.data(), count, DataType::Float32); break;
-    default: comm.barrier(); break;
+    case 0:
+      comm.all_reduce(a.data(), b.data(), count, DataType::Float32, ReduceOp::SUM);
+      break;
+    case 1:
+      comm.broadcast(a.data(), count, DataType::Float32, root);
+      break;
+    case 2:
+      comm.reduce(a.data(), b.data(), count, DataType::Float32, ReduceOp::MAX, root);
+      break;
+    case 3:
+      comm.all_gather(a.data(), b.data(), count, DataType::Float32);
+      break;
+    case 4:
+      comm.reduce_scatter(a.data(), b.data(), count, DataType::Float32, ReduceOp::SUM);
+      break;
+    case 5:
+      comm.all_to_all(a.data(), b.data(), count, DataType::Float32);
+      break;
+    default:
+      comm.barrier();
+      break;
   }
 }
 
@@ -73,62 +87,67 @@ TEST_P(KillTrials, SurvivorsGetPeerLostNamingTheVictimWithinTwoSeconds) {
     SCOPED_TRACE("trial " + std::to_string(trial) + ": " + std::to_string(world) + " ranks, rank " +
                  std::to_string(victim) + " killed at op " + std::to_string(kill_at) +
                  (inside_op ? " (inside, after " + std::to_string(delay_us) + " us)" : " (before it)"));
-    spawn(world, [&](Communicator& comm) {
-      std::mt19937 rng(seed);
-      std::vector<float> a, b;
-      for (int i = 0; i < 60; ++i) {
-        if (comm.rank() == victim && i == kill_at) {
-          if (inside_op) {
-            std::thread([&] {
-              std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
-              killed_at->store(now_ns());
-              ::raise(SIGKILL);
-            }).detach();
-          } else {
-            killed_at->store(now_ns());
-            ::raise(SIGKILL);
+    spawn(
+        world,
+        [&](Communicator& comm) {
+          std::mt19937 rng(seed);
+          std::vector<float> a, b;
+          for (int i = 0; i < 60; ++i) {
+            if (comm.rank() == victim && i == kill_at) {
+              if (inside_op) {
+                std::thread([&] {
+                  std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+                  killed_at->store(now_ns());
+                  ::raise(SIGKILL);
+                }).detach();
+              } else {
+                killed_at->store(now_ns());
+                ::raise(SIGKILL);
+              }
+            }
+            try {
+              random_op(comm, rng, a, b);
+              // The victim's killer may not have run yet: go no further.
+              if (comm.rank() == victim && i == kill_at)
+                while (true) ::pause();
+            } catch (const Error& e) {
+              const std::int64_t t = now_ns(), k = killed_at->load();
+              ASSERT_EQ(e.kind(), ErrorKind::PeerLost) << what_of(e);
+              EXPECT_NE(e.message().find("rank " + std::to_string(victim)), std::string::npos) << what_of(e);
+              ASSERT_NE(k, 0) << "an error before the kill: " << what_of(e);
+              EXPECT_LT(t - k, 2'000'000'000)
+                  << "noticed " << (t - k) / 1000000 << " ms after the kill: " << what_of(e);
+              // Later calls fail at once, with the same cause.
+              const auto t0 = std::chrono::steady_clock::now();
+              try {
+                comm.barrier();
+                ADD_FAILURE() << "a barrier after the loss returned";
+              } catch (const Error& later) {
+                EXPECT_EQ(later.kind(), ErrorKind::PeerLost) << what_of(later);
+                EXPECT_NE(later.message().find("rank " + std::to_string(victim)), std::string::npos) << what_of(later);
+              }
+              EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(100));
+              // failed_ranks() names the victim within the 2 s of detection
+              // (the error can come first: a member that saw the loss fails
+              // the communicator everywhere at once). Survivors that already
+              // finished and left may be listed too.
+              std::vector<int> failed;
+              for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);;) {
+                failed = comm.failed_ranks();
+                if (std::find(failed.begin(), failed.end(), victim) != failed.end() ||
+                    std::chrono::steady_clock::now() > until)
+                  break;
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+              }
+              EXPECT_NE(std::find(failed.begin(), failed.end(), victim), failed.end())
+                  << ::testing::PrintToString(failed);
+              EXPECT_EQ(std::find(failed.begin(), failed.end(), comm.rank()), failed.end());
+              return;
+            }
           }
-        }
-        try {
-          random_op(comm, rng, a, b);
-          // The victim's killer may not have run yet: go no further.
-          if (comm.rank() == victim && i == kill_at)
-            while (true) ::pause();
-        } catch (const Error& e) {
-          const std::int64_t t = now_ns(), k = killed_at->load();
-          ASSERT_EQ(e.kind(), ErrorKind::PeerLost) << what_of(e);
-          EXPECT_NE(e.message().find("rank " + std::to_string(victim)), std::string::npos) << what_of(e);
-          ASSERT_NE(k, 0) << "an error before the kill: " << what_of(e);
-          EXPECT_LT(t - k, 2'000'000'000) << "noticed " << (t - k) / 1000000 << " ms after the kill: " << what_of(e);
-          // Later calls fail at once, with the same cause.
-          const auto t0 = std::chrono::steady_clock::now();
-          try {
-            comm.barrier();
-            ADD_FAILURE() << "a barrier after the loss returned";
-          } catch (const Error& later) {
-            EXPECT_EQ(later.kind(), ErrorKind::PeerLost) << what_of(later);
-            EXPECT_NE(later.message().find("rank " + std::to_string(victim)), std::string::npos) << what_of(later);
-          }
-          EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(100));
-          // failed_ranks() names the victim within the 2 s of detection
-          // (the error can come first: a member that saw the loss fails
-          // the communicator everywhere at once). Survivors that already
-          // finished and left may be listed too.
-          std::vector<int> failed;
-          for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);;) {
-            failed = comm.failed_ranks();
-            if (std::find(failed.begin(), failed.end(), victim) != failed.end() ||
-                std::chrono::steady_clock::now() > until)
-              break;
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          }
-          EXPECT_NE(std::find(failed.begin(), failed.end(), victim), failed.end()) << ::testing::PrintToString(failed);
-          EXPECT_EQ(std::find(failed.begin(), failed.end(), comm.rank()), failed.end());
-          return;
-        }
-      }
-      if (comm.rank() != victim) ADD_FAILURE() << "60 collectives completed without rank " << victim;
-    }, o);
+          if (comm.rank() != victim) ADD_FAILURE() << "60 collectives completed without rank " << victim;
+        },
+        o);
     if (::testing::Test::HasFailure()) break;
   }
   ::munmap(killed_at, 4096);
@@ -140,36 +159,39 @@ TEST_P(KillTrials, StoppedRankMakesOthersTimeOutNamingIt) {
   SpawnOptions o;
   o.env = {{"TUTTI_TRANSPORT", GetParam()}};
   o.may_die = {2};
-  spawn(3, [](Communicator& world) {
-    std::vector<int> all = {0, 1, 2};
-    auto g = world.new_group(all);
-    auto survivors = world.new_group(std::vector<int>{0, 1});
-    g->set_timeout(std::chrono::milliseconds(500));
-    std::int32_t pid = ::getpid();
-    std::vector<std::int32_t> pids(3);
-    world.all_gather(&pid, pids.data(), 1, DataType::Int32);
-    if (world.rank() == 2) ::raise(SIGSTOP);  // killed by rank 0 below
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      float v = 1;
-      if (GetParam() == "tcp") {
-        g->barrier();
-      } else {
-        g->all_reduce(&v, &v, 1, DataType::Float32, ReduceOp::SUM);
-      }
-      ADD_FAILURE() << "an operation without rank 2 returned";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::Timeout) << what_of(e);
-      EXPECT_NE(e.message().find("rank 2"), std::string::npos) << what_of(e);
-    }
-    const auto waited = std::chrono::steady_clock::now() - t0;
-    EXPECT_GE(waited, std::chrono::milliseconds(450));
-    EXPECT_LT(waited, std::chrono::milliseconds(2500));
-    // Both survivors have their Timeout before rank 2 goes (its death would
-    // otherwise reach a slower survivor as PeerLost first).
-    if (survivors) survivors->barrier();
-    if (world.rank() == 0) ::kill(pids[2], SIGKILL);
-  }, o);
+  spawn(
+      3,
+      [](Communicator& world) {
+        std::vector<int> all = {0, 1, 2};
+        auto g = world.new_group(all);
+        auto survivors = world.new_group(std::vector<int>{0, 1});
+        g->set_timeout(std::chrono::milliseconds(500));
+        std::int32_t pid = ::getpid();
+        std::vector<std::int32_t> pids(3);
+        world.all_gather(&pid, pids.data(), 1, DataType::Int32);
+        if (world.rank() == 2) ::raise(SIGSTOP);  // killed by rank 0 below
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          float v = 1;
+          if (GetParam() == "tcp") {
+            g->barrier();
+          } else {
+            g->all_reduce(&v, &v, 1, DataType::Float32, ReduceOp::SUM);
+          }
+          ADD_FAILURE() << "an operation without rank 2 returned";
+        } catch (const Error& e) {
+          EXPECT_EQ(e.kind(), ErrorKind::Timeout) << what_of(e);
+          EXPECT_NE(e.message().find("rank 2"), std::string::npos) << what_of(e);
+        }
+        const auto waited = std::chrono::steady_clock::now() - t0;
+        EXPECT_GE(waited, std::chrono::milliseconds(450));
+        EXPECT_LT(waited, std::chrono::milliseconds(2500));
+        // Both survivors have their Timeout before rank 2 goes (its death would
+        // otherwise reach a slower survivor as PeerLost first).
+        if (survivors) survivors->barrier();
+        if (world.rank() == 0) ::kill(pids[2], SIGKILL);
+      },
+      o);
 }
 
 INSTANTIATE_TEST_SUITE_P(World, KillTrials, ::testing::Values("auto", "tcp"), transport_name);

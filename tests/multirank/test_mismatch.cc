@@ -70,95 +70,97 @@ TEST_P(Mismatch, EveryRankLearnsOfEveryKindOfMismatch) {
   const bool detail = GetParam() == "tcp_detail";
   const bool frames_only = GetParam() == "tcp";
   o.env = {{"TUTTI_TRANSPORT", detail ? "tcp" : GetParam()}, {"TUTTI_DEBUG", detail ? "detail" : "off"}};
-  spawn(3, [frames_only](Communicator& world) {
-    std::vector<float> f(8, 1.f);
-    std::vector<std::int32_t> i32(8, 1);
-    const MismatchCase cases[] = {
-        {"kind",
-         [&](Communicator& g, int r) {
-           if (r == 2) {
-             g.broadcast(f.data(), 4, DataType::Float32, 0);
-           } else {
-             g.all_reduce(f.data(), f.data(), 4, DataType::Float32, ReduceOp::SUM);
-           }
-         },
-         "broadcast (16 B, float32, root 0)", "all_reduce (16 B, float32, sum)", "broadcast (float32, root 0)",
-         "all_reduce (float32, sum)"},
-        {"count",
-         [&](Communicator& g, int r) {
-           g.all_reduce(f.data(), f.data(), r == 2 ? 5 : 4, DataType::Float32, ReduceOp::SUM);
-         },
-         "all_reduce (20 B, float32, sum)", "all_reduce (16 B, float32, sum)", "20 bytes", "16 bytes"},
-        {"dtype",
-         [&](Communicator& g, int r) {
-           if (r == 2) {
-             g.all_reduce(i32.data(), i32.data(), 4, DataType::Int32, ReduceOp::SUM);
-           } else {
-             g.all_reduce(f.data(), f.data(), 4, DataType::Float32, ReduceOp::SUM);
-           }
-         },
-         "all_reduce (16 B, int32, sum)", "all_reduce (16 B, float32, sum)", "all_reduce (int32, sum)",
-         "all_reduce (float32, sum)"},
-        {"reduce op",
-         [&](Communicator& g, int r) {
-           g.all_reduce(f.data(), f.data(), 4, DataType::Float32, r == 2 ? ReduceOp::MAX : ReduceOp::SUM);
-         },
-         "all_reduce (16 B, float32, max)", "all_reduce (16 B, float32, sum)", "all_reduce (float32, max)",
-         "all_reduce (float32, sum)"},
-        {"root",
-         [&](Communicator& g, int r) { g.broadcast(f.data(), 4, DataType::Float32, r == 2 ? 1 : 0); },
-         "broadcast (16 B, float32, root 1)", "broadcast (16 B, float32, root 0)", "broadcast (float32, root 1)",
-         "broadcast (float32, root 0)"},
-        // Broadcasts of up to 8 bytes go in packed records (ShmGroup::publish_packed).
-        {"packed dtype",
-         [&](Communicator& g, int r) {
-           if (r == 2) {
-             g.broadcast(i32.data(), 2, DataType::Int32, 0);
-           } else {
-             g.broadcast(f.data(), 2, DataType::Float32, 0);
-           }
-         },
-         "broadcast (8 B, int32, root 0)", "broadcast (8 B, float32, root 0)", "broadcast (int32, root 0)",
-         "broadcast (float32, root 0)"},
-        {"packed count",
-         [&](Communicator& g, int r) { g.broadcast(f.data(), r == 2 ? 1 : 2, DataType::Float32, 0); },
-         "broadcast (4 B, float32, root 0)", "broadcast (8 B, float32, root 0)", "4 bytes", "8 bytes"},
-        // Rank 2 is a root too: nobody reads its record; the next packed
-        // broadcast's check of the previous round finds it.
-        {"packed roots, then a packed broadcast",
-         [&](Communicator& g, int r) {
-           g.broadcast(f.data(), 1, DataType::Float32, r == 2 ? 2 : 0);
-           g.broadcast(f.data(), 1, DataType::Float32, 0);
-         },
-         "broadcast (4 B, float32, root 2)", "broadcast (4 B, float32, root 0)", "broadcast (float32, root 2)",
-         "broadcast (float32, root 0)"},
-        {"large count",
-         [&](Communicator& g, int r) {
-           std::vector<float> big(300000, 1.f);
-           g.all_reduce(big.data(), big.data(), r == 2 ? 300000 : 299999, DataType::Float32, ReduceOp::SUM);
-         },
-         // Over TCP this size runs Rabenseifner: on 3 ranks the first halving
-         // round swaps half the buffer between ranks 1 and 2.
-         "all_reduce (1200000 B, float32, sum)", "all_reduce (1199996 B, float32, sum)", "600000 bytes",
-         "599996 bytes"},
-        // Nothing meets: rank 2's gather only sends to the root, whose
-        // scatter only sends. Found at the next operation, which meets the
-        // stale messages.
-        {"messages that never meet",
-         [&](Communicator& g, int r) {
-           std::vector<float> in(3 * 4, 2.f), out(4, 0.f);
-           if (r == 2) {
-             g.gather(in.data(), out.data(), 4, DataType::Float32, 0);
-           } else {
-             g.scatter(in.data(), out.data(), 4, DataType::Float32, 0);
-           }
-         },
-         "gather (16 B, float32, root 0)", "scatter (16 B, float32, root 0)", "gather (float32, root 0)",
-         "scatter (float32, root 0)"},
-    };
-    for (const MismatchCase& m : cases)
-      for (bool warm : {false, true}) run_case(world, m, frames_only, warm);
-  }, o);
+  spawn(
+      3,
+      [frames_only](Communicator& world) {
+        std::vector<float> f(8, 1.f);
+        std::vector<std::int32_t> i32(8, 1);
+        const MismatchCase cases[] = {
+            {"kind",
+             [&](Communicator& g, int r) {
+               if (r == 2) {
+                 g.broadcast(f.data(), 4, DataType::Float32, 0);
+               } else {
+                 g.all_reduce(f.data(), f.data(), 4, DataType::Float32, ReduceOp::SUM);
+               }
+             },
+             "broadcast (16 B, float32, root 0)", "all_reduce (16 B, float32, sum)", "broadcast (float32, root 0)",
+             "all_reduce (float32, sum)"},
+            {"count",
+             [&](Communicator& g, int r) {
+               g.all_reduce(f.data(), f.data(), r == 2 ? 5 : 4, DataType::Float32, ReduceOp::SUM);
+             },
+             "all_reduce (20 B, float32, sum)", "all_reduce (16 B, float32, sum)", "20 bytes", "16 bytes"},
+            {"dtype",
+             [&](Communicator& g, int r) {
+               if (r == 2) {
+                 g.all_reduce(i32.data(), i32.data(), 4, DataType::Int32, ReduceOp::SUM);
+               } else {
+                 g.all_reduce(f.data(), f.data(), 4, DataType::Float32, ReduceOp::SUM);
+               }
+             },
+             "all_reduce (16 B, int32, sum)", "all_reduce (16 B, float32, sum)", "all_reduce (int32, sum)",
+             "all_reduce (float32, sum)"},
+            {"reduce op",
+             [&](Communicator& g, int r) {
+               g.all_reduce(f.data(), f.data(), 4, DataType::Float32, r == 2 ? ReduceOp::MAX : ReduceOp::SUM);
+             },
+             "all_reduce (16 B, float32, max)", "all_reduce (16 B, float32, sum)", "all_reduce (float32, max)",
+             "all_reduce (float32, sum)"},
+            {"root", [&](Communicator& g, int r) { g.broadcast(f.data(), 4, DataType::Float32, r == 2 ? 1 : 0); },
+             "broadcast (16 B, float32, root 1)", "broadcast (16 B, float32, root 0)", "broadcast (float32, root 1)",
+             "broadcast (float32, root 0)"},
+            // Broadcasts of up to 8 bytes go in packed records (ShmGroup::publish_packed).
+            {"packed dtype",
+             [&](Communicator& g, int r) {
+               if (r == 2) {
+                 g.broadcast(i32.data(), 2, DataType::Int32, 0);
+               } else {
+                 g.broadcast(f.data(), 2, DataType::Float32, 0);
+               }
+             },
+             "broadcast (8 B, int32, root 0)", "broadcast (8 B, float32, root 0)", "broadcast (int32, root 0)",
+             "broadcast (float32, root 0)"},
+            {"packed count",
+             [&](Communicator& g, int r) { g.broadcast(f.data(), r == 2 ? 1 : 2, DataType::Float32, 0); },
+             "broadcast (4 B, float32, root 0)", "broadcast (8 B, float32, root 0)", "4 bytes", "8 bytes"},
+            // Rank 2 is a root too: nobody reads its record; the next packed
+            // broadcast's check of the previous round finds it.
+            {"packed roots, then a packed broadcast",
+             [&](Communicator& g, int r) {
+               g.broadcast(f.data(), 1, DataType::Float32, r == 2 ? 2 : 0);
+               g.broadcast(f.data(), 1, DataType::Float32, 0);
+             },
+             "broadcast (4 B, float32, root 2)", "broadcast (4 B, float32, root 0)", "broadcast (float32, root 2)",
+             "broadcast (float32, root 0)"},
+            {"large count",
+             [&](Communicator& g, int r) {
+               std::vector<float> big(300000, 1.f);
+               g.all_reduce(big.data(), big.data(), r == 2 ? 300000 : 299999, DataType::Float32, ReduceOp::SUM);
+             },
+             // Over TCP this size runs Rabenseifner: on 3 ranks the first halving
+             // round swaps half the buffer between ranks 1 and 2.
+             "all_reduce (1200000 B, float32, sum)", "all_reduce (1199996 B, float32, sum)", "600000 bytes",
+             "599996 bytes"},
+            // Nothing meets: rank 2's gather only sends to the root, whose
+            // scatter only sends. Found at the next operation, which meets the
+            // stale messages.
+            {"messages that never meet",
+             [&](Communicator& g, int r) {
+               std::vector<float> in(3 * 4, 2.f), out(4, 0.f);
+               if (r == 2) {
+                 g.gather(in.data(), out.data(), 4, DataType::Float32, 0);
+               } else {
+                 g.scatter(in.data(), out.data(), 4, DataType::Float32, 0);
+               }
+             },
+             "gather (16 B, float32, root 0)", "scatter (16 B, float32, root 0)", "gather (float32, root 0)",
+             "scatter (float32, root 0)"},
+        };
+        for (const MismatchCase& m : cases)
+          for (bool warm : {false, true}) run_case(world, m, frames_only, warm);
+      },
+      o);
 }
 
 // Without TUTTI_DEBUG ("tcp" above and here), network messages carry the
@@ -167,27 +169,30 @@ TEST_P(Mismatch, EveryRankLearnsOfEveryKindOfMismatch) {
 TEST(MismatchTcp, FramesCarryTheSignature) {
   SpawnOptions o;
   o.env = {{"TUTTI_TRANSPORT", "tcp"}};
-  spawn(2, [](Communicator& world) {
-    std::vector<float> f(4, 1.f);
-    std::vector<std::int32_t> i32(4, 1);
-    const MismatchCase cases[] = {
-        {"dtype",
-         [&](Communicator& g, int r) {
-           if (r == 1) {
-             g.all_reduce(i32.data(), i32.data(), 4, DataType::Int32, ReduceOp::SUM);
-           } else {
-             g.all_reduce(f.data(), f.data(), 4, DataType::Float32, ReduceOp::SUM);
-           }
-         },
-         "all_reduce (int32, sum)", "all_reduce (float32, sum)"},
-        {"reduce op",
-         [&](Communicator& g, int r) {
-           g.all_reduce(f.data(), f.data(), 4, DataType::Float32, r == 1 ? ReduceOp::MAX : ReduceOp::SUM);
-         },
-         "all_reduce (float32, max)", "all_reduce (float32, sum)"},
-    };
-    for (const MismatchCase& m : cases) run_case(world, m);
-  }, o);
+  spawn(
+      2,
+      [](Communicator& world) {
+        std::vector<float> f(4, 1.f);
+        std::vector<std::int32_t> i32(4, 1);
+        const MismatchCase cases[] = {
+            {"dtype",
+             [&](Communicator& g, int r) {
+               if (r == 1) {
+                 g.all_reduce(i32.data(), i32.data(), 4, DataType::Int32, ReduceOp::SUM);
+               } else {
+                 g.all_reduce(f.data(), f.data(), 4, DataType::Float32, ReduceOp::SUM);
+               }
+             },
+             "all_reduce (int32, sum)", "all_reduce (float32, sum)"},
+            {"reduce op",
+             [&](Communicator& g, int r) {
+               g.all_reduce(f.data(), f.data(), 4, DataType::Float32, r == 1 ? ReduceOp::MAX : ReduceOp::SUM);
+             },
+             "all_reduce (float32, max)", "all_reduce (float32, sum)"},
+        };
+        for (const MismatchCase& m : cases) run_case(world, m);
+      },
+      o);
 }
 
 INSTANTIATE_TEST_SUITE_P(World, Mismatch, ::testing::Values("auto", "tcp_detail", "tcp"), transport_name);

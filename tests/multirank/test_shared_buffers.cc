@@ -37,121 +37,125 @@ TEST_P(SharedBuffers, AllReduceAndReduceRunDirectlyOnThemAndFallBackWhereOneRank
   SpawnOptions o;
   o.env = {{"TUTTI_TRACE_BUFFER", "8192"}, {"TUTTI_SHM_PREFIX", prefix}, {"TUTTI_SHM_ONESHOT_BYTES", "16384"}};
   if (!shm) o.env.push_back({"TUTTI_TRANSPORT", "tcp"});
-  spawn(n, [&](Communicator& comm) {
-    const int r = comm.rank();
-    // Sizes differ per rank; both buffers must hold the largest case.
-    char* a = static_cast<char*>(comm.alloc_shared(kSharedBytes + 64 * r));
-    char* b = static_cast<char*>(comm.alloc_shared(kSharedBytes));
-    ASSERT_NE(a, nullptr);
-    ASSERT_NE(b, nullptr);
-    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % 4096, 0u);
-    std::memset(a, 0x5a, kSharedBytes);  // every byte of it is ours to use
-    std::memset(b, 0xa5, kSharedBytes);
-    std::uint64_t id = 7100000;
-    std::vector<std::string> expected;  // per all_reduce / reduce, in order
-    auto one = [&](bool reduce, DataType dt, std::size_t count, ReduceOp op, int root, bool shared_here,
-                   bool all_shared, bool send_only = false) {
-      CaseInfo c;
-      c.id = ++id;
-      c.dtype = dt;
-      c.count = count;
-      c.op = op;
-      c.root = root;
-      c.inplace = id % 2 == 0;
-      c.async = id % 3 == 0;
-      if (shared_here) {
-        c.shared[0] = a;
-        c.shared[1] = b;
-        c.shared_bytes = kSharedBytes;
-        c.shared_send_only = send_only;
-      }
-      if (reduce)
-        check_reduce(comm, c);
-      else
-        check_all_reduce(comm, c);
-      // Directly where every rank's buffers are shared, past the one-shot
-      // size, and not PremulSum (whose scalars differ per rank).
-      const bool direct = shm && all_shared && count * dtype_size(dt) > (16u << 10) &&
-                          op.kind != ReduceOpKind::PremulSum;
-      expected.push_back(std::string(reduce ? "r:" : "a:") + (direct ? "direct" : "other"));
-    };
-    // Every dtype and valid reduce op, just past the one-shot size and at an
-    // odd count that no world size divides; every root for reduce.
-    for (int d = 0; d < kNumDataTypes && !::testing::Test::HasFailure(); ++d) {
-      const DataType dt = static_cast<DataType>(d);
-      const std::size_t es = dtype_size(dt);
-      for (int k = 0; k < kNumReduceOps; ++k) {
-        ReduceOp op(static_cast<ReduceOpKind>(k));
-        if (op.kind == ReduceOpKind::PremulSum) op.scalar = dtype_is_integer(dt) ? 3.0 : 0.5;
-        if (!reduce_op_invalid_reason(dt, op).empty()) continue;
-        for (std::size_t count : {(16u << 10) / es + 1, kOddCount}) {
-          one(false, dt, count, op, 0, true, true);
-          one(true, dt, count, op, static_cast<int>(id % static_cast<std::uint64_t>(n)), true, true);
+  spawn(
+      n,
+      [&](Communicator& comm) {
+        const int r = comm.rank();
+        // Sizes differ per rank; both buffers must hold the largest case.
+        char* a = static_cast<char*>(comm.alloc_shared(kSharedBytes + 64 * r));
+        char* b = static_cast<char*>(comm.alloc_shared(kSharedBytes));
+        ASSERT_NE(a, nullptr);
+        ASSERT_NE(b, nullptr);
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % 4096, 0u);
+        std::memset(a, 0x5a, kSharedBytes);  // every byte of it is ours to use
+        std::memset(b, 0xa5, kSharedBytes);
+        std::uint64_t id = 7100000;
+        std::vector<std::string> expected;  // per all_reduce / reduce, in order
+        auto one = [&](bool reduce, DataType dt, std::size_t count, ReduceOp op, int root, bool shared_here,
+                       bool all_shared, bool send_only = false) {
+          CaseInfo c;
+          c.id = ++id;
+          c.dtype = dt;
+          c.count = count;
+          c.op = op;
+          c.root = root;
+          c.inplace = id % 2 == 0;
+          c.async = id % 3 == 0;
+          if (shared_here) {
+            c.shared[0] = a;
+            c.shared[1] = b;
+            c.shared_bytes = kSharedBytes;
+            c.shared_send_only = send_only;
+          }
+          if (reduce)
+            check_reduce(comm, c);
+          else
+            check_all_reduce(comm, c);
+          // Directly where every rank's buffers are shared, past the one-shot
+          // size, and not PremulSum (whose scalars differ per rank).
+          const bool direct =
+              shm && all_shared && count * dtype_size(dt) > (16u << 10) && op.kind != ReduceOpKind::PremulSum;
+          expected.push_back(std::string(reduce ? "r:" : "a:") + (direct ? "direct" : "other"));
+        };
+        // Every dtype and valid reduce op, just past the one-shot size and at an
+        // odd count that no world size divides; every root for reduce.
+        for (int d = 0; d < kNumDataTypes && !::testing::Test::HasFailure(); ++d) {
+          const DataType dt = static_cast<DataType>(d);
+          const std::size_t es = dtype_size(dt);
+          for (int k = 0; k < kNumReduceOps; ++k) {
+            ReduceOp op(static_cast<ReduceOpKind>(k));
+            if (op.kind == ReduceOpKind::PremulSum) op.scalar = dtype_is_integer(dt) ? 3.0 : 0.5;
+            if (!reduce_op_invalid_reason(dt, op).empty()) continue;
+            for (std::size_t count : {(16u << 10) / es + 1, kOddCount}) {
+              one(false, dt, count, op, 0, true, true);
+              one(true, dt, count, op, static_cast<int>(id % static_cast<std::uint64_t>(n)), true, true);
+            }
+          }
         }
-      }
-    }
-    // At the one-shot size exactly: the usual path.
-    one(false, DataType::Float32, 4096, ReduceOp(ReduceOpKind::Sum), 0, true, true);
-    // Large: many chunks per slice, streamed outputs.
-    one(false, DataType::Float32, kLargeCount, ReduceOp(ReduceOpKind::Sum), 0, true, true);
-    one(true, DataType::BFloat16, kLargeCount, ReduceOp(ReduceOpKind::Max), n - 1, true, true);
-    // One rank's buffers on the heap, or only its receive buffer (out of
-    // place; a reduce's root): every rank falls back.
-    for (int heap = 0; heap < n; ++heap) {
-      one(false, DataType::Float64, 30001, ReduceOp(ReduceOpKind::Sum), 0, r != heap, false);
-      one(true, DataType::Int32, 30001, ReduceOp(ReduceOpKind::Product), heap, r != heap, false);
-      if (id % 2 == 1) ++id;  // out of place next
-      one(false, DataType::Float32, 30001, ReduceOp(ReduceOpKind::Max), 0, true, false, r == heap);
-      if (id % 2 == 1) ++id;
-      one(true, DataType::Float32, 30001, ReduceOp(ReduceOpKind::Min), heap, true, false, r == heap);
-    }
-    if (::testing::Test::HasFailure()) return;
-    // What ran, from the flight recorder.
-    const std::string js = comm.trace_json();
-    const std::vector<std::string> ar = algorithms_in_trace(js, "all_reduce"), rd = algorithms_in_trace(js, "reduce");
-    std::size_t ia = 0, ir = 0;
-    for (const std::string& e : expected) {
-      const bool reduce = e[0] == 'r';
-      const std::vector<std::string>& got = reduce ? rd : ar;
-      std::size_t& i = reduce ? ir : ia;
-      ASSERT_LT(i, got.size()) << "rank " << r << ": the trace lacks operations";
-      if (e.substr(2) == "direct") {
-        EXPECT_EQ(got[i], "shm_direct") << "rank " << r << ", " << (reduce ? "reduce" : "all_reduce") << " #" << i;
-      } else {
-        EXPECT_NE(got[i], "shm_direct") << "rank " << r << ", " << (reduce ? "reduce" : "all_reduce") << " #" << i;
-      }
-      ++i;
-    }
-    EXPECT_EQ(ia, ar.size());
-    EXPECT_EQ(ir, rd.size());
-    comm.free_shared(b);
-    comm.free_shared(a);
-    // A new allocation after the frees (perhaps where a freed one was mapped)
-    // runs directly again; once it is freed too, the heap's run the usual way.
-    const std::size_t count = 10000;
-    auto* v = static_cast<float*>(comm.alloc_shared(count * sizeof(float)));
-    auto sum_of_ranks = [&](float* x) {
-      for (std::size_t i = 0; i < count; ++i) x[i] = static_cast<float>(r + 1) * static_cast<float>(i % 7);
-      comm.all_reduce(x, x, count, DataType::Float32, ReduceOp(ReduceOpKind::Sum));
-      for (std::size_t i = 0; i < count; ++i) {
-        const float want = static_cast<float>(n * (n + 1) / 2) * static_cast<float>(i % 7);
-        if (x[i] != want) {
-          ADD_FAILURE() << "rank " << r << ", element " << i << ": " << x[i] << ", expected " << want;
-          break;
+        // At the one-shot size exactly: the usual path.
+        one(false, DataType::Float32, 4096, ReduceOp(ReduceOpKind::Sum), 0, true, true);
+        // Large: many chunks per slice, streamed outputs.
+        one(false, DataType::Float32, kLargeCount, ReduceOp(ReduceOpKind::Sum), 0, true, true);
+        one(true, DataType::BFloat16, kLargeCount, ReduceOp(ReduceOpKind::Max), n - 1, true, true);
+        // One rank's buffers on the heap, or only its receive buffer (out of
+        // place; a reduce's root): every rank falls back.
+        for (int heap = 0; heap < n; ++heap) {
+          one(false, DataType::Float64, 30001, ReduceOp(ReduceOpKind::Sum), 0, r != heap, false);
+          one(true, DataType::Int32, 30001, ReduceOp(ReduceOpKind::Product), heap, r != heap, false);
+          if (id % 2 == 1) ++id;  // out of place next
+          one(false, DataType::Float32, 30001, ReduceOp(ReduceOpKind::Max), 0, true, false, r == heap);
+          if (id % 2 == 1) ++id;
+          one(true, DataType::Float32, 30001, ReduceOp(ReduceOpKind::Min), heap, true, false, r == heap);
         }
-      }
-      return algorithms_in_trace(comm.trace_json(), "all_reduce").back();
-    };
-    const std::string ran = sum_of_ranks(v);
-    if (shm) {
-      EXPECT_EQ(ran, "shm_direct");
-    } else {
-      EXPECT_NE(ran, "shm_direct");
-    }
-    comm.free_shared(v);
-    std::vector<float> heap(count);
-    EXPECT_NE(sum_of_ranks(heap.data()), "shm_direct");
-  }, o);
+        if (::testing::Test::HasFailure()) return;
+        // What ran, from the flight recorder.
+        const std::string js = comm.trace_json();
+        const std::vector<std::string> ar = algorithms_in_trace(js, "all_reduce"),
+                                       rd = algorithms_in_trace(js, "reduce");
+        std::size_t ia = 0, ir = 0;
+        for (const std::string& e : expected) {
+          const bool reduce = e[0] == 'r';
+          const std::vector<std::string>& got = reduce ? rd : ar;
+          std::size_t& i = reduce ? ir : ia;
+          ASSERT_LT(i, got.size()) << "rank " << r << ": the trace lacks operations";
+          if (e.substr(2) == "direct") {
+            EXPECT_EQ(got[i], "shm_direct") << "rank " << r << ", " << (reduce ? "reduce" : "all_reduce") << " #" << i;
+          } else {
+            EXPECT_NE(got[i], "shm_direct") << "rank " << r << ", " << (reduce ? "reduce" : "all_reduce") << " #" << i;
+          }
+          ++i;
+        }
+        EXPECT_EQ(ia, ar.size());
+        EXPECT_EQ(ir, rd.size());
+        comm.free_shared(b);
+        comm.free_shared(a);
+        // A new allocation after the frees (perhaps where a freed one was mapped)
+        // runs directly again; once it is freed too, the heap's run the usual way.
+        const std::size_t count = 10000;
+        auto* v = static_cast<float*>(comm.alloc_shared(count * sizeof(float)));
+        auto sum_of_ranks = [&](float* x) {
+          for (std::size_t i = 0; i < count; ++i) x[i] = static_cast<float>(r + 1) * static_cast<float>(i % 7);
+          comm.all_reduce(x, x, count, DataType::Float32, ReduceOp(ReduceOpKind::Sum));
+          for (std::size_t i = 0; i < count; ++i) {
+            const float want = static_cast<float>(n * (n + 1) / 2) * static_cast<float>(i % 7);
+            if (x[i] != want) {
+              ADD_FAILURE() << "rank " << r << ", element " << i << ": " << x[i] << ", expected " << want;
+              break;
+            }
+          }
+          return algorithms_in_trace(comm.trace_json(), "all_reduce").back();
+        };
+        const std::string ran = sum_of_ranks(v);
+        if (shm) {
+          EXPECT_EQ(ran, "shm_direct");
+        } else {
+          EXPECT_NE(ran, "shm_direct");
+        }
+        comm.free_shared(v);
+        std::vector<float> heap(count);
+        EXPECT_NE(sum_of_ranks(heap.data()), "shm_direct");
+      },
+      o);
   EXPECT_TRUE(shm_segments(prefix).empty());
 }
 
@@ -171,56 +175,62 @@ class SharedBuffersAgreement : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(SharedBuffersAgreement, FreeingDifferentAllocationsFailsOnEveryRank) {
-  spawn(3, [](Communicator& world) {
-    const std::vector<int> all = {0, 1, 2};
-    auto check = [&](bool heap) {
-      std::optional<Communicator> comm = world.new_group(all);
-      ASSERT_TRUE(comm.has_value());
-      void* x = comm->alloc_shared(4096);
-      void* y = comm->alloc_shared(8192);
-      std::vector<char> elsewhere(64);
-      void* mine = world.rank() == 1 ? (heap ? static_cast<void*>(elsewhere.data()) : y) : x;
-      try {
-        comm->free_shared(mine);
-        ADD_FAILURE() << "free_shared of different allocations succeeded";
-      } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
-        EXPECT_NE(e.message().find("free_shared"), std::string::npos) << e.what();
-        const std::string rank1 = heap ? "rank 1 a pointer alloc_shared did not return" : "rank 1 allocation #2";
-        EXPECT_NE(e.message().find(rank1), std::string::npos) << e.what();
-      }
-      // Nothing was freed and the communicator carries on.
-      std::vector<float> v(20000, static_cast<float>(world.rank()));
-      comm->all_reduce(v.data(), v.data(), v.size(), DataType::Float32, ReduceOp(ReduceOpKind::Sum));
-      EXPECT_EQ(v[19999], 3.f);
-      comm->free_shared(y);
-      comm->free_shared(x);
-    };
-    check(false);
-    check(true);
-    // The world is unharmed.
-    int v = world.rank();
-    world.all_reduce(&v, &v, 1, DataType::Int32, ReduceOp(ReduceOpKind::Sum));
-    EXPECT_EQ(v, 3);
-  }, options());
+  spawn(
+      3,
+      [](Communicator& world) {
+        const std::vector<int> all = {0, 1, 2};
+        auto check = [&](bool heap) {
+          std::optional<Communicator> comm = world.new_group(all);
+          ASSERT_TRUE(comm.has_value());
+          void* x = comm->alloc_shared(4096);
+          void* y = comm->alloc_shared(8192);
+          std::vector<char> elsewhere(64);
+          void* mine = world.rank() == 1 ? (heap ? static_cast<void*>(elsewhere.data()) : y) : x;
+          try {
+            comm->free_shared(mine);
+            ADD_FAILURE() << "free_shared of different allocations succeeded";
+          } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+            EXPECT_NE(e.message().find("free_shared"), std::string::npos) << e.what();
+            const std::string rank1 = heap ? "rank 1 a pointer alloc_shared did not return" : "rank 1 allocation #2";
+            EXPECT_NE(e.message().find(rank1), std::string::npos) << e.what();
+          }
+          // Nothing was freed and the communicator carries on.
+          std::vector<float> v(20000, static_cast<float>(world.rank()));
+          comm->all_reduce(v.data(), v.data(), v.size(), DataType::Float32, ReduceOp(ReduceOpKind::Sum));
+          EXPECT_EQ(v[19999], 3.f);
+          comm->free_shared(y);
+          comm->free_shared(x);
+        };
+        check(false);
+        check(true);
+        // The world is unharmed.
+        int v = world.rank();
+        world.all_reduce(&v, &v, 1, DataType::Int32, ReduceOp(ReduceOpKind::Sum));
+        EXPECT_EQ(v, 3);
+      },
+      options());
 }
 
 // A rank that asks for more than a rank may: every rank fails with
 // InvalidArgument naming it, and the communicator carries on.
 TEST_P(SharedBuffersAgreement, AnOversizedRequestFailsOnEveryRank) {
-  spawn(2, [](Communicator& world) {
-    try {
-      world.alloc_shared(world.rank() == 1 ? std::size_t{1} << 50 : 4096);
-      ADD_FAILURE() << "alloc_shared of 2^50 bytes succeeded";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
-      EXPECT_NE(e.message().find("alloc_shared: rank 1 asks for 1125899906842624 bytes"), std::string::npos)
-          << e.what();
-    }
-    void* p = world.alloc_shared(4096);
-    std::memset(p, 1, 4096);
-    world.free_shared(p);
-  }, options());
+  spawn(
+      2,
+      [](Communicator& world) {
+        try {
+          world.alloc_shared(world.rank() == 1 ? std::size_t{1} << 50 : 4096);
+          ADD_FAILURE() << "alloc_shared of 2^50 bytes succeeded";
+        } catch (const Error& e) {
+          EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+          EXPECT_NE(e.message().find("alloc_shared: rank 1 asks for 1125899906842624 bytes"), std::string::npos)
+              << e.what();
+        }
+        void* p = world.alloc_shared(4096);
+        std::memset(p, 1, 4096);
+        world.free_shared(p);
+      },
+      options());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, SharedBuffersAgreement, ::testing::Values("shm", "tcp"),
@@ -247,27 +257,34 @@ TEST(SharedBuffersMisuse, KilledRankInADirectAllReduceLeavesNoSegment) {
   SpawnOptions o;
   o.env = {{"TUTTI_SHM_PREFIX", prefix}};
   o.may_die = {2};
-  spawn(3, [](Communicator& world) {
-    const std::size_t count = 1 << 18;
-    auto* buf = static_cast<float*>(world.alloc_shared(count * sizeof(float)));
-    for (std::size_t i = 0; i < count; ++i) buf[i] = 1.f;
-    for (int i = 0; i < 5; ++i) world.all_reduce(buf, buf, count, DataType::Float32, ReduceOp(ReduceOpKind::Max));
-    const std::string js = world.trace_json();
-    EXPECT_NE(js.find("\"algo\":\"shm_direct\""), std::string::npos) << "rank " << world.rank();
-    if (world.rank() == 2) ::raise(SIGKILL);
-    expect_rank_2_lost("all_reduce", [&] {
-      for (int i = 0; i < 1000; ++i) world.all_reduce(buf, buf, count, DataType::Float32, ReduceOp(ReduceOpKind::Max));
-    });
-  }, o);
+  spawn(
+      3,
+      [](Communicator& world) {
+        const std::size_t count = 1 << 18;
+        auto* buf = static_cast<float*>(world.alloc_shared(count * sizeof(float)));
+        for (std::size_t i = 0; i < count; ++i) buf[i] = 1.f;
+        for (int i = 0; i < 5; ++i) world.all_reduce(buf, buf, count, DataType::Float32, ReduceOp(ReduceOpKind::Max));
+        const std::string js = world.trace_json();
+        EXPECT_NE(js.find("\"algo\":\"shm_direct\""), std::string::npos) << "rank " << world.rank();
+        if (world.rank() == 2) ::raise(SIGKILL);
+        expect_rank_2_lost("all_reduce", [&] {
+          for (int i = 0; i < 1000; ++i)
+            world.all_reduce(buf, buf, count, DataType::Float32, ReduceOp(ReduceOpKind::Max));
+        });
+      },
+      o);
   EXPECT_TRUE(shm_segments(prefix).empty());
   const std::string prefix2 = shm_prefix_for("shared-killed-alloc");
   o.env = {{"TUTTI_SHM_PREFIX", prefix2}};
-  spawn(3, [](Communicator& world) {
-    float v = 1;
-    world.all_reduce(&v, &v, 1, DataType::Float32, ReduceOp(ReduceOpKind::Sum));  // the group exists
-    if (world.rank() == 2) ::raise(SIGKILL);
-    expect_rank_2_lost("alloc_shared", [&] { world.alloc_shared(1 << 20); });
-  }, o);
+  spawn(
+      3,
+      [](Communicator& world) {
+        float v = 1;
+        world.all_reduce(&v, &v, 1, DataType::Float32, ReduceOp(ReduceOpKind::Sum));  // the group exists
+        if (world.rank() == 2) ::raise(SIGKILL);
+        expect_rank_2_lost("alloc_shared", [&] { world.alloc_shared(1 << 20); });
+      },
+      o);
   EXPECT_TRUE(shm_segments(prefix2).empty());
 }
 

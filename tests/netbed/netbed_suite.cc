@@ -141,7 +141,8 @@ TEST(Netbed, TwoLevelAllReduceAroundTheLeaderCut) {
   std::uint64_t id = 950000;
   for (std::size_t bytes : {std::size_t(128) << 10, (std::size_t(128) << 10) + 8, std::size_t(256) << 10,
                             std::size_t(1) << 20, (std::size_t(1) << 20) + 8}) {
-    for (auto [dt, op] : {std::pair{DataType::Float32, ReduceOpKind::Sum}, std::pair{DataType::Int64, ReduceOpKind::Max}}) {
+    for (auto [dt, op] :
+         {std::pair{DataType::Float32, ReduceOpKind::Sum}, std::pair{DataType::Int64, ReduceOpKind::Max}}) {
       CaseInfo c;
       c.dtype = dt;
       c.count = bytes / dtype_size(dt);
@@ -239,8 +240,9 @@ TEST(Netbed, SmallTwoLevelAllReduceTimedAgainstFlat) {
     CaseInfo c;
     c.dtype = i % 4 < 2 ? DataType::Int64 : DataType::Float64;
     c.count = counts[i % 2];
-    c.op = i % 3 == 0 ? ReduceOpKind::Max : c.dtype == DataType::Float64 && i % 3 == 1 ? ReduceOpKind::Avg
-                                                                                       : ReduceOpKind::Sum;
+    c.op = i % 3 == 0                                   ? ReduceOpKind::Max
+           : c.dtype == DataType::Float64 && i % 3 == 1 ? ReduceOpKind::Avg
+                                                        : ReduceOpKind::Sum;
     c.inplace = i % 5 == 0;
     c.async = i % 7 == 0;
     c.id = ++id;

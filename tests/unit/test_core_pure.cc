@@ -6,29 +6,28 @@
 
 #include <gtest/gtest.h>
 
-#include "common/errors.h"
-
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <optional>
-#include <iterator>
 #include <set>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "algorithms/ring_steps.h"
 #include "algorithms/context.h"
+#include "algorithms/ring_steps.h"
 #include "algorithms/selection.h"
 #include "algorithms/signature.h"
 #include "algorithms/tuner.h"
 #include "common/config.h"
+#include "common/errors.h"
 #include "common/small_vector.h"
 #include "core/tags.h"
 #include "transport/tcp/frame.h"
@@ -42,8 +41,8 @@ namespace d = tutti::detail;
 
 using tutti::testing::expect_error;
 
-#define EXPECT_CONTAINS(haystack, needle)                                                        \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)                               \
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
       << "expected \"" << (needle) << "\" in \"" << (haystack) << "\""
 
 // ---- tags ------------------------------------------------------------------
@@ -194,10 +193,8 @@ TEST(CoreConfig, ParseAlgoOverrides) {
 
 TEST(CoreConfig, ParseAlgoOverridesRejectsMalformed) {
   const std::pair<const char*, const char*> cases[] = {
-      {"all_reduce", "all_reduce"},
-      {":ring", ":ring"},
-      {"all_reduce:", "all_reduce:"},
-      {"all_reduce:ring,broadcast", "broadcast"},
+      {"all_reduce", "all_reduce"},           {":ring", ":ring"},
+      {"all_reduce:", "all_reduce:"},         {"all_reduce:ring,broadcast", "broadcast"},
       {"all_reduce=ring", "all_reduce=ring"},
   };
   for (auto [spec, item] : cases) {
@@ -216,9 +213,18 @@ TEST(CoreConfig, ParseAlgoOverridesRejectsMalformed) {
 class CoreConfigEnv : public ::testing::Test {
  protected:
   static constexpr const char* kVars[] = {
-      "TUTTI_TIMEOUT",     "TUTTI_CHUNK_BYTES",    "TUTTI_SMALL_BYTES",       "TUTTI_ALGO",
-      "TUTTI_SOCKET_BUFFER_BYTES", "TUTTI_LISTEN_ADDR", "TUTTI_ADVERTISE_ADDR", "TUTTI_STORE_LISTEN_ADDR",
-      "TUTTI_SOCKETS_PER_PEER", "TUTTI_SOCKET_STRIPE_BYTES", "TUTTI_TWO_LEVEL_LEADER_BYTES", "TUTTI_TCP_CONGESTION",
+      "TUTTI_TIMEOUT",
+      "TUTTI_CHUNK_BYTES",
+      "TUTTI_SMALL_BYTES",
+      "TUTTI_ALGO",
+      "TUTTI_SOCKET_BUFFER_BYTES",
+      "TUTTI_LISTEN_ADDR",
+      "TUTTI_ADVERTISE_ADDR",
+      "TUTTI_STORE_LISTEN_ADDR",
+      "TUTTI_SOCKETS_PER_PEER",
+      "TUTTI_SOCKET_STRIPE_BYTES",
+      "TUTTI_TWO_LEVEL_LEADER_BYTES",
+      "TUTTI_TCP_CONGESTION",
       "TUTTI_ALGO_TUNING",
   };
   void SetUp() override {
@@ -230,8 +236,10 @@ class CoreConfigEnv : public ::testing::Test {
   }
   void TearDown() override {
     for (auto& [name, value] : saved_) {
-      if (value) ::setenv(name, value->c_str(), 1);
-      else ::unsetenv(name);
+      if (value)
+        ::setenv(name, value->c_str(), 1);
+      else
+        ::unsetenv(name);
     }
   }
   static void set(const char* name, const char* value) { ASSERT_EQ(::setenv(name, value, 1), 0); }
@@ -592,7 +600,7 @@ TEST(CoreTuner, AStepTimesItsTrialsAndDecidesOnTheExchangedSums) {
         b, 0,
         [&](std::array<std::int64_t, 2>& sums) {
           ++exchanges;
-          EXPECT_GE(sums[1], 50000000);  // this member's means: the runs take
+          EXPECT_GE(sums[1], 50000000);            // this member's means: the runs take
           EXPECT_GT(sums[1] - sums[0], 49000000);  // microseconds at most
           std::swap(sums[0], sums[1]);             // the others saw it the other way round
         },
@@ -753,7 +761,10 @@ TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
 
 TEST(CoreSelection, OtherCollectivesAtAnySize) {
   const std::pair<const char*, const char*> table[] = {
-      {"reduce", "binomial"}, {"gather", "linear"}, {"scatter", "linear"}, {"barrier", "dissemination"},
+      {"reduce", "binomial"},
+      {"gather", "linear"},
+      {"scatter", "linear"},
+      {"barrier", "dissemination"},
   };
   d::Config c;
   for (auto [coll, algo] : table)
@@ -943,7 +954,7 @@ TEST(CoreFrame, StripesTileTheMessage) {
           EXPECT_EQ(e.length, 0u);
         }
         EXPECT_LE(e.length, (bytes + std::size_t(n) - 1) / std::size_t(n) + 4095);  // balanced
-        if (e.length % 4096 != 0) ended = true;  // only the last may be ragged
+        if (e.length % 4096 != 0) ended = true;                                     // only the last may be ragged
         if (e.length == 0) ended = true;
         next = e.offset + e.length;
       }
@@ -957,8 +968,8 @@ namespace {
 
 TEST(CoreSelection, SharedMemoryOnOneHostUnlessTcpIsForced) {
   tutti::detail::Config c;
-  for (const char* coll : {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all",
-                           "gather", "scatter", "barrier"}) {
+  for (const char* coll : {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "gather",
+                           "scatter", "barrier"}) {
     EXPECT_STREQ(tutti::detail::select_algorithm(coll, 8, c, true), "shm") << coll;
     EXPECT_STRNE(tutti::detail::select_algorithm(coll, 8, c, false), "shm") << coll;
   }

@@ -46,7 +46,8 @@ TEST(Ifname, ExactNames) {
   EXPECT_EQ(matching("=eth0", kNames), (std::vector<std::string>{"eth0"}));
   EXPECT_EQ(matching("=eth", kNames), (std::vector<std::string>{}));
   EXPECT_EQ(matching("=lo,ib0", kNames), (std::vector<std::string>{"lo", "ib0"}));
-  EXPECT_EQ(matching("^=eth0", kNames), (std::vector<std::string>{"lo", "eth1", "ib0", "docker0", "veth12", "enp3s0", "lower"}));
+  EXPECT_EQ(matching("^=eth0", kNames),
+            (std::vector<std::string>{"lo", "eth1", "ib0", "docker0", "veth12", "enp3s0", "lower"}));
   EXPECT_EQ(matching("^=lo", kNames).size(), kNames.size() - 1);  // "lower" stays
 }
 
@@ -61,7 +62,8 @@ TEST(Ifname, ParsedFields) {
 }
 
 TEST(Ifname, MalformedSpecsAreRefused) {
-  for (const char* spec : {"", "^", "=", "^=", ",", "^,", "eth0:5000", "=^eth0", "eth 0", "a_name_far_too_long_for_linux"}) {
+  for (const char* spec :
+       {"", "^", "=", "^=", ",", "^,", "eth0:5000", "=^eth0", "eth 0", "a_name_far_too_long_for_linux"}) {
     tutti::Error e = expect_error([&] { d::parse_ifname_filter(spec); });
     EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << spec;
     EXPECT_NE(e.message().find("TUTTI_SOCKET_IFNAME='" + std::string(spec) + "'"), std::string::npos) << e.message();
@@ -96,7 +98,8 @@ TEST(Ifname, DefaultSkipsLoopbackWhenOthersAreUp) {
 TEST(Ifname, SpecSelects) {
   EXPECT_EQ(addresses(d::select_interfaces(fake_host(), "=lo")), (std::vector<std::string>{"127.0.0.1", "::1"}));
   EXPECT_EQ(addresses(d::select_interfaces(fake_host(), "docker")), (std::vector<std::string>{"172.17.0.1"}));
-  EXPECT_EQ(addresses(d::select_interfaces(fake_host(), "^docker,lo")), (std::vector<std::string>{"198.18.0.1", "fd00::1"}));
+  EXPECT_EQ(addresses(d::select_interfaces(fake_host(), "^docker,lo")),
+            (std::vector<std::string>{"198.18.0.1", "fd00::1"}));
   EXPECT_TRUE(d::select_interfaces(fake_host(), "ib").empty());
 }
 

@@ -2,7 +2,6 @@
 // ports, tasks per node, precedence and conflicts between launchers'
 // variables, and where each launch meets.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -76,8 +75,13 @@ TEST(LaunchEnv, NothingSetIsAJobOfOne) {
 }
 
 TEST(LaunchEnv, Torchrun) {
-  auto l = parse_launch_env({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
-                             {"GROUP_RANK", "1"}, {"MASTER_ADDR", "host0"}, {"MASTER_PORT", "29500"}});
+  auto l = parse_launch_env({{"RANK", "5"},
+                             {"WORLD_SIZE", "8"},
+                             {"LOCAL_RANK", "1"},
+                             {"LOCAL_WORLD_SIZE", "4"},
+                             {"GROUP_RANK", "1"},
+                             {"MASTER_ADDR", "host0"},
+                             {"MASTER_PORT", "29500"}});
   EXPECT_EQ(l.launcher, "torchrun");
   EXPECT_EQ(l.rank, 5);
   EXPECT_EQ(l.size, 8);
@@ -94,9 +98,14 @@ TEST(LaunchEnv, Torchrun) {
 }
 
 TEST(LaunchEnv, SlurmDerivesAddressAndPort) {
-  EnvMap env{{"SLURM_PROCID", "5"},          {"SLURM_NTASKS", "8"},       {"SLURM_LOCALID", "1"},
-             {"SLURM_NODEID", "1"},          {"SLURM_JOB_ID", "1234"},    {"SLURM_STEP_ID", "2"},
-             {"SLURM_STEP_NODELIST", "n[07-08]"}, {"SLURM_JOB_NODELIST", "n[01-08]"},
+  EnvMap env{{"SLURM_PROCID", "5"},
+             {"SLURM_NTASKS", "8"},
+             {"SLURM_LOCALID", "1"},
+             {"SLURM_NODEID", "1"},
+             {"SLURM_JOB_ID", "1234"},
+             {"SLURM_STEP_ID", "2"},
+             {"SLURM_STEP_NODELIST", "n[07-08]"},
+             {"SLURM_JOB_NODELIST", "n[01-08]"},
              {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"}};
   auto l = parse_launch_env(env);
   EXPECT_EQ(l.launcher, "Slurm");
@@ -116,8 +125,8 @@ TEST(LaunchEnv, SlurmDerivesAddressAndPort) {
   EXPECT_EQ(l.master_port, 31000);
   EXPECT_EQ(l.job_key, "");  // the user's port: no collision to guard against
   // Only the job's node list (e.g. an older Slurm): its first host.
-  l = parse_launch_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "9"},
-                        {"SLURM_JOB_NODELIST", "gpu[3,5]"}});
+  l = parse_launch_env(
+      {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NODELIST", "gpu[3,5]"}});
   EXPECT_EQ(l.master_addr, "gpu3");
   EXPECT_EQ(l.master_port, slurm_rendezvous_port(9, 0));
 }
@@ -143,9 +152,12 @@ TEST(LaunchEnv, OpenMpiMeetsThroughAFileNamedAfterTheJob) {
 }
 
 TEST(LaunchEnv, OpenMpiMeetsThroughPmixWhenMpirunServesIt) {
-  EnvMap env{{"OMPI_COMM_WORLD_RANK", "1"},        {"OMPI_COMM_WORLD_SIZE", "2"},
-             {"OMPI_MCA_ess_base_jobid", "77"},    {"OMPI_MCA_orte_hnp_uri", "76.0;tcp://127.0.0.1:4000"},
-             {"PMIX_NAMESPACE", "77"},             {"PMIX_RANK", "1"},
+  EnvMap env{{"OMPI_COMM_WORLD_RANK", "1"},
+             {"OMPI_COMM_WORLD_SIZE", "2"},
+             {"OMPI_MCA_ess_base_jobid", "77"},
+             {"OMPI_MCA_orte_hnp_uri", "76.0;tcp://127.0.0.1:4000"},
+             {"PMIX_NAMESPACE", "77"},
+             {"PMIX_RANK", "1"},
              {"PMIX_SERVER_URI4", "76.0;tcp4://127.0.0.1:4001"}};
   auto l = parse_launch_env(env);
   EXPECT_EQ(l.rendezvous, LaunchEnv::Rendezvous::Pmix);
@@ -164,8 +176,8 @@ TEST(LaunchEnv, OpenMpiMeetsThroughPmixWhenMpirunServesIt) {
   env["MASTER_PORT"] = "5";
   EXPECT_EQ(parse_launch_env(env).rendezvous, LaunchEnv::Rendezvous::Master);
   // Hydra's and Slurm's PMIx variables change nothing for them.
-  l = parse_launch_env({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"PMI_FD", "7"}, {"PMIX_NAMESPACE", "x"},
-                        {"PMIX_RANK", "0"}});
+  l = parse_launch_env(
+      {{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"PMI_FD", "7"}, {"PMIX_NAMESPACE", "x"}, {"PMIX_RANK", "0"}});
   EXPECT_EQ(l.rendezvous, LaunchEnv::Rendezvous::Pmi);
 }
 
@@ -195,8 +207,8 @@ TEST(PmixRendezvous, WithoutItsServerFailsNamingTheCall) {
 }
 
 TEST(LaunchEnv, HydraMeetsThroughPmi) {
-  auto l = parse_launch_env({{"PMI_RANK", "1"}, {"PMI_SIZE", "4"}, {"PMI_FD", "7"}, {"MPI_LOCALRANKID", "1"},
-                             {"MPI_LOCALNRANKS", "4"}});
+  auto l = parse_launch_env(
+      {{"PMI_RANK", "1"}, {"PMI_SIZE", "4"}, {"PMI_FD", "7"}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "4"}});
   EXPECT_EQ(l.launcher, "hydra");
   EXPECT_EQ(l.rank, 1);
   EXPECT_EQ(l.local_rank, 1);
@@ -208,12 +220,12 @@ TEST(LaunchEnv, HydraMeetsThroughPmi) {
 TEST(LaunchEnv, DisagreeingLaunchersAreNamed) {
   // A stale RANK inside an srun step.
   auto l = parse_launch_env({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}});
-  EXPECT_EQ(l.conflict.rfind("RANK=3, WORLD_SIZE=4 (torchrun) disagrees with SLURM_PROCID=1, SLURM_NTASKS=4 (Slurm)", 0),
-            0u)
+  EXPECT_EQ(
+      l.conflict.rfind("RANK=3, WORLD_SIZE=4 (torchrun) disagrees with SLURM_PROCID=1, SLURM_NTASKS=4 (Slurm)", 0), 0u)
       << l.conflict;
   // WORLD_SIZE against Open MPI's size.
-  l = parse_launch_env({{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_RANK", "1"},
-                        {"OMPI_COMM_WORLD_SIZE", "4"}});
+  l = parse_launch_env(
+      {{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
   EXPECT_NE(l.conflict.find("WORLD_SIZE=8 (torchrun) disagrees with OMPI_COMM_WORLD_RANK=1, OMPI_COMM_WORLD_SIZE=4"),
             std::string::npos)
       << l.conflict;
@@ -221,16 +233,19 @@ TEST(LaunchEnv, DisagreeingLaunchersAreNamed) {
   l = parse_launch_env({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}});
   EXPECT_TRUE(l.conflict.empty()) << l.conflict;
   // torchrun (or tuttirun) inside an srun step: their variables describe the ranks.
-  l = parse_launch_env({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"TORCHELASTIC_RUN_ID", "x"}, {"SLURM_PROCID", "1"},
-                        {"SLURM_NTASKS", "2"}});
+  l = parse_launch_env(
+      {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"TORCHELASTIC_RUN_ID", "x"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}});
   EXPECT_TRUE(l.conflict.empty()) << l.conflict;
   EXPECT_EQ(l.rank, 5);
-  l = parse_launch_env({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"TUTTI_LAUNCHER", "tuttirun"}, {"SLURM_PROCID", "1"},
+  l = parse_launch_env({{"RANK", "5"},
+                        {"WORLD_SIZE", "8"},
+                        {"TUTTI_LAUNCHER", "tuttirun"},
+                        {"SLURM_PROCID", "1"},
                         {"SLURM_NTASKS", "2"}});
   EXPECT_TRUE(l.conflict.empty()) << l.conflict;
   // mpirun/mpiexec inside an allocation: Slurm's variables are the daemon's.
-  l = parse_launch_env({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"SLURM_PROCID", "0"},
-                        {"SLURM_NTASKS", "1"}});
+  l = parse_launch_env(
+      {{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
   EXPECT_TRUE(l.conflict.empty()) << l.conflict;
   EXPECT_EQ(l.rank, 3);
   l = parse_launch_env({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});

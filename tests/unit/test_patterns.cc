@@ -297,8 +297,8 @@ TEST(PatternRecursiveDoubling, SimulatedAllReduceReachesEveryRank) {
         const auto pf = rd::fold(peer, n);
         ASSERT_GE(pf.vrank, 0) << "partner " << peer << " is folded out, n=" << n << " v=" << v << " mask=" << mask;
         EXPECT_EQ(pf.vrank, v ^ mask);
-        EXPECT_EQ(rd::partner(pf.vrank, mask, pf), me) << "partner not symmetric, n=" << n << " v=" << v
-                                                       << " mask=" << mask;
+        EXPECT_EQ(rd::partner(pf.vrank, mask, pf), me)
+            << "partner not symmetric, n=" << n << " v=" << v << " mask=" << mask;
         ASSERT_EQ(data[me] & data[peer], Mask(0))
             << "double-counted contribution, n=" << n << " v=" << v << " mask=" << mask;
         next[me] = data[me] | data[peer];

@@ -109,10 +109,14 @@ std::string combo_name(const ::testing::TestParamInfo<Combo>& info) {
 // float arithmetic the way one 16-bit kernel step does it.
 float float_step(ReduceOpKind k, float a, float b) {
   switch (k) {
-    case ReduceOpKind::Product: return a * b;
-    case ReduceOpKind::Min: return std::isnan(a) ? a : std::isnan(b) ? b : (b < a ? b : a);
-    case ReduceOpKind::Max: return std::isnan(a) ? a : std::isnan(b) ? b : (b > a ? b : a);
-    default: return a + b;
+    case ReduceOpKind::Product:
+      return a * b;
+    case ReduceOpKind::Min:
+      return std::isnan(a) ? a : std::isnan(b) ? b : (b < a ? b : a);
+    case ReduceOpKind::Max:
+      return std::isnan(a) ? a : std::isnan(b) ? b : (b > a ? b : a);
+    default:
+      return a + b;
   }
 }
 
@@ -129,8 +133,8 @@ TEST_P(ReduceKernel, PairAndInplaceMatchReference) {
     SimdScope scope(level);
     for (std::size_t count : kCounts) {
       for (bool misaligned : {false, true}) {
-        const std::string where = level_name(level) + " count=" + std::to_string(count) +
-                                  (misaligned ? " misaligned" : "");
+        const std::string where =
+            level_name(level) + " count=" + std::to_string(count) + (misaligned ? " misaligned" : "");
         Buf a(count, dtype, misaligned), b(count, dtype, misaligned), out(count, dtype, misaligned);
         Buf expected(count, dtype, false), expected_aa(count, dtype, false);
         fill_random(a.data(), count, dtype, ++seed, product);
@@ -144,8 +148,8 @@ TEST_P(ReduceKernel, PairAndInplaceMatchReference) {
         reference_magnitude(mag_aa.data(), {a.data(), a.data()}, count, dtype, op);
         auto check = [&](const char* mode, void* got, Buf& want, const std::vector<double>& m) {
           std::string why;
-          EXPECT_TRUE(compare(got, want.data(), count, dtype, op, 2, &why, m.data())) << mode << " " << where << ": "
-                                                                                      << why;
+          EXPECT_TRUE(compare(got, want.data(), count, dtype, op, 2, &why, m.data()))
+              << mode << " " << where << ": " << why;
         };
         auto restore = [&] {
           if (count == 0) return;
@@ -258,10 +262,21 @@ TEST_P(ReduceKernel, SimdMatchesBaselineBitForBit) {
         std::memcpy(y.data(), b.data(), bytes);
         void* result = out.data();
         switch (mode) {
-          case 0: reduce_pair(out.data(), x.data(), y.data(), count, dtype, kind); break;
-          case 1: reduce_pair(x.data(), x.data(), y.data(), count, dtype, kind); result = x.data(); break;
-          case 2: reduce_pair(y.data(), x.data(), y.data(), count, dtype, kind); result = y.data(); break;
-          default: reduce_inplace(x.data(), x.data(), count, dtype, kind); result = x.data(); break;
+          case 0:
+            reduce_pair(out.data(), x.data(), y.data(), count, dtype, kind);
+            break;
+          case 1:
+            reduce_pair(x.data(), x.data(), y.data(), count, dtype, kind);
+            result = x.data();
+            break;
+          case 2:
+            reduce_pair(y.data(), x.data(), y.data(), count, dtype, kind);
+            result = y.data();
+            break;
+          default:
+            reduce_inplace(x.data(), x.data(), count, dtype, kind);
+            result = x.data();
+            break;
         }
         const auto* r = static_cast<const unsigned char*>(result);
         return std::vector<unsigned char>(r, r + bytes);
@@ -357,7 +372,8 @@ std::vector<std::uint16_t> all_patterns() {
 }
 
 bool is_nan16(std::uint16_t h, DataType t) {
-  return t == DataType::Float16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0 : (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0;
+  return t == DataType::Float16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0
+                                : (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0;
 }
 
 // x + (-0) == x for every x, so a Sum with -0 runs every bit pattern through
@@ -426,9 +442,21 @@ template <class F, class U>
 void check_float_specials_across_levels(DataType t) {
   using L = std::numeric_limits<F>;
   const U quiet = std::bit_cast<U>(L::quiet_NaN());
-  const F specials[] = {F(0), -F(0), F(1), F(-1.5), L::infinity(), -L::infinity(), L::quiet_NaN(),
-                        std::bit_cast<F>(static_cast<U>(quiet | 5)), std::bit_cast<F>(static_cast<U>(~U(0))),
-                        L::signaling_NaN(), L::denorm_min(), -L::denorm_min(), L::min(), L::max(), -L::max(),
+  const F specials[] = {F(0),
+                        -F(0),
+                        F(1),
+                        F(-1.5),
+                        L::infinity(),
+                        -L::infinity(),
+                        L::quiet_NaN(),
+                        std::bit_cast<F>(static_cast<U>(quiet | 5)),
+                        std::bit_cast<F>(static_cast<U>(~U(0))),
+                        L::signaling_NaN(),
+                        L::denorm_min(),
+                        -L::denorm_min(),
+                        L::min(),
+                        L::max(),
+                        -L::max(),
                         L::epsilon()};
   constexpr std::size_t ns = sizeof(specials) / sizeof(specials[0]);
   const std::size_t n = ns * ns + 1001;
@@ -455,8 +483,8 @@ void check_float_specials_across_levels(DataType t) {
       reduce_pair(got.data() + 1, a.data() + 1, b.data() + 1, n, t, k);
       for (std::size_t i = 1; i <= n; ++i)
         ASSERT_EQ(base[i], got[i]) << dtype_name(t) << " " << reduce_op_name(k) << " " << level_name(level)
-                                   << " element " << i - 1 << std::hex << ": 0x" << std::bit_cast<U>(a[i])
-                                   << " op 0x" << std::bit_cast<U>(b[i]);
+                                   << " element " << i - 1 << std::hex << ": 0x" << std::bit_cast<U>(a[i]) << " op 0x"
+                                   << std::bit_cast<U>(b[i]);
     }
   }
 }
@@ -476,7 +504,7 @@ TEST(ReduceKernelSpecial, MinMaxPropagateNaNFromEitherSide) {
       std::vector<double> da(n, 1.0), db(n, 2.0), dout(n);
       std::vector<std::uint16_t> ha(n, 0x3c00), hb(n, 0x4000), hout(n);  // 1.0 and 2.0 in float16
       std::vector<std::uint16_t> ba(n, 0x3f80), bb(n, 0x4000), bout(n);  // 1.0 and 2.0 in bfloat16
-      for (std::size_t i = 0; i < n; i += 3) {  // NaN first
+      for (std::size_t i = 0; i < n; i += 3) {                           // NaN first
         a[i] = da[i] = NAN;
         ha[i] = 0x7e00;
         ba[i] = 0x7fc0;
@@ -579,14 +607,14 @@ TEST(HalfConversion, RoundsToNearestEvenWithOverflowAndSubnormals) {
     float f;
     std::uint16_t want;
   } cases[] = {
-      {1.0f + ulp1 / 2, 0x3c00},                                // tie: down to even
-      {1.0f + 3 * ulp1 / 2, 0x3c02},                            // tie: up to even
-      {std::nextafter(1.0f + ulp1 / 2, 2.0f), 0x3c01},          // just above the tie
-      {std::nextafter(1.0f + ulp1 / 2, 0.0f), 0x3c00},          // just below
+      {1.0f + ulp1 / 2, 0x3c00},                        // tie: down to even
+      {1.0f + 3 * ulp1 / 2, 0x3c02},                    // tie: up to even
+      {std::nextafter(1.0f + ulp1 / 2, 2.0f), 0x3c01},  // just above the tie
+      {std::nextafter(1.0f + ulp1 / 2, 0.0f), 0x3c00},  // just below
       {-(1.0f + 3 * ulp1 / 2), 0xbc02},
-      {65504.0f, 0x7bff},                                       // largest half
-      {std::nextafter(65520.0f, 0.0f), 0x7bff},                 // below the overflow midpoint
-      {65520.0f, 0x7c00},                                       // the midpoint rounds (to even) to inf
+      {65504.0f, 0x7bff},                        // largest half
+      {std::nextafter(65520.0f, 0.0f), 0x7bff},  // below the overflow midpoint
+      {65520.0f, 0x7c00},                        // the midpoint rounds (to even) to inf
       {1e6f, 0x7c00},
       {-1e6f, 0xfc00},
       {std::numeric_limits<float>::max(), 0x7c00},
@@ -594,15 +622,15 @@ TEST(HalfConversion, RoundsToNearestEvenWithOverflowAndSubnormals) {
       {-INFINITY, 0xfc00},
       {0.0f, 0x0000},
       {-0.0f, 0x8000},
-      {0x1p-24f, 0x0001},                                       // smallest subnormal
-      {0x1p-25f, 0x0000},                                       // tie between 0 and it: even is 0
+      {0x1p-24f, 0x0001},  // smallest subnormal
+      {0x1p-25f, 0x0000},  // tie between 0 and it: even is 0
       {std::nextafter(0x1p-25f, 1.0f), 0x0001},
-      {3 * 0x1p-25f, 0x0002},                                   // 1.5 units -> 2
-      {5 * 0x1p-25f, 0x0002},                                   // 2.5 units -> 2
-      {1023 * 0x1p-24f, 0x03ff},                                // largest subnormal
-      {0x1p-14f - 0x1p-25f, 0x0400},                            // 1023.5 units -> smallest normal
+      {3 * 0x1p-25f, 0x0002},         // 1.5 units -> 2
+      {5 * 0x1p-25f, 0x0002},         // 2.5 units -> 2
+      {1023 * 0x1p-24f, 0x03ff},      // largest subnormal
+      {0x1p-14f - 0x1p-25f, 0x0400},  // 1023.5 units -> smallest normal
       {0x1p-14f, 0x0400},
-      {-1e-10f, 0x8000},                                        // underflow keeps the sign
+      {-1e-10f, 0x8000},  // underflow keeps the sign
       {std::numeric_limits<float>::denorm_min(), 0x0000},
   };
   for (const auto& c : cases) EXPECT_EQ(c.want, detail::float_to_half(c.f)) << c.f;
@@ -659,19 +687,13 @@ TEST(BFloat16Conversion, RoundsToNearestEvenWithOverflowAndSubnormals) {
   } cases[] = {
       {0x3f808000, 0x3f80},  // 1 + 2^-8: tie, down to even
       {0x3f818000, 0x3f82},  // tie, up to even
-      {0x3f808001, 0x3f81},
-      {0x3f807fff, 0x3f80},
-      {0xbf818000, 0xbf82},
-      {0x7f7f7fff, 0x7f7f},  // just below the overflow midpoint
-      {0x7f7f8000, 0x7f80},  // the midpoint (odd) rounds up to inf
-      {0x7f7fffff, 0x7f80},  // FLT_MAX -> inf
-      {0xff7fffff, 0xff80},
-      {0x7f800000, 0x7f80},
-      {0x00008000, 0x0000},  // float subnormal tie -> even 0
-      {0x00018000, 0x0002},  // tie -> even 2
-      {0x00010001, 0x0001},
-      {0x80008001, 0x8001},
-      {0x80000000, 0x8000},
+      {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80}, {0xbf818000, 0xbf82},
+      {0x7f7f7fff, 0x7f7f},                                              // just below the overflow midpoint
+      {0x7f7f8000, 0x7f80},                                              // the midpoint (odd) rounds up to inf
+      {0x7f7fffff, 0x7f80},                                              // FLT_MAX -> inf
+      {0xff7fffff, 0xff80}, {0x7f800000, 0x7f80}, {0x00008000, 0x0000},  // float subnormal tie -> even 0
+      {0x00018000, 0x0002},                                              // tie -> even 2
+      {0x00010001, 0x0001}, {0x80008001, 0x8001}, {0x80000000, 0x8000},
   };
   for (const auto& c : cases) EXPECT_EQ(c.want, detail::float_to_bfloat16(bits_to_float(c.u))) << std::hex << c.u;
   EXPECT_TRUE(is_nan16(detail::float_to_bfloat16(bits_to_float(0x7f800001)), DataType::BFloat16));
@@ -719,8 +741,8 @@ TEST(ReduceDivideBy, EveryNumericType) {
     if (t == DataType::Bool) continue;
     for (int n : {1, 2, 3, 7, 8}) {
       for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{33}, std::size_t{4099}}) {
-        const std::string what = std::string(dtype_name(t)) + " / " + std::to_string(n) + " count=" +
-                                 std::to_string(count);
+        const std::string what =
+            std::string(dtype_name(t)) + " / " + std::to_string(n) + " count=" + std::to_string(count);
         std::vector<unsigned char> in(count * dtype_size(t));
         fill_random(in.data(), count, t, 900 + n);
         std::vector<unsigned char> buf(in);
@@ -734,7 +756,8 @@ TEST(ReduceDivideBy, EveryNumericType) {
           }
           ASSERT_EQ(0, std::memcmp(want.data(), buf.data(), buf.size())) << what;
         } else {
-          expect_map(t, in.data(), buf.data(), count, what, [](long double x, long double d) { return x / d; }, n);
+          expect_map(
+              t, in.data(), buf.data(), count, what, [](long double x, long double d) { return x / d; }, n);
         }
       }
     }
@@ -773,12 +796,13 @@ TEST(ReduceScale, FloatingAndComplexTypes) {
     if (dtype_is_integer(t) || t == DataType::Bool) continue;
     for (double s : {1.0, 0.5, 3.0, -2.5, 0.0}) {
       for (std::size_t count : {std::size_t{1}, std::size_t{33}, std::size_t{4099}}) {
-        const std::string what = std::string(dtype_name(t)) + " * " + std::to_string(s) + " count=" +
-                                 std::to_string(count);
+        const std::string what =
+            std::string(dtype_name(t)) + " * " + std::to_string(s) + " count=" + std::to_string(count);
         std::vector<unsigned char> in(count * dtype_size(t)), out(in.size());
         fill_random(in.data(), count, t, 55);
         detail::scale(out.data(), in.data(), count, t, s);
-        expect_map(t, in.data(), out.data(), count, what, [](long double x, long double k) { return x * k; }, s);
+        expect_map(
+            t, in.data(), out.data(), count, what, [](long double x, long double k) { return x * k; }, s);
         std::vector<unsigned char> inplace(in);
         detail::scale(inplace.data(), inplace.data(), count, t, s);
         EXPECT_EQ(0, std::memcmp(out.data(), inplace.data(), out.size())) << what << " in place";
@@ -791,9 +815,8 @@ TEST(ReduceScale, FloatingAndComplexTypes) {
 
 TEST(ReduceOpValidity, RejectsExactlyTheMeaninglessPairs) {
   for (DataType t : all_dtypes()) {
-    const bool integer = t == DataType::Int8 || t == DataType::UInt8 || t == DataType::Int16 ||
-                         t == DataType::Int32 || t == DataType::UInt32 || t == DataType::Int64 ||
-                         t == DataType::UInt64;
+    const bool integer = t == DataType::Int8 || t == DataType::UInt8 || t == DataType::Int16 || t == DataType::Int32 ||
+                         t == DataType::UInt32 || t == DataType::Int64 || t == DataType::UInt64;
     const bool boolean = t == DataType::Bool;
     const bool complex = t == DataType::Complex64 || t == DataType::Complex128;
     for (int k = 0; k < kNumReduceOps; ++k) {
@@ -824,8 +847,8 @@ TEST(ReduceReference, KnownValuesAndMismatchReport) {
   const std::int32_t a[2] = {7, std::numeric_limits<std::int32_t>::max()}, b[2] = {-8, 1};
   std::int32_t out[2];
   reference_reduce(out, {a, b}, 2, DataType::Int32, ReduceOpKind::Avg);
-  EXPECT_EQ(0, out[0]);                                                  // -1 / 2 truncates to 0
-  EXPECT_EQ(std::numeric_limits<std::int32_t>::min() / 2, out[1]);       // the sum wraps first
+  EXPECT_EQ(0, out[0]);                                             // -1 / 2 truncates to 0
+  EXPECT_EQ(std::numeric_limits<std::int32_t>::min() / 2, out[1]);  // the sum wraps first
   const std::int8_t c[1] = {100}, d[1] = {1};
   std::int8_t e[1];
   reference_reduce(e, {c, d}, 1, DataType::Int8, ReduceOp::premul_sum(3));

@@ -2,8 +2,6 @@
 // store's wire protocol, including a server facing misbehaving clients.
 
 #include <gtest/gtest.h>
-
-#include "common/errors.h"
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "common/errors.h"
 #include "net/auth.h"
 #include "net/socket.h"
 #include "store/store_protocol.h"
@@ -64,9 +63,7 @@ Bytes random_bytes(std::size_t n) {
 
 using tutti::testing::expect_error;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // ---- every store kind -------------------------------------------------------
 
@@ -74,10 +71,14 @@ enum class Kind { Memory, File, Tcp, PrefixMemory };
 
 std::string kind_name(const ::testing::TestParamInfo<Kind>& info) {
   switch (info.param) {
-    case Kind::Memory: return "Memory";
-    case Kind::File: return "File";
-    case Kind::Tcp: return "Tcp";
-    case Kind::PrefixMemory: return "PrefixMemory";
+    case Kind::Memory:
+      return "Memory";
+    case Kind::File:
+      return "File";
+    case Kind::Tcp:
+      return "Tcp";
+    case Kind::PrefixMemory:
+      return "PrefixMemory";
   }
   return "Unknown";
 }
@@ -87,11 +88,15 @@ class StoreTest : public ::testing::TestWithParam<Kind> {
   void SetUp() override {
     switch (GetParam()) {
       case Kind::Memory:
-      case Kind::PrefixMemory: base_ = tutti::make_memory_store(); break;
+      case Kind::PrefixMemory:
+        base_ = tutti::make_memory_store();
+        break;
       case Kind::File:
         path_ = (std::filesystem::temp_directory_path() / ("tutti-store-test-" + random_key("f"))).string();
         break;
-      case Kind::Tcp: server_ = std::make_unique<tutti::TcpStoreServer>("127.0.0.1", 0); break;
+      case Kind::Tcp:
+        server_ = std::make_unique<tutti::TcpStoreServer>("127.0.0.1", 0);
+        break;
     }
     store_ = open();
   }
@@ -109,9 +114,15 @@ class StoreTest : public ::testing::TestWithParam<Kind> {
         if (store_) return store_;
         s = base_;
         break;
-      case Kind::File: s = tutti::make_file_store(path_); break;
-      case Kind::Tcp: s = tutti::make_tcp_store_client("127.0.0.1", server_->port(), 2s); break;
-      case Kind::PrefixMemory: s = tutti::make_prefix_store("pfx", base_); break;
+      case Kind::File:
+        s = tutti::make_file_store(path_);
+        break;
+      case Kind::Tcp:
+        s = tutti::make_tcp_store_client("127.0.0.1", server_->port(), 2s);
+        break;
+      case Kind::PrefixMemory:
+        s = tutti::make_prefix_store("pfx", base_);
+        break;
     }
     s->set_timeout(2s);
     return s;
@@ -472,7 +483,8 @@ TEST(StoreAuthTest, WrongOrMissingSecretIsUnauthenticatedAndNamesTheServer) {
   tutti::TcpStoreServer server("127.0.0.1", 0, "right secret");
   const std::string where = "127.0.0.1:" + std::to_string(server.port());
   for (const std::string secret : {"wrong secret", "right secre", ""}) {
-    Error e = tutti::testing::expect_error([&] { tutti::make_tcp_store_client("127.0.0.1", server.port(), 2s, secret); });
+    Error e =
+        tutti::testing::expect_error([&] { tutti::make_tcp_store_client("127.0.0.1", server.port(), 2s, secret); });
     EXPECT_EQ(e.kind(), ErrorKind::Unauthenticated) << tutti::testing::what_of(e);
     EXPECT_NE(e.message().find("store server " + where + " does not know this job's secret"), std::string::npos)
         << e.message();
@@ -620,7 +632,9 @@ TEST_F(TcpStoreServerTest, PipelinedRequestsAreAnsweredInOrder) {
   auto fd = raw_connect();
   std::string key = random_key();
   Bytes v = random_bytes(30), wire;
-  auto enc = [&](const StoreFrame& f) { tutti::detail::encode_store_frame(tutti::detail::kStoreRequestMagic, f, wire); };
+  auto enc = [&](const StoreFrame& f) {
+    tutti::detail::encode_store_frame(tutti::detail::kStoreRequestMagic, f, wire);
+  };
   enc(frame(StoreOp::Get, {key}, {}, 5000));  // parks until the next client sets it
   enc(frame(StoreOp::Add, {key + "n"}, {}, 4));
   enc(frame(StoreOp::Get, {key + "never"}, {}, 30));  // answered TIMEOUT by the server
@@ -628,8 +642,7 @@ TEST_F(TcpStoreServerTest, PipelinedRequestsAreAnsweredInOrder) {
   send_bytes(fd.get(), wire);
   std::this_thread::sleep_for(20ms);
   client_->set(key, v);
-  StoreFrame r1 = read_reply(fd.get()), r2 = read_reply(fd.get()), r3 = read_reply(fd.get()),
-             r4 = read_reply(fd.get());
+  StoreFrame r1 = read_reply(fd.get()), r2 = read_reply(fd.get()), r3 = read_reply(fd.get()), r4 = read_reply(fd.get());
   ASSERT_EQ(r1.values.size(), 1u);
   EXPECT_EQ(r1.values[0], v);
   EXPECT_EQ(r2.arg, 4);
@@ -774,16 +787,16 @@ TEST(StoreProtocolTest, RejectsBrokenLimitsFromTheHeaderAlone) {
   for (std::size_t i = 0; i < kKeys; ++i) wide[tutti::detail::kStoreHeaderBytes + i * (4 + 4096) + 1] = 0x10;
   EXPECT_EQ(status(wide), DecodeStatus::Invalid);
   // Encoding refuses what decoding would refuse.
-  EXPECT_EQ(expect_error([] { tutti::detail::encode_store_frame(kMagic, frame(StoreOp::Get, {std::string(4097, 'k')})); })
-                .kind(),
+  EXPECT_EQ(expect_error([] {
+              tutti::detail::encode_store_frame(kMagic, frame(StoreOp::Get, {std::string(4097, 'k')}));
+            }).kind(),
             ErrorKind::InvalidArgument);
 }
 
 TEST(StoreProtocolTest, SurvivesRandomAndMutatedInput) {
   constexpr auto kMagic = tutti::detail::kStoreRequestMagic;
   for (int iter = 0; iter < 3000; ++iter) {
-    Bytes b = iter % 2 ? random_bytes(rand_u64() % 120)
-                       : tutti::detail::encode_store_frame(kMagic, random_frame());
+    Bytes b = iter % 2 ? random_bytes(rand_u64() % 120) : tutti::detail::encode_store_frame(kMagic, random_frame());
     if (iter % 2 == 0)
       for (std::uint64_t m = 0, n = 1 + rand_u64() % 4; m < n && !b.empty(); ++m)
         b[rand_u64() % b.size()] = static_cast<std::uint8_t>(rand_u64());

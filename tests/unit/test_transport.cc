@@ -88,9 +88,7 @@ TEST(TcpTransportInput, BadFramesFailOnlyThatPeerNamingIt) {
   const d::LogLevel old_level = d::log_level();
   d::set_log_level(d::LogLevel::Off);
   const std::uint64_t kComm = 7;
-  auto raw = [](d::FrameHeader h) {
-    return [h](int fd) { send_all(fd, &h, sizeof h); };
-  };
+  auto raw = [](d::FrameHeader h) { return [h](int fd) { send_all(fd, &h, sizeof h); }; };
   d::FrameHeader bad_magic = header(kComm, 1, 16);
   bad_magic.magic ^= 0x01010101u;
   d::FrameHeader bad_version = header(kComm, 1, 16);

@@ -72,10 +72,19 @@ const CollInfo* find_collective(const std::string& name) {
 double bus_factor(Coll c, int n) {
   const double dn = n;
   switch (c) {
-    case Coll::AllReduce: return 2.0 * (dn - 1) / dn;
-    case Coll::AllGather: case Coll::ReduceScatter: case Coll::AllToAll: case Coll::Gather: case Coll::Scatter:
+    case Coll::AllReduce:
+      return 2.0 * (dn - 1) / dn;
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::AllToAll:
+    case Coll::Gather:
+    case Coll::Scatter:
       return (dn - 1) / dn;
-    case Coll::Broadcast: case Coll::Reduce: case Coll::SendRecv: case Coll::Barrier: return 1.0;
+    case Coll::Broadcast:
+    case Coll::Reduce:
+    case Coll::SendRecv:
+    case Coll::Barrier:
+      return 1.0;
   }
   return 1.0;
 }
@@ -123,7 +132,8 @@ Case::Case(tutti::Communicator& comm, const Options& opt, const Shape& shape, Ar
     return v.data();
   };
   switch (opt.coll->coll) {
-    case Coll::AllReduce: case Coll::Reduce:
+    case Coll::AllReduce:
+    case Coll::Reduce:
       send_len_ = recv_len_ = count;
       send_ = grow(arena.a, count, es);
       recv_ = opt.inplace ? send_ : grow(arena.b, count, es);
@@ -133,20 +143,23 @@ Case::Case(tutti::Communicator& comm, const Options& opt, const Shape& shape, Ar
       send_ = recv_ = grow(arena.a, count, es);
       writes_input_ = rank_ == opt.root;
       break;
-    case Coll::AllGather: case Coll::Gather:
+    case Coll::AllGather:
+    case Coll::Gather:
       recv_len_ = count;
       send_len_ = block;
       recv_ = grow(arena.a, count, es);
       send_ = opt.inplace ? recv_ + r * block * es : grow(arena.b, block, es);
       break;
-    case Coll::Scatter: case Coll::ReduceScatter:
+    case Coll::Scatter:
+    case Coll::ReduceScatter:
       send_len_ = count;
       recv_len_ = block;
       send_ = grow(arena.a, count, es);
       recv_ = opt.inplace ? send_ + r * block * es : grow(arena.b, block, es);
       if (opt.coll->coll == Coll::Scatter) writes_input_ = rank_ == opt.root;
       break;
-    case Coll::AllToAll: case Coll::SendRecv:
+    case Coll::AllToAll:
+    case Coll::SendRecv:
       send_len_ = recv_len_ = count;
       send_ = grow(arena.a, count, es);
       recv_ = grow(arena.b, count, es);
@@ -184,15 +197,33 @@ void Case::run() {
   const void* s = send_;
   void* r = recv_;
   switch (opt_.coll->coll) {
-    case Coll::AllReduce: comm_.all_reduce(s, r, count, dt, opt_.op); break;
-    case Coll::Broadcast: comm_.broadcast(r, count, dt, opt_.root); break;
-    case Coll::Reduce: comm_.reduce(s, r, count, dt, opt_.op, opt_.root); break;
-    case Coll::AllGather: comm_.all_gather(s, r, block, dt); break;
-    case Coll::Gather: comm_.gather(s, r, block, dt, opt_.root); break;
-    case Coll::Scatter: comm_.scatter(s, r, block, dt, opt_.root); break;
-    case Coll::ReduceScatter: comm_.reduce_scatter(s, r, block, dt, opt_.op); break;
-    case Coll::AllToAll: comm_.all_to_all(s, r, block, dt); break;
-    case Coll::Barrier: comm_.barrier(); break;
+    case Coll::AllReduce:
+      comm_.all_reduce(s, r, count, dt, opt_.op);
+      break;
+    case Coll::Broadcast:
+      comm_.broadcast(r, count, dt, opt_.root);
+      break;
+    case Coll::Reduce:
+      comm_.reduce(s, r, count, dt, opt_.op, opt_.root);
+      break;
+    case Coll::AllGather:
+      comm_.all_gather(s, r, block, dt);
+      break;
+    case Coll::Gather:
+      comm_.gather(s, r, block, dt, opt_.root);
+      break;
+    case Coll::Scatter:
+      comm_.scatter(s, r, block, dt, opt_.root);
+      break;
+    case Coll::ReduceScatter:
+      comm_.reduce_scatter(s, r, block, dt, opt_.op);
+      break;
+    case Coll::AllToAll:
+      comm_.all_to_all(s, r, block, dt);
+      break;
+    case Coll::Barrier:
+      comm_.barrier();
+      break;
     case Coll::SendRecv: {
       const int next = (rank_ + 1) % n_, prev = (rank_ - 1 + n_) % n_;
       tutti::Work ws = comm_.isend(s, count, dt, next);
@@ -210,22 +241,34 @@ std::vector<Case::Segment> Case::expected_layout() const {
   const bool is_root = rank_ == opt_.root;
   std::vector<Segment> out;
   switch (opt_.coll->coll) {
-    case Coll::AllReduce: out.push_back({0, -1, 0, count}); break;
+    case Coll::AllReduce:
+      out.push_back({0, -1, 0, count});
+      break;
     case Coll::Reduce:
       if (is_root) out.push_back({0, -1, 0, count});
       break;
-    case Coll::ReduceScatter: out.push_back({0, -1, r * block, block}); break;
-    case Coll::Broadcast: out.push_back({0, opt_.root, 0, count}); break;
-    case Coll::AllGather: case Coll::Gather:
+    case Coll::ReduceScatter:
+      out.push_back({0, -1, r * block, block});
+      break;
+    case Coll::Broadcast:
+      out.push_back({0, opt_.root, 0, count});
+      break;
+    case Coll::AllGather:
+    case Coll::Gather:
       if (opt_.coll->coll == Coll::Gather && !is_root) break;
       for (int b = 0; b < n_; ++b) out.push_back({static_cast<std::size_t>(b) * block, b, 0, block});
       break;
-    case Coll::Scatter: out.push_back({0, opt_.root, r * block, block}); break;
+    case Coll::Scatter:
+      out.push_back({0, opt_.root, r * block, block});
+      break;
     case Coll::AllToAll:
       for (int b = 0; b < n_; ++b) out.push_back({static_cast<std::size_t>(b) * block, b, r * block, block});
       break;
-    case Coll::SendRecv: out.push_back({0, (rank_ - 1 + n_) % n_, 0, count}); break;
-    case Coll::Barrier: break;
+    case Coll::SendRecv:
+      out.push_back({0, (rank_ - 1 + n_) % n_, 0, count});
+      break;
+    case Coll::Barrier:
+      break;
   }
   return out;
 }

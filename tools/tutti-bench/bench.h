@@ -12,7 +12,18 @@
 
 namespace tutti_bench {
 
-enum class Coll { AllReduce, Broadcast, Reduce, AllGather, Gather, Scatter, ReduceScatter, AllToAll, Barrier, SendRecv };
+enum class Coll {
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  Gather,
+  Scatter,
+  ReduceScatter,
+  AllToAll,
+  Barrier,
+  SendRecv
+};
 
 struct CollInfo {
   const char* name;

@@ -20,14 +20,13 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-
-#include "xcopy.h"
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench.h"
 #include "tutti/tutti.h"
+#include "xcopy.h"
 
 namespace {
 
@@ -75,10 +74,20 @@ std::string parse_size(const std::string& text, std::size_t* out) {
   int shift = 0;
   if (i < text.size()) {
     switch (text[i]) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      default: return "'" + text + "' has an unknown suffix (use K, M or G)";
+      case 'k':
+      case 'K':
+        shift = 10;
+        break;
+      case 'm':
+      case 'M':
+        shift = 20;
+        break;
+      case 'g':
+      case 'G':
+        shift = 30;
+        break;
+      default:
+        return "'" + text + "' has an unknown suffix (use K, M or G)";
     }
     ++i;
   }
@@ -100,7 +109,8 @@ std::vector<std::string> dtype_names() {
 }
 std::vector<std::string> op_names() {
   std::vector<std::string> v;
-  for (int i = 0; i < tutti::kNumReduceOps; ++i) v.push_back(tutti::reduce_op_name(static_cast<tutti::ReduceOpKind>(i)));
+  for (int i = 0; i < tutti::kNumReduceOps; ++i)
+    v.push_back(tutti::reduce_op_name(static_cast<tutti::ReduceOpKind>(i)));
   return v;
 }
 std::vector<std::string> coll_names() {
@@ -131,9 +141,10 @@ std::string human_bytes(std::size_t b) {
 
 Options parse_options(int argc, char** argv) {
   Options opt;
-  CLI::App app{"Measures the time and bandwidth of one tutti collective over a range of message sizes and checks "
-               "every result, like nccl-tests. Run it under a launcher: tuttirun -n N tutti-bench COLL ...",
-               "tutti-bench"};
+  CLI::App app{
+      "Measures the time and bandwidth of one tutti collective over a range of message sizes and checks "
+      "every result, like nccl-tests. Run it under a launcher: tuttirun -n N tutti-bench COLL ...",
+      "tutti-bench"};
   app.set_version_flag("--version", std::string(tutti::version()));
   std::string coll, min_text = "8", max_text = "64M", dtype = "float32", op = "sum";
   int check = 1;
@@ -151,11 +162,15 @@ Options parse_options(int argc, char** argv) {
   app.add_option("-f,--stepfactor", opt.factor, "multiply the size by this between rows")
       ->check(CLI::Range(2, 1 << 20))
       ->capture_default_str();
-  app.add_option("-n,--iters", opt.iters, "timed iterations per size")->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  app.add_option("-n,--iters", opt.iters, "timed iterations per size")
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
   app.add_option("-w,--warmup_iters", opt.warmup, "untimed iterations before the timed ones")
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
-  app.add_option("-c,--check", check, "check every result (1) or not (0)")->check(CLI::Range(0, 1))->capture_default_str();
+  app.add_option("-c,--check", check, "check every result (1) or not (0)")
+      ->check(CLI::Range(0, 1))
+      ->capture_default_str();
   app.add_option("-d,--datatype", dtype, "element type: " + join_names(dtype_names()))
       ->type_name("DTYPE")
       ->check(one_of(dtype_names(), "data type"))
@@ -169,11 +184,12 @@ Options parse_options(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--inplace", opt.inplace, "run the in-place form (output buffer overlapping the input)");
-  app.add_flag("--xcopy", opt.xcopy,
-               "also measure, at each size, how fast rank 1 copies out a shared-memory buffer rank 0 has just "
-               "written (the physical limit of one-host collectives), and how fast ranks 0 and 1 copy at once "
-               "each the other's (what a 2-rank all_reduce must move at least); printed as a comment line per row and as "
-               "xcopy_gbps and xexchange_gbps in --json");
+  app.add_flag(
+      "--xcopy", opt.xcopy,
+      "also measure, at each size, how fast rank 1 copies out a shared-memory buffer rank 0 has just "
+      "written (the physical limit of one-host collectives), and how fast ranks 0 and 1 copy at once "
+      "each the other's (what a 2-rank all_reduce must move at least); printed as a comment line per row and as "
+      "xcopy_gbps and xexchange_gbps in --json");
   app.add_flag("--shared-buffers", opt.shared_buffers,
                "take the buffers from Communicator::alloc_shared (memory the ranks of a host share, which "
                "all_reduce and reduce read and write directly)");
@@ -265,8 +281,8 @@ void print_row(const Options& opt, const Row& row) {
   const std::string wrong = opt.check ? std::to_string(row.wrong) : "N/A";
   const char* redop = opt.coll->reduces ? tutti::reduce_op_name(opt.op.kind) : "none";
   const int root = opt.coll->rooted ? opt.root : -1;
-  print_line(std::to_string(row.bytes).c_str(), std::to_string(row.count).c_str(),
-              tutti::dtype_name(opt.dtype), redop, std::to_string(root).c_str(), time, algbw, busbw, wrong.c_str());
+  print_line(std::to_string(row.bytes).c_str(), std::to_string(row.count).c_str(), tutti::dtype_name(opt.dtype), redop,
+             std::to_string(root).c_str(), time, algbw, busbw, wrong.c_str());
   std::fflush(stdout);
 }
 
@@ -365,8 +381,8 @@ int run(int argc, char** argv) {
         std::printf(
             "#   cross-process copy of %zu B: %.2f GB/s; busbw / copy = %.2f; both ways at once: %.2f GB/s per rank "
             "(%.2f of the copy)\n",
-            shape.bytes, xcopy.copy_gbps, xcopy.copy_gbps > 0 ? row.busbw / xcopy.copy_gbps : 0.0,
-            xcopy.exchange_gbps, xcopy.copy_gbps > 0 ? xcopy.exchange_gbps / xcopy.copy_gbps : 0.0);
+            shape.bytes, xcopy.copy_gbps, xcopy.copy_gbps > 0 ? row.busbw / xcopy.copy_gbps : 0.0, xcopy.exchange_gbps,
+            xcopy.copy_gbps > 0 ? xcopy.exchange_gbps / xcopy.copy_gbps : 0.0);
       if (json.is_open()) {
         nlohmann::json j = row_json(opt, n, row);
         if (opt.xcopy && n >= 2) {

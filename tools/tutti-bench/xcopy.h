@@ -12,9 +12,9 @@
 //    held here, the all_reduce's busbw (= algbw on 2 ranks) stays below the
 //    exchange's rate per rank.
 
-#include <cstddef>
-
 #include <tutti/tutti.h>
+
+#include <cstddef>
 
 namespace tutti_bench {
 

@@ -26,13 +26,7 @@
 // from a signalfd, which is polled together with the output pipes; poll's
 // timeout is the nearest deadline (timeout, kill grace, output drain) or
 // infinite.
-#include <cstdlib>
-
 #include "launcher.h"
-
-#include "hosts.h"
-#include "placement.h"
-#include "shm_cleanup.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -49,13 +43,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "hosts.h"
 #include "output.h"
+#include "placement.h"
+#include "shm_cleanup.h"
 
 extern char** environ;
 
@@ -169,8 +167,8 @@ class Job {
  private:
   bool setup_signals();
   bool spawn(Rank& r);
-  [[noreturn]] void exec_child(Rank& r, char* const* argv, char* const* envp, int out_w, int err_w,
-                               int report_fd, pid_t parent);
+  [[noreturn]] void exec_child(Rank& r, char* const* argv, char* const* envp, int out_w, int err_w, int report_fd,
+                               pid_t parent);
   std::vector<std::string> make_env(const Rank& r) const;
   void loop();
   void handle_signalfd();
@@ -205,7 +203,7 @@ class Job {
   Clock::time_point drain_deadline_ = Clock::time_point::max();
   bool stopping_ = false;  // SIGTERM sent to the group
   bool sigkilled_ = false;
-  bool ended_ = false;     // every rank exited; group killed, draining output
+  bool ended_ = false;  // every rank exited; group killed, draining output
   bool timed_out_ = false;
   int interrupt_sig_ = 0;  // the signal forwarded to the ranks, if any
   bool failed_after_interrupt_ = false;
@@ -258,9 +256,9 @@ bool Job::setup_signals() {
 std::string Job::label(const Rank& r) const {
   if (r.host == nullptr) return "rank " + std::to_string(r.rank);
   const JobConfig::HostChild& h = *r.host;
-  std::string ranks = h.nproc == 1 ? "rank " + std::to_string(h.first_rank)
-                                   : "ranks " + std::to_string(h.first_rank) + "-" +
-                                         std::to_string(h.first_rank + h.nproc - 1);
+  std::string ranks = h.nproc == 1
+                          ? "rank " + std::to_string(h.first_rank)
+                          : "ranks " + std::to_string(h.first_rank) + "-" + std::to_string(h.first_rank + h.nproc - 1);
   return "host " + h.name + " (node " + std::to_string(r.rank) + ", " + ranks + ")";
 }
 
@@ -306,8 +304,7 @@ std::vector<std::string> Job::make_env(const Rank& r) const {
 }
 
 // Runs in the forked child: only system calls on prepared data from here on.
-void Job::exec_child(Rank& r, char* const* argv, char* const* envp, int out_w, int err_w, int report_fd,
-                     pid_t parent) {
+void Job::exec_child(Rank& r, char* const* argv, char* const* envp, int out_w, int err_w, int report_fd, pid_t parent) {
   auto fail = [&](int stage) {
     ChildError ce{stage, errno};
     ssize_t ignored = ::write(report_fd, &ce, sizeof ce);
@@ -457,8 +454,8 @@ void Job::begin_stop() {
     signal_group(SIGKILL);
     sigkilled_ = true;
   } else {
-    kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(cfg_.grace_s));
+    kill_deadline_ =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cfg_.grace_s));
   }
 }
 
@@ -497,8 +494,8 @@ void Job::on_exit(Rank& r, Ending e) {
     }
     std::fprintf(stderr, "tuttirun: %s: %s%s\n", label(r).c_str(), what.c_str(), tail.c_str());
   } else {
-    std::fprintf(stderr, "tuttirun: rank %d (pid %ld) %s%s\n", r.rank, static_cast<long>(r.pid),
-                 describe(e).c_str(), tail.c_str());
+    std::fprintf(stderr, "tuttirun: rank %d (pid %ld) %s%s\n", r.rank, static_cast<long>(r.pid), describe(e).c_str(),
+                 tail.c_str());
   }
   begin_stop();
 }
@@ -531,8 +528,8 @@ void Job::on_signal(int sig) {
   if (ended_) return;
   if (interrupt_sig_ == 0 && !stopping_) {
     interrupt_sig_ = sig;
-    std::fprintf(stderr, "tuttirun: received %s; forwarding it to %d running %s\n", signal_name(sig).c_str(),
-                 running_, unit(running_).c_str());
+    std::fprintf(stderr, "tuttirun: received %s; forwarding it to %d running %s\n", signal_name(sig).c_str(), running_,
+                 unit(running_).c_str());
     signal_group(sig);
     return;
   }
@@ -685,8 +682,8 @@ int Job::run() {
     return kExitInternal;
   }
   if (cfg_.timeout_s > 0) {
-    job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                       std::chrono::duration<double>(cfg_.timeout_s));
+    job_deadline_ =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cfg_.timeout_s));
   }
   if (hosts_mode()) {
     ranks_.resize(cfg_.hosts.size());

@@ -12,13 +12,13 @@ struct JobConfig {
   int nnodes = 1;     // nodes of the job
   int node_rank = 0;  // this node's index in [0, nnodes)
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;     // 1..65535 (main picks one when not given)
+  int master_port = 0;  // 1..65535 (main picks one when not given)
   bool tag_output = false;
   // --bind-to cores (the default): each rank runs on an even share of the
   // CPUs tuttirun may use (placement.h); --bind-to none leaves them alone.
   bool bind_cores = true;
-  double timeout_s = 0;    // 0: no limit
-  double grace_s = 2;      // SIGTERM -> SIGKILL delay
+  double timeout_s = 0;           // 0: no limit
+  double grace_s = 2;             // SIGTERM -> SIGKILL delay
   std::vector<std::string> argv;  // program and its arguments
 
   // --hosts: instead of ranks, one child per host, each starting that host's

@@ -27,12 +27,9 @@
 
 #include "hosts.h"
 #include "launcher.h"
+#include "tutti/version.h"
 
 extern char** environ;
-
-#ifndef TUTTI_VERSION
-#define TUTTI_VERSION "unknown"
-#endif
 
 namespace {
 
@@ -75,9 +72,7 @@ fail, the others are stopped and one line names the host, rank and ending.)";
 // Prints "Usage: tuttirun [OPTIONS] [--] PROGRAM [ARGS...]".
 class Formatter : public CLI::Formatter {
  public:
-  std::string make_usage(const CLI::App*, std::string) const override {
-    return std::string("Usage: ") + kUsage + "\n";
-  }
+  std::string make_usage(const CLI::App*, std::string) const override { return std::string("Usage: ") + kUsage + "\n"; }
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
@@ -218,10 +213,10 @@ int run_hosts(const CLI::App& app, JobConfig& cfg, const std::string& hosts_text
   std::snprintf(grace_buf, sizeof grace_buf, "%g", child_grace);
   const std::string self = self_path(app.get_name().c_str());
   for (int i = 0; i < nnodes; ++i) {
-    std::vector<std::string> cmd = {self,          "--nnodes",        std::to_string(nnodes),
-                                    "--node-rank", std::to_string(i), "--master-addr",
-                                    master_addr,   "--master-port",   std::to_string(port),
-                                    "-n",          std::to_string(nproc), "--kill-grace", grace_buf};
+    std::vector<std::string> cmd = {
+        self,        "--nnodes",      std::to_string(nnodes), "--node-rank", std::to_string(i),     "--master-addr",
+        master_addr, "--master-port", std::to_string(port),   "-n",          std::to_string(nproc), "--kill-grace",
+        grace_buf};
     if (cfg.tag_output) cmd.push_back("--tag-output");
     if (!cfg.bind_cores) {
       cmd.push_back("--bind-to");
@@ -254,7 +249,7 @@ int main(int argc, char** argv) {
   app.formatter(std::make_shared<Formatter>());
   app.footer(kFooter);
   app.prefix_command();  // everything from PROGRAM on is left to the program
-  app.set_version_flag("--version", TUTTI_VERSION);
+  app.set_version_flag("--version", TUTTI_VERSION_STRING);
 
   JobConfig cfg;
   int master_port = 0;
@@ -309,7 +304,8 @@ int main(int argc, char** argv) {
     usage_error("unknown option '" + rest.front() + "'");
   }
   cfg.argv = std::move(rest);
-  if (!hosts_text.empty() || app.count("--hosts") > 0) return run_hosts(app, cfg, hosts_text, prefix_text, master_port, grace_text);
+  if (!hosts_text.empty() || app.count("--hosts") > 0)
+    return run_hosts(app, cfg, hosts_text, prefix_text, master_port, grace_text);
   if (app.count("--exec-prefix") > 0) usage_error("--exec-prefix needs --hosts");
   if (app.count("-n") == 0) usage_error("-n N (ranks on this node) is required");
 

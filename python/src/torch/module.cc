@@ -14,8 +14,7 @@ PYBIND11_MODULE(_C, m) {
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
         return tutti_torch::create_process_group(store, rank, size, timeout);
       },
-      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-      py::call_guard<py::gil_scoped_release>(),
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
       "A ProcessGroup for `size` ranks that meet through `store` (torch's c10d store of the group)");
   // torch 1.13's Work.exception() cannot convert its result (std::exception_ptr
   // has no Python type): this returns the error of a finished Work as a

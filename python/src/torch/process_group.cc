@@ -1,22 +1,21 @@
 #include "process_group.h"
 
-#include "sparse_all_reduce.h"
-
-#include <Python.h>
-
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 #include <ATen/record_function.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <Python.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <stdexcept>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <type_traits>
+
+#include "sparse_all_reduce.h"
 
 namespace tutti_torch {
 
@@ -34,18 +33,30 @@ namespace {
 
 DataType dtype_of(const at::Tensor& t, const char* op) {
   switch (t.scalar_type()) {
-    case at::kFloat: return DataType::Float32;
-    case at::kDouble: return DataType::Float64;
-    case at::kHalf: return DataType::Float16;
-    case at::kBFloat16: return DataType::BFloat16;
-    case at::kChar: return DataType::Int8;
-    case at::kByte: return DataType::UInt8;
-    case at::kShort: return DataType::Int16;
-    case at::kInt: return DataType::Int32;
-    case at::kLong: return DataType::Int64;
-    case at::kBool: return DataType::Bool;
-    case at::kComplexFloat: return DataType::Complex64;
-    case at::kComplexDouble: return DataType::Complex128;
+    case at::kFloat:
+      return DataType::Float32;
+    case at::kDouble:
+      return DataType::Float64;
+    case at::kHalf:
+      return DataType::Float16;
+    case at::kBFloat16:
+      return DataType::BFloat16;
+    case at::kChar:
+      return DataType::Int8;
+    case at::kByte:
+      return DataType::UInt8;
+    case at::kShort:
+      return DataType::Int16;
+    case at::kInt:
+      return DataType::Int32;
+    case at::kLong:
+      return DataType::Int64;
+    case at::kBool:
+      return DataType::Bool;
+    case at::kComplexFloat:
+      return DataType::Complex64;
+    case at::kComplexDouble:
+      return DataType::Complex128;
     default:
       invalid(op, std::string("tensors of dtype ") + c10::toString(t.scalar_type()) + " have no tutti data type");
   }
@@ -80,14 +91,22 @@ void same_numel(std::size_t want, const at::Tensor& b, const char* op, const std
 
 tutti::ReduceOp reduce_op(const c10d::ReduceOp& op, const char* name) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return tutti::ReduceOpKind::Sum;
-    case c10d::ReduceOp::AVG: return tutti::ReduceOpKind::Avg;
-    case c10d::ReduceOp::PRODUCT: return tutti::ReduceOpKind::Product;
-    case c10d::ReduceOp::MIN: return tutti::ReduceOpKind::Min;
-    case c10d::ReduceOp::MAX: return tutti::ReduceOpKind::Max;
-    case c10d::ReduceOp::BAND: return tutti::ReduceOpKind::BAnd;
-    case c10d::ReduceOp::BOR: return tutti::ReduceOpKind::BOr;
-    case c10d::ReduceOp::BXOR: return tutti::ReduceOpKind::BXor;
+    case c10d::ReduceOp::SUM:
+      return tutti::ReduceOpKind::Sum;
+    case c10d::ReduceOp::AVG:
+      return tutti::ReduceOpKind::Avg;
+    case c10d::ReduceOp::PRODUCT:
+      return tutti::ReduceOpKind::Product;
+    case c10d::ReduceOp::MIN:
+      return tutti::ReduceOpKind::Min;
+    case c10d::ReduceOp::MAX:
+      return tutti::ReduceOpKind::Max;
+    case c10d::ReduceOp::BAND:
+      return tutti::ReduceOpKind::BAnd;
+    case c10d::ReduceOp::BOR:
+      return tutti::ReduceOpKind::BOr;
+    case c10d::ReduceOp::BXOR:
+      return tutti::ReduceOpKind::BXor;
     case c10d::ReduceOp::PREMUL_SUM: {
       // PREMUL_SUM's factor travels in the op's supplement (the only
       // supplement torch 1.13 has), a double or a one-element tensor.
@@ -101,7 +120,8 @@ tutti::ReduceOp reduce_op(const c10d::ReduceOp& op, const char* name) {
       }
       return tutti::ReduceOp::premul_sum(f);
     }
-    default: invalid(name, "unknown reduce op " + std::to_string(static_cast<int>(op.op_)));
+    default:
+      invalid(name, "unknown reduce op " + std::to_string(static_cast<int>(op.op_)));
   }
 }
 
@@ -112,7 +132,7 @@ void check_op(const tutti::ReduceOp& op, DataType dt, const char* name) {
 
 // Contiguous stand-ins for tensors that are not, and the copies back.
 struct Stage {
-  std::vector<at::Tensor> keep;  // every tensor the operation touches
+  std::vector<at::Tensor> keep;                         // every tensor the operation touches
   std::vector<std::pair<at::Tensor, at::Tensor>> back;  // (caller's, staging): copied after the operation
 
   at::Tensor in(const at::Tensor& t) {
@@ -174,9 +194,12 @@ std::size_t parse_bytes(const char* name, const char* v, std::size_t dflt) {
   unsigned long long n = std::strtoull(v, &end, 10);
   if (end == v) throw Error(ErrorKind::InvalidArgument, std::string(name) + ": '" + v + "' is not a size");
   std::string suffix(end);
-  if (suffix == "K" || suffix == "k") n <<= 10;
-  else if (suffix == "M" || suffix == "m") n <<= 20;
-  else if (suffix == "G" || suffix == "g") n <<= 30;
+  if (suffix == "K" || suffix == "k")
+    n <<= 10;
+  else if (suffix == "M" || suffix == "m")
+    n <<= 20;
+  else if (suffix == "G" || suffix == "g")
+    n <<= 30;
   else if (!suffix.empty())
     throw Error(ErrorKind::InvalidArgument, std::string(name) + ": '" + v + "' is not a size (K, M or G suffix)");
   return static_cast<std::size_t>(n);
@@ -281,8 +304,8 @@ void C10dStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
     if (all) return;
     std::string names;
     for (auto& k : keys) names += (names.empty() ? "" : ", ") + k;
-    throw Error(ErrorKind::Timeout, "torch store: waited " + std::to_string(timeout.count()) + " ms for " + names +
-                                        ": " + e.what());
+    throw Error(ErrorKind::Timeout,
+                "torch store: waited " + std::to_string(timeout.count()) + " ms for " + names + ": " + e.what());
   }
 }
 bool C10dStore::check(const std::vector<std::string>& keys) {
@@ -302,24 +325,39 @@ namespace {
 // operation's name in messages.
 const char* event_title(OpType type) {
   switch (type) {
-    case OpType::BROADCAST: return "tutti:broadcast";
+    case OpType::BROADCAST:
+      return "tutti:broadcast";
     case OpType::ALLREDUCE:
-    case OpType::ALLREDUCE_COALESCED: return "tutti:all_reduce";
-    case OpType::REDUCE: return "tutti:reduce";
+    case OpType::ALLREDUCE_COALESCED:
+      return "tutti:all_reduce";
+    case OpType::REDUCE:
+      return "tutti:reduce";
     case OpType::ALLGATHER:
-    case OpType::ALLGATHER_COALESCED: return "tutti:all_gather";
-    case OpType::_ALLGATHER_BASE: return "tutti:_allgather_base";
-    case OpType::GATHER: return "tutti:gather";
-    case OpType::SCATTER: return "tutti:scatter";
-    case OpType::REDUCE_SCATTER: return "tutti:reduce_scatter";
-    case OpType::_REDUCE_SCATTER_BASE: return "tutti:_reduce_scatter_base";
+    case OpType::ALLGATHER_COALESCED:
+      return "tutti:all_gather";
+    case OpType::_ALLGATHER_BASE:
+      return "tutti:_allgather_base";
+    case OpType::GATHER:
+      return "tutti:gather";
+    case OpType::SCATTER:
+      return "tutti:scatter";
+    case OpType::REDUCE_SCATTER:
+      return "tutti:reduce_scatter";
+    case OpType::_REDUCE_SCATTER_BASE:
+      return "tutti:_reduce_scatter_base";
     case OpType::ALLTOALL_BASE:
-    case OpType::ALLTOALL: return "tutti:all_to_all";
-    case OpType::SEND: return "tutti:send";
-    case OpType::RECV: return "tutti:recv";
-    case OpType::RECVANYSOURCE: return "tutti:recvAnySource";
-    case OpType::BARRIER: return "tutti:barrier";
-    default: return "tutti:unknown";
+    case OpType::ALLTOALL:
+      return "tutti:all_to_all";
+    case OpType::SEND:
+      return "tutti:send";
+    case OpType::RECV:
+      return "tutti:recv";
+    case OpType::RECVANYSOURCE:
+      return "tutti:recvAnySource";
+    case OpType::BARRIER:
+      return "tutti:barrier";
+    default:
+      return "tutti:unknown";
   }
 }
 }  // namespace
@@ -422,9 +460,7 @@ bool WorkTutti::isCompleted() { return poll(); }
 
 bool WorkTutti::isSuccess() const { return done_.load(std::memory_order_acquire) && !error_; }
 
-std::exception_ptr WorkTutti::exception() const {
-  return done_.load(std::memory_order_acquire) ? error_ : nullptr;
-}
+std::exception_ptr WorkTutti::exception() const { return done_.load(std::memory_order_acquire) ? error_ : nullptr; }
 
 int WorkTutti::sourceRank() const {
   if (!done_.load(std::memory_order_acquire)) return -1;
@@ -630,8 +666,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::broadcast(std::vector<at::Tens
   const std::size_t n = count_of(b);
   return run(
       OpType::BROADCAST, {t}, bytes_of(b), opts.timeout, [&] { comm_.broadcast(p, n, dt, root); },
-      [&] { return std::vector<tutti::Work>{comm_.ibroadcast(p, n, dt, root)}; }, {t}, std::move(st.keep),
-      st.after());
+      [&] { return std::vector<tutti::Work>{comm_.ibroadcast(p, n, dt, root)}; }, {t}, std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce(std::vector<at::Tensor>& tensors,
@@ -662,8 +697,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::sparse_allreduce(at::Tensor& t
   const DataType dt = dtype_of(t, op);
   const tutti::ReduceOp rop = reduce_op(opts.reduceOp, op);
   if (rop.kind != tutti::ReduceOpKind::Sum && rop.kind != tutti::ReduceOpKind::Avg)
-    invalid(op, "sparse tensors are reduced with SUM or AVG only (the other reductions would need the zeros a "
-                "sparse tensor leaves out)");
+    invalid(op,
+            "sparse tensors are reduced with SUM or AVG only (the other reductions would need the zeros a "
+            "sparse tensor leaves out)");
   if (dt == DataType::Bool) invalid(op, "sparse tensors of dtype Bool cannot be summed");
   auto w = make_work(OpType::ALLREDUCE, {t}, {t}, {}, nullptr, std::chrono::milliseconds(0));
   seq_.fetch_add(1, std::memory_order_relaxed);
@@ -761,8 +797,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather(std::vector<std::vec
   const char* op = "allgather";
   at::Tensor& in = single(inputs, op);
   const DataType dt = dtype_of(in, op);
-  if (outputs.size() != 1)
-    invalid(op, "expects one output list per process, got " + std::to_string(outputs.size()));
+  if (outputs.size() != 1) invalid(op, "expects one output list per process, got " + std::to_string(outputs.size()));
   auto& outs = outputs[0];
   if (static_cast<int>(outs.size()) != size_)
     invalid(op, "the output list has " + std::to_string(outs.size()) + " tensors, the group has " +
@@ -811,8 +846,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather_coalesced(std::vecto
   const char* op = "allgather_coalesced";
   if (inputs.empty()) invalid(op, "the input list is empty");
   if (static_cast<int>(outputs.size()) != size_)
-    invalid(op, "expects one output list per rank (" + std::to_string(size_) + "), got " +
-                    std::to_string(outputs.size()));
+    invalid(op,
+            "expects one output list per rank (" + std::to_string(size_) + "), got " + std::to_string(outputs.size()));
   for (std::size_t r = 0; r < outputs.size(); ++r) {
     if (outputs[r].size() != inputs.size())
       invalid(op, "output list " + std::to_string(r) + " has " + std::to_string(outputs[r].size()) +
@@ -886,8 +921,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::gather(std::vector<std::vector
   std::vector<void*> ptrs;
   std::vector<at::Tensor> result;
   if (rank_ == root) {
-    if (outputs.size() != 1)
-      invalid(op, "the root expects one output list, got " + std::to_string(outputs.size()));
+    if (outputs.size() != 1) invalid(op, "the root expects one output list, got " + std::to_string(outputs.size()));
     auto& outs = outputs[0];
     if (static_cast<int>(outs.size()) != size_)
       invalid(op, "the output list has " + std::to_string(outs.size()) + " tensors, the group has " +
@@ -941,9 +975,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::scatter(std::vector<at::Tensor
   void* rp = r.data_ptr();
   const std::size_t n = count_of(r);
   return run(
-      OpType::SCATTER, rank_ == root ? inputs[0] : std::vector<at::Tensor>{},
-      bytes_of(r) * (rank_ == root ? size_ : 1), opts.timeout,
-      [&] { comm_.scatter(std::span<const void* const>(ptrs), rp, n, dt, root); },
+      OpType::SCATTER, rank_ == root ? inputs[0] : std::vector<at::Tensor>{}, bytes_of(r) * (rank_ == root ? size_ : 1),
+      opts.timeout, [&] { comm_.scatter(std::span<const void* const>(ptrs), rp, n, dt, root); },
       [&] { return std::vector<tutti::Work>{comm_.iscatter(std::span<const void* const>(ptrs), rp, n, dt, root)}; },
       {out}, std::move(st.keep), st.after());
 }
@@ -1000,8 +1033,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::_reduce_scatter_base(at::Tenso
   return run(
       OpType::_REDUCE_SCATTER_BASE, {input}, bytes_of(s), opts.timeout,
       [&] { comm_.reduce_scatter(sp, rp, n, dt, rop); },
-      [&] { return std::vector<tutti::Work>{comm_.ireduce_scatter(sp, rp, n, dt, rop)}; }, {output},
-      std::move(st.keep), st.after());
+      [&] { return std::vector<tutti::Work>{comm_.ireduce_scatter(sp, rp, n, dt, rop)}; }, {output}, std::move(st.keep),
+      st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -1089,8 +1122,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::send(std::vector<at::Tensor>& 
   const std::size_t n = count_of(b);
   return run(
       OpType::SEND, {t}, 0, std::chrono::milliseconds(0), nullptr,
-      [&] { return std::vector<tutti::Work>{comm_.isend(p, n, dt, dstRank, tag)}; }, {t}, std::move(st.keep),
-      nullptr);
+      [&] { return std::vector<tutti::Work>{comm_.isend(p, n, dt, dstRank, tag)}; }, {t}, std::move(st.keep), nullptr);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
@@ -1118,8 +1150,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recvAnysource(std::vector<at::
   const std::size_t n = count_of(b);
   return run(
       OpType::RECVANYSOURCE, {t}, 0, std::chrono::milliseconds(0), nullptr,
-      [&] { return std::vector<tutti::Work>{comm_.irecv(p, n, dt, tutti::kAnySource, tag)}; }, {t},
-      std::move(st.keep), st.after());
+      [&] { return std::vector<tutti::Work>{comm_.irecv(p, n, dt, tutti::kAnySource, tag)}; }, {t}, std::move(st.keep),
+      st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::barrier(const c10d::BarrierOptions& opts) {

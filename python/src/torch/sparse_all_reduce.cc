@@ -25,8 +25,7 @@ void all_gather_v(tutti::Communicator& comm, const void* mine, std::size_t count
 
 }  // namespace
 
-at::Tensor sparse_all_reduce(tutti::Communicator& comm, const at::Tensor& input, tutti::DataType values,
-                             bool average) {
+at::Tensor sparse_all_reduce(tutti::Communicator& comm, const at::Tensor& input, tutti::DataType values, bool average) {
   using tutti::DataType;
   const int n = comm.size(), me = comm.rank();
   at::Tensor in = input.coalesce();
@@ -38,9 +37,9 @@ at::Tensor sparse_all_reduce(tutti::Communicator& comm, const at::Tensor& input,
   std::vector<std::int64_t> heads(static_cast<std::size_t>(kHeader) * n);
   comm.all_gather(head.data(), heads.data(), kHeader, DataType::Int64);
   auto mismatch = [&](int r, const std::string& what, const std::string& mine, const std::string& theirs) {
-    throw tutti::Error(tutti::ErrorKind::Mismatch,
-                       "rank " + std::to_string(me) + ": sparse all_reduce: rank " + std::to_string(r) +
-                           "'s tensor has " + what + " " + theirs + ", this rank's " + mine);
+    throw tutti::Error(tutti::ErrorKind::Mismatch, "rank " + std::to_string(me) + ": sparse all_reduce: rank " +
+                                                       std::to_string(r) + "'s tensor has " + what + " " + theirs +
+                                                       ", this rank's " + mine);
   };
   for (int r = 0; r < n; ++r) {
     const std::int64_t* h = &heads[static_cast<std::size_t>(kHeader) * r];
@@ -87,9 +86,8 @@ at::Tensor sparse_all_reduce(tutti::Communicator& comm, const at::Tensor& input,
   at::Tensor sum = at::sparse_coo_tensor(all_index.t(), all_values, sizes, in.options()).coalesce();
   if (!average) return sum;
   at::Tensor v = sum._values();
-  at::Tensor avg = at::isFloatingType(v.scalar_type()) || at::isComplexType(v.scalar_type())
-                       ? v / n
-                       : at::div(v, n, "trunc");
+  at::Tensor avg =
+      at::isFloatingType(v.scalar_type()) || at::isComplexType(v.scalar_type()) ? v / n : at::div(v, n, "trunc");
   return at::sparse_coo_tensor(sum._indices(), avg, sizes, in.options())._coalesced_(true);
 }
 

@@ -18,7 +18,6 @@ namespace tutti_torch {
 // sizes; then every rank's indices (nnz x sparse_dim, int64) and values
 // (nnz x dense elements) by an all_to_all_v in which every rank sends its
 // own block to all; the union is coalesced (duplicates summed) locally.
-at::Tensor sparse_all_reduce(tutti::Communicator& comm, const at::Tensor& input, tutti::DataType values,
-                             bool average);
+at::Tensor sparse_all_reduce(tutti::Communicator& comm, const at::Tensor& input, tutti::DataType values, bool average);
 
 }  // namespace tutti_torch

@@ -27,8 +27,8 @@ struct ShmTransport::Desc {
 };
 
 struct ShmTransport::Ring {
-  alignas(64) std::atomic<std::uint64_t> head;  // written by the sender
-  alignas(64) std::atomic<std::uint64_t> tail;  // written by the receiver
+  alignas(64) std::atomic<std::uint64_t> head;        // written by the sender
+  alignas(64) std::atomic<std::uint64_t> tail;        // written by the receiver
   alignas(64) std::atomic<std::uint32_t> want_space;  // set by a sender with queued messages
   alignas(64) std::atomic<std::uint64_t> data_tail;   // data-ring bytes consumed (written by the receiver)
   // acks[seq % kSlots] = seq + 1 once the receiver has copied the large
@@ -180,8 +180,8 @@ bool ShmTransport::aborted_locked(std::uint64_t comm, const RequestPtr& req) con
   return true;
 }
 
-RequestPtr ShmTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf,
-                                   std::size_t len, std::uint64_t signature) {
+RequestPtr ShmTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf, std::size_t len,
+                                   std::uint64_t signature) {
   RequestPtr req = make_request();
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_locked(comm_id, req)) return req;
@@ -377,8 +377,8 @@ void ShmTransport::deliver_locked(Message& m, PostedRecv& r) {
       const int err = got < 0 ? errno : EIO;
       ack_locked(m);
       if (err == ESRCH) {
-        r.req->fail(ErrorKind::PeerLost, "rank " + std::to_string(m.from) + " (pid " +
-                                             std::to_string(pids_[m.from]) + ") exited before its message was read");
+        r.req->fail(ErrorKind::PeerLost, "rank " + std::to_string(m.from) + " (pid " + std::to_string(pids_[m.from]) +
+                                             ") exited before its message was read");
       } else {
         r.req->fail(ErrorKind::Internal, "reading a message of " + std::to_string(m.bytes) + " bytes from rank " +
                                              std::to_string(m.from) + " failed: " + std::strerror(err));

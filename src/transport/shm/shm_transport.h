@@ -94,8 +94,8 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
   struct Message {  // a consumed descriptor
     int from;
     std::uint64_t comm, tag, bytes, addr, seq, sig;
-    bool remote;             // the payload is at addr in the sender's memory
-    std::vector<char> data;  // the payload of a message waiting for its receive (or of a self-send)
+    bool remote;                 // the payload is at addr in the sender's memory
+    std::vector<char> data;      // the payload of a message waiting for its receive (or of a self-send)
     const char* view = nullptr;  // else: where it lies in the segment while being handled
     bool corrupt = false;
     const char* payload() const { return view ? view : data.data(); }
@@ -138,11 +138,11 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
   SharedSegment segment_;
 
   mutable std::mutex mu_;
-  std::vector<std::uint64_t> head_;  // per receiver: descriptors this rank wrote
-  std::vector<std::uint64_t> data_head_;  // per receiver: data-ring bytes this rank used
-  std::vector<std::uint64_t> tail_;  // per sender: descriptors this rank consumed
-  std::vector<std::uint64_t> seq_;   // per receiver: messages this rank sent
-  std::vector<std::deque<SendOp>> pending_;  // per receiver: waiting for ring space
+  std::vector<std::uint64_t> head_;                                     // per receiver: descriptors this rank wrote
+  std::vector<std::uint64_t> data_head_;                                // per receiver: data-ring bytes this rank used
+  std::vector<std::uint64_t> tail_;                                     // per sender: descriptors this rank consumed
+  std::vector<std::uint64_t> seq_;                                      // per receiver: messages this rank sent
+  std::vector<std::deque<SendOp>> pending_;                             // per receiver: waiting for ring space
   std::vector<std::unordered_map<std::uint64_t, SendOp>> outstanding_;  // per receiver: by seq, awaiting ack
   std::list<PostedRecv> posted_;
   std::list<Message> unexpected_;  // arrival order

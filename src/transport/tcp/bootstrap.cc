@@ -30,8 +30,8 @@ std::string rank_list(const std::vector<int>& ranks) {
 }  // namespace
 
 std::vector<std::vector<Fd>> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id,
-                                          const std::string& key, const Config& config,
-                                          const std::string& store_host, int store_port, TimePoint deadline) {
+                                          const std::string& key, const Config& config, const std::string& store_host,
+                                          int store_port, TimePoint deadline) {
   std::vector<std::vector<Fd>> fds(size);
   if (size == 1) return fds;
   // Where to listen and what to publish: TUTTI_LISTEN_ADDR, TUTTI_ADVERTISE_ADDR,
@@ -53,9 +53,8 @@ std::vector<std::vector<Fd>> connect_mesh(Store& store, int rank, int size, std:
     for (int r = 0; r < size; ++r)
       if (!store.check({addr_key(r)})) missing.push_back(r);
     throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + ": Timed out after " +
-                                        std::to_string(store.timeout().count()) + " ms: " +
-                                        rank_list(missing) + " never joined (world size " + std::to_string(size) +
-                                        ")");
+                                        std::to_string(store.timeout().count()) + " ms: " + rank_list(missing) +
+                                        " never joined (world size " + std::to_string(size) + ")");
   }
 
   // Every pair has `links` connections (TUTTI_SOCKETS_PER_PEER data
@@ -77,7 +76,8 @@ std::vector<std::vector<Fd>> connect_mesh(Store& store, int rank, int size, std:
       try {
         authenticate_to_server(fd.get(), key, AuthRole::Peer, deadline, who);
       } catch (const Error& e) {
-        throw Error(e.kind(), "init: rank " + std::to_string(rank) + " connecting to " + (e.kind() == ErrorKind::Unauthenticated ? "" : who + ": ") + e.message());
+        throw Error(e.kind(), "init: rank " + std::to_string(rank) + " connecting to " +
+                                  (e.kind() == ErrorKind::Unauthenticated ? "" : who + ": ") + e.message());
       }
       hello.link = hello_link(links, l);
       write_full(fd.get(), &hello, sizeof hello, deadline, who);
@@ -99,9 +99,11 @@ std::vector<std::vector<Fd>> connect_mesh(Store& store, int rank, int size, std:
     pollfd p{listener.get(), POLLIN, 0};
     int ms = static_cast<int>(remaining(deadline).count());
     if (Clock::now() >= deadline || ::poll(&p, 1, ms) == 0) {
-      throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + ": Timed out waiting for " + rank_list(missing) + " to connect (" +
-                                          (missing.size() == 1 ? "it published its address" : "they published their addresses") +
-                                          " but never connected)");
+      throw Error(ErrorKind::Timeout,
+                  "init: rank " + std::to_string(rank) + ": Timed out waiting for " + rank_list(missing) +
+                      " to connect (" +
+                      (missing.size() == 1 ? "it published its address" : "they published their addresses") +
+                      " but never connected)");
     }
     Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!conn.valid()) continue;

@@ -61,9 +61,7 @@ static_assert(sizeof(Hello) == 24, "hello is 24 bytes on the wire");
 
 inline int hello_link_count(const Hello& h) { return (h.link >> 8) + 1; }
 inline int hello_link_index(const Hello& h) { return h.link & 0xff; }
-inline std::uint16_t hello_link(int count, int index) {
-  return static_cast<std::uint16_t>(((count - 1) << 8) | index);
-}
+inline std::uint16_t hello_link(int count, int index) { return static_cast<std::uint16_t>(((count - 1) << 8) | index); }
 
 // Where stripe i (0-based, of `stripes`) of a `bytes`-byte striped message
 // lies: offset and length. Stripes are equal multiples of 4 KiB but the last;

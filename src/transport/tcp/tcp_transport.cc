@@ -152,7 +152,8 @@ void TcpTransport::shutdown_connections() {
   }
   auto deadline = Clock::now() + std::chrono::seconds(2);
   while (!fds.empty() && Clock::now() < deadline) {
-    int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()) + 1;
+    int ms =
+        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()) + 1;
     if (::poll(fds.data(), fds.size(), ms) <= 0) break;
     for (std::size_t i = 0; i < fds.size();) {
       bool closed = false;
@@ -186,8 +187,8 @@ bool TcpTransport::comm_aborted(std::uint64_t comm, RequestPtr* fail_with) const
   return true;
 }
 
-RequestPtr TcpTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf,
-                                   std::size_t len, std::uint64_t signature) {
+RequestPtr TcpTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf, std::size_t len,
+                                   std::uint64_t signature) {
   auto req = std::make_shared<Completion>();
   std::lock_guard<std::mutex> lock(mu_);
   if (comm_aborted(comm_id, &req)) return req;
@@ -301,8 +302,7 @@ void TcpTransport::update_lane(Conn& c, std::size_t lane) {
   ev.data.u32 = epoll_index(c.peer, lane + 1);
   // An idle data connection is not watched at all: nothing is due on it, and
   // a peer that goes away is noticed on the header connection.
-  ::epoll_ctl(epoll_.get(), want == 0 ? EPOLL_CTL_DEL : l.events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, l.fd.get(),
-              &ev);
+  ::epoll_ctl(epoll_.get(), want == 0 ? EPOLL_CTL_DEL : l.events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, l.fd.get(), &ev);
   l.events = want;
 }
 
@@ -442,8 +442,8 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
       // (16 KiB exchanges took 4.7 ms, in 10 ms slices, instead of 0.11).
       const bool stripes_due =
           std::any_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return !l.rxq.empty(); });
-      more = c.alive && !c.draining && !req.done() && !stripes_due &&
-             !(ready == 0 && ms == 0 && Clock::now() >= deadline);
+      more =
+          c.alive && !c.draining && !req.done() && !stripes_due && !(ready == 0 && ms == 0 && Clock::now() >= deadline);
       if (!more && c.alive && c.driven) {
         c.driven = false;
         if (req.done()) {
@@ -813,8 +813,7 @@ void TcpTransport::on_header(Conn& c) {
           it->req->fail(ErrorKind::Mismatch, signature_conflict(c.peer, c.hdr.signature, it->sig));
           it = posted_.erase(it);
         } else if (it->comm == comm && it->sig && (it->tag >> kSignedTagOpShift) > (tag >> kSignedTagOpShift)) {
-          it->req->fail(ErrorKind::Mismatch,
-                        stale_message(c.peer, tag >> kSignedTagOpShift, comm, c.hdr.signature));
+          it->req->fail(ErrorKind::Mismatch, stale_message(c.peer, tag >> kSignedTagOpShift, comm, c.hdr.signature));
           it = posted_.erase(it);
         } else {
           ++it;
@@ -975,7 +974,8 @@ void TcpTransport::on_payload_done(Conn& c) {
     c.rx_notice = false;
     const std::uint64_t kind = c.hdr.tag;
     if (kind <= static_cast<std::uint64_t>(ErrorKind::Unauthenticated))
-      comm_failures_.push_back({c.hdr.comm_id, static_cast<ErrorKind>(kind), "rank " + std::to_string(c.peer) + " failed: " + c.notice});
+      comm_failures_.push_back(
+          {c.hdr.comm_id, static_cast<ErrorKind>(kind), "rank " + std::to_string(c.peer) + " failed: " + c.notice});
     c.yield = true;
   } else if (c.rx_notice) {
     c.rx_notice = false;
@@ -1066,7 +1066,8 @@ void TcpTransport::handle_readable(Conn& c) {
       const ssize_t n = ::recvmsg(c.fd.get(), &m, MSG_DONTWAIT);
       if (n == 0) {
         bool clean = c.rx == Rx::Header && c.hdr_got == 0;
-        if (clean && c.said_goodbye && std::any_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return !l.rxq.empty(); })) {
+        if (clean && c.said_goodbye &&
+            std::any_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return !l.rxq.empty(); })) {
           // Shut down in order, with stripes still in the data connections:
           // read them first (handle_lane_readable ends it).
           ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
@@ -1074,8 +1075,10 @@ void TcpTransport::handle_readable(Conn& c) {
           return;
         }
         fail_conn(c, !clean ? "rank " + std::to_string(c.peer) + " closed its connection in the middle of a message"
-                     : c.said_goodbye ? "rank " + std::to_string(c.peer) + " has shut down"
-                                      : "rank " + std::to_string(c.peer) + " closed its connection without shutting down (it exited, crashed or was killed)");
+                     : c.said_goodbye
+                         ? "rank " + std::to_string(c.peer) + " has shut down"
+                         : "rank " + std::to_string(c.peer) +
+                               " closed its connection without shutting down (it exited, crashed or was killed)");
         return;
       }
       if (n < 0) {
@@ -1224,7 +1227,8 @@ void TcpTransport::progress_loop() {
               fail_conn(c, "a data connection to rank " + std::to_string(c.peer) + " failed");
             }
           }
-          if (c.alive && (events[i].events & EPOLLOUT) && flush_queue(c, c.lanes[lane - 1].fd.get(), c.lanes[lane - 1].sendq))
+          if (c.alive && (events[i].events & EPOLLOUT) &&
+              flush_queue(c, c.lanes[lane - 1].fd.get(), c.lanes[lane - 1].sendq))
             update_lane(c, lane - 1);
           continue;
         }

@@ -52,8 +52,8 @@ namespace tutti::detail {
 // setting decides for the pair).
 // Every connection authenticates with `key` (net/auth.h) before its hello.
 std::vector<std::vector<Fd>> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id,
-                                          const std::string& key, const Config& config,
-                                          const std::string& store_host, int store_port, TimePoint deadline);
+                                          const std::string& key, const Config& config, const std::string& store_host,
+                                          int store_port, TimePoint deadline);
 
 class TcpTransport final : public Transport, public std::enable_shared_from_this<TcpTransport> {
  public:
@@ -127,9 +127,9 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   // A striped message being sent: done when its header and every stripe are out.
   struct OutStripe {
     std::uint64_t comm;
-    const char* base;      // the user's buffer
+    const char* base;  // the user's buffer
     std::size_t len;
-    int left = 0;          // parts not yet written
+    int left = 0;  // parts not yet written
     bool header_sent = false;
     std::vector<char> owned;  // payload copy, once the user's buffer is given back
   };
@@ -146,10 +146,10 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   // A striped message being received: where its stripes go.
   struct InStripe {
     FrameHeader hdr;
-    int left = 0;               // stripes not yet in
-    bool discard = false;       // nowhere to go (aborted, mismatched): read and drop
-    char* dst = nullptr;        // a posted receive's buffer, filled directly
-    RequestPtr req;             // that receive
+    int left = 0;                 // stripes not yet in
+    bool discard = false;         // nowhere to go (aborted, mismatched): read and drop
+    char* dst = nullptr;          // a posted receive's buffer, filled directly
+    RequestPtr req;               // that receive
     Unexpected* unexp = nullptr;  // or the buffered message
   };
   struct StripeRx {
@@ -177,8 +177,8 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
     // thread's next tick (park).
     bool parked = false;
     std::uint32_t events = EPOLLIN | EPOLLRDHUP;  // what epoll watches on fd
-    bool rx_notice = false;     // the payload being read is a notice (lost peer, failed communicator)
-    bool yield = false;         // stop reading until lost peers are reported
+    bool rx_notice = false;                       // the payload being read is a notice (lost peer, failed communicator)
+    bool yield = false;                           // stop reading until lost peers are reported
     std::string notice;
     std::string failure;
     bool want_out = false;
@@ -192,9 +192,9 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
     std::vector<char> stage;
     std::size_t stage_off = 0, stage_len = 0;
     bool stage_short = false;
-    char* rx_buf = nullptr;     // where the payload goes (nullptr: discard)
+    char* rx_buf = nullptr;  // where the payload goes (nullptr: discard)
     std::size_t rx_got = 0;
-    RequestPtr rx_req;          // a posted receive being filled directly
+    RequestPtr rx_req;  // a posted receive being filled directly
     Unexpected* rx_unexp = nullptr;
     // sending side
     std::deque<SendOp> sendq;
