@@ -43,10 +43,20 @@
 #include "tutti/error.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define TUTTI_REDUCE_X86 1
 #else
 #define TUTTI_REDUCE_X86 0
+#endif
+
+// No fused multiply-adds in the AVX-512 kernels, whose results must equal
+// the scalar code's bit for bit: GCC takes it per function; clang builds the
+// library with -ffp-contract=off (CMakeLists.txt).
+#if defined(__clang__)
+#define TUTTI_NO_FP_CONTRACT
+#else
+#define TUTTI_NO_FP_CONTRACT , gnu::optimize("fp-contract=off")
 #endif
 
 namespace tutti::detail {
@@ -278,8 +288,10 @@ constexpr std::size_t kChunk = 512;
 // (`__m512i __Y = __Y;`), which -Wmaybe-uninitialized reports once they are
 // inlined here. The value is never read (the unmasked forms overwrite every
 // lane); the warning is off for this file's AVX-512 code only.
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // float16 <-> float32 for 16 elements: vcvtph2ps / vcvtps2ph (the AVX-512F
 // forms of the F16C instructions, same rounding and NaN handling).
@@ -333,8 +345,8 @@ template <class Op>
 // No __restrict: out may be a or b (each step loads both inputs before it
 // stores), and partial overlaps stay defined (if unspecified) too.
 template <class Op>
-[[gnu::target(TUTTI_AVX512), gnu::optimize("fp-contract=off")]] void half_avx512(void* out, const void* a,
-                                                                                 const void* b, std::size_t n) {
+[[gnu::target(TUTTI_AVX512) TUTTI_NO_FP_CONTRACT]] void half_avx512(void* out, const void* a, const void* b,
+                                                                    std::size_t n) {
   auto* o = static_cast<std::uint16_t*>(out);
   const auto* x = static_cast<const std::uint16_t*>(a);
   const auto* y = static_cast<const std::uint16_t*>(b);
@@ -393,8 +405,8 @@ struct BFloat16x512 {
 
 // As half_avx512, for bfloat16: 32 elements per step, masked tail.
 template <class Op>
-[[gnu::target(TUTTI_AVX512), gnu::optimize("fp-contract=off")]] void bfloat16_avx512(void* out, const void* a,
-                                                                                     const void* b, std::size_t n) {
+[[gnu::target(TUTTI_AVX512) TUTTI_NO_FP_CONTRACT]] void bfloat16_avx512(void* out, const void* a, const void* b,
+                                                                        std::size_t n) {
   auto* o = static_cast<std::uint16_t*>(out);
   const auto* x = static_cast<const std::uint16_t*>(a);
   const auto* y = static_cast<const std::uint16_t*>(b);
@@ -469,8 +481,8 @@ struct CMul128x512 {
 
 // As half_avx512: no __restrict, both inputs loaded before each store.
 template <class M>
-[[gnu::target(TUTTI_AVX512), gnu::optimize("fp-contract=off")]] void complex_mul_avx512(void* out, const void* a,
-                                                                                        const void* b, std::size_t n) {
+[[gnu::target(TUTTI_AVX512) TUTTI_NO_FP_CONTRACT]] void complex_mul_avx512(void* out, const void* a, const void* b,
+                                                                           std::size_t n) {
   using R = typename M::Real;
   auto* o = static_cast<R*>(out);
   const auto* x = static_cast<const R*>(a);
@@ -483,7 +495,9 @@ template <class M>
     M::store(o + i, M::mul(M::load(x + i, m), M::load(y + i, m)), m);
   }
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 template <class Codec, class Op>
 [[gnu::always_inline]] inline void chunked_body(void* out, const void* a, const void* b, std::size_t n) {
@@ -533,8 +547,8 @@ template <class Codec, class Op>
 // (That does not stop the vectorizer's vfmaddsub pattern in GCC 12, hence
 // complex_mul_avx512 for complex products.)
 template <class T, class Op>
-[[gnu::target(TUTTI_AVX512), gnu::optimize("fp-contract=off")]] void direct_avx512(void* out, const void* a,
-                                                                                   const void* b, std::size_t n) {
+[[gnu::target(TUTTI_AVX512) TUTTI_NO_FP_CONTRACT]] void direct_avx512(void* out, const void* a, const void* b,
+                                                                      std::size_t n) {
   direct_body<T, Op>(out, a, b, n);
 }
 #endif
@@ -714,7 +728,11 @@ ReduceSimdLevel best_supported_level() {
   // (libgcc also checks with xgetbv that the OS saves the ymm/zmm state.)
   static const ReduceSimdLevel best = [] {
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) return ReduceSimdLevel::Baseline;
+    // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports
+    // does not know "f16c".
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+    if (!__builtin_cpu_supports("avx2") || !f16c) return ReduceSimdLevel::Baseline;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vl"))
       return ReduceSimdLevel::Avx512;

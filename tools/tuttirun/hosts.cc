@@ -137,9 +137,9 @@ HostCommand host_command(const std::vector<std::string>& prefix, const std::stri
       std::string line;
       if (!env.empty()) {
         line = "env";
-        for (const auto& [name, value] : env) line += " " + shell_quote(name + "=" + value);
+        for (const auto& [name, value] : env) line.append(" ").append(shell_quote(name + "=" + value));
       }
-      for (const std::string& w : command) line += (line.empty() ? "" : " ") + shell_quote(w);
+      for (const std::string& w : command) line.append(line.empty() ? "" : " ").append(shell_quote(w));
       hc.argv.push_back(line);
       continue;
     }

@@ -391,7 +391,10 @@ bool Job::spawn(Rank& r) {
   ++running_;
   ::close(report[1]);
   report[1] = -1;
-  std::string prefix = hosts_mode() ? "" : "[" + std::to_string(r.rank) + "] ";
+  // Appended, not "[" + std::to_string(...): g++ 12 at -O3 warns falsely
+  // (-Wrestrict, GCC bug 105329) on operator+(const char*, string&&).
+  std::string prefix;
+  if (!hosts_mode()) prefix.append("[").append(std::to_string(r.rank)).append("] ");
   if (pipe_out) {
     ::close(out_p[1]);
     out_p[1] = -1;

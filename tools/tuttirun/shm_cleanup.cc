@@ -17,7 +17,7 @@ int remove_job_segments(const std::string& prefix) {
   if (!d) return 0;
   while (dirent* e = ::readdir(d)) {
     if (std::strncmp(e->d_name, head.c_str(), head.size()) != 0) continue;
-    if (::shm_unlink(("/" + std::string(e->d_name)).c_str()) == 0) ++removed;
+    if (::shm_unlink(std::string("/").append(e->d_name).c_str()) == 0) ++removed;
   }
   ::closedir(d);
   return removed;

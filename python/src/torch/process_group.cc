@@ -1176,7 +1176,7 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   if (size_ == 1) return;
   auto join = [](const std::vector<int>& v) {
     std::string out;
-    for (int r : v) out += (out.empty() ? "" : ", ") + std::to_string(r);
+    for (int r : v) out.append(out.empty() ? "" : ", ").append(std::to_string(r));
     return out.empty() ? std::string("none") : out;
   };
   // Answer: [passed (1) or failed (0), then 1 for each rank that did not arrive].

@@ -9,7 +9,7 @@ namespace {
 
 std::string sizes_string(const std::int64_t* sizes, std::int64_t dim) {
   std::string s = "[";
-  for (std::int64_t i = 0; i < dim; ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+  for (std::int64_t i = 0; i < dim; ++i) s.append(i ? ", " : "").append(std::to_string(sizes[i]));
   return s + "]";
 }
 
