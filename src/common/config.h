@@ -1,6 +1,7 @@
 #pragma once
-// Config: every TUTTI_* environment variable, read in one place
-// (Config::from_env) when a job initializes. docs/configuration.md lists them.
+// Config: the library's TUTTI_* settings, read when a job initializes
+// (Config::from_env) from the one table of settings (common/settings.h),
+// which also documents them (docs/configuration.md is generated from it).
 
 #include <chrono>
 #include <cstddef>

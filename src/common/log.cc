@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "common/settings.h"
+
 namespace tutti::detail {
 namespace {
 
 LogLevel initial_level() {
-  const char* v = std::getenv("TUTTI_LOG");
-  return v ? parse_log_level(v) : LogLevel::Warn;
+  const std::string v = setting_env("TUTTI_LOG");
+  return v.empty() ? LogLevel::Warn : parse_log_level(v);
 }
 
 std::atomic<int>& level_storage() {

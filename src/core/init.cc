@@ -26,11 +26,6 @@ using namespace detail;
 
 namespace {
 
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return (v && *v) ? v : nullptr;
-}
-
 int parse_int(const char* name, const char* value) {
   char* end = nullptr;
   long v = std::strtol(value, &end, 10);
@@ -149,9 +144,13 @@ Communicator init(const InitOptions& options) {
     if (host.empty() && options.store && !options.master_addr.empty()) {
       host = options.master_addr;
       port = options.master_port;
-    } else if (host.empty() && !caller_placed && env("MASTER_ADDR")) {
-      host = env("MASTER_ADDR");
-      if (const char* p = env("MASTER_PORT")) port = parse_int("MASTER_PORT", p);
+    } else if (host.empty() && !caller_placed) {
+      const EnvMap e = current_environment();
+      auto addr = e.find("MASTER_ADDR"), p = e.find("MASTER_PORT");
+      if (addr != e.end() && !addr->second.empty()) {
+        host = addr->second;
+        if (p != e.end() && !p->second.empty()) port = parse_int("MASTER_PORT", p->second.c_str());
+      }
     }
   }
   const std::string my_host = host_identity();

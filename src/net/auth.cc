@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/settings.h"
 #include "net/socket.h"
 #include "tutti/error.h"
 #include "tutti/store.h"
@@ -176,7 +177,4 @@ std::string authenticate_client(int fd, const std::string& key, AuthRole role, T
 
 }  // namespace tutti::detail
 
-std::string tutti::job_secret_from_env() {
-  const char* v = std::getenv("TUTTI_JOB_SECRET");
-  return v ? std::string(v) : std::string();
-}
+std::string tutti::job_secret_from_env() { return tutti::detail::setting_env("TUTTI_JOB_SECRET"); }

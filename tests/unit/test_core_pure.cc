@@ -28,6 +28,7 @@
 #include "algorithms/tuner.h"
 #include "common/config.h"
 #include "common/errors.h"
+#include "common/settings.h"
 #include "common/small_vector.h"
 #include "core/tags.h"
 #include "transport/tcp/frame.h"
@@ -209,29 +210,14 @@ TEST(CoreConfig, ParseAlgoOverridesRejectsMalformed) {
 
 // ---- Config::from_env -------------------------------------------------------------
 
-// Unsets every TUTTI_* variable Config::from_env reads, restoring them after.
+// Unsets every TUTTI_* variable of the settings table, restoring them after.
 class CoreConfigEnv : public ::testing::Test {
  protected:
-  static constexpr const char* kVars[] = {
-      "TUTTI_TIMEOUT",
-      "TUTTI_CHUNK_BYTES",
-      "TUTTI_SMALL_BYTES",
-      "TUTTI_ALGO",
-      "TUTTI_SOCKET_BUFFER_BYTES",
-      "TUTTI_LISTEN_ADDR",
-      "TUTTI_ADVERTISE_ADDR",
-      "TUTTI_STORE_LISTEN_ADDR",
-      "TUTTI_SOCKETS_PER_PEER",
-      "TUTTI_SOCKET_STRIPE_BYTES",
-      "TUTTI_TWO_LEVEL_LEADER_BYTES",
-      "TUTTI_TCP_CONGESTION",
-      "TUTTI_ALGO_TUNING",
-  };
   void SetUp() override {
-    for (const char* v : kVars) {
-      const char* old = std::getenv(v);
-      saved_.emplace_back(v, old ? std::optional<std::string>(old) : std::nullopt);
-      ::unsetenv(v);
+    for (const d::Setting& s : d::settings()) {
+      const char* old = std::getenv(s.name);
+      saved_.emplace_back(s.name, old ? std::optional<std::string>(old) : std::nullopt);
+      ::unsetenv(s.name);
     }
   }
   void TearDown() override {
@@ -259,8 +245,8 @@ TEST_F(CoreConfigEnv, Defaults) {
   EXPECT_EQ(c.listen_addr, "0.0.0.0");
   EXPECT_EQ(c.store_listen_addr, "");
   EXPECT_EQ(c.advertise_addr, "");
-  EXPECT_CONTAINS(c.describe(), "timeout=300000ms");
-  EXPECT_CONTAINS(c.describe(), "algo=(table)");
+  EXPECT_CONTAINS(c.describe(), "TUTTI_TIMEOUT=300000ms");
+  EXPECT_CONTAINS(c.describe(), "TUTTI_ALGO=(unset)");
 }
 
 TEST_F(CoreConfigEnv, TimeoutSeconds) {
@@ -273,7 +259,7 @@ TEST_F(CoreConfigEnv, TimeoutSeconds) {
   set("TUTTI_TIMEOUT", "");  // empty counts as unset
   EXPECT_EQ(d::Config::from_env().timeout, std::chrono::minutes(5));
   set("TUTTI_TIMEOUT", "2.5");
-  EXPECT_CONTAINS(d::Config::from_env().describe(), "timeout=2500ms");
+  EXPECT_CONTAINS(d::Config::from_env().describe(), "TUTTI_TIMEOUT=2500ms");
 }
 
 TEST_F(CoreConfigEnv, TimeoutRejectsBadValues) {
@@ -355,12 +341,12 @@ TEST_F(CoreConfigEnv, AlgoTuning) {
   for (const char* v : {"auto", "on", "off"}) {
     set("TUTTI_ALGO_TUNING", v);
     EXPECT_EQ(d::Config::from_env().algo_tuning, v);
-    EXPECT_CONTAINS(d::Config::from_env().describe(), std::string("algo_tuning=") + v);
+    EXPECT_CONTAINS(d::Config::from_env().describe(), std::string("TUTTI_ALGO_TUNING=") + v);
   }
   set("TUTTI_ALGO_TUNING", "1");
   Error e = expect_error([] { d::Config::from_env(); });
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
-  EXPECT_CONTAINS(e.message(), "TUTTI_ALGO_TUNING: expected 'auto', 'on' or 'off', got '1'");
+  EXPECT_CONTAINS(e.message(), "TUTTI_ALGO_TUNING: expected one of `auto`, `on`, `off`, got '1'");
 }
 
 TEST_F(CoreConfigEnv, SharedSettingsAndTheirDisagreements) {
@@ -630,27 +616,61 @@ TEST_F(CoreConfigEnv, SocketsPerPeerAndStripeBytes) {
   c = d::Config::from_env();
   EXPECT_EQ(c.sockets_per_peer, 4);
   EXPECT_EQ(c.socket_stripe_bytes, std::size_t(256) << 10);
-  EXPECT_CONTAINS(c.describe(), "sockets_per_peer=4 socket_stripe_bytes=262144");
+  EXPECT_CONTAINS(c.describe(), "TUTTI_SOCKETS_PER_PEER=4 TUTTI_SOCKET_STRIPE_BYTES=262144");
   set("TUTTI_SOCKETS_PER_PEER", "16");
   EXPECT_EQ(d::Config::from_env().sockets_per_peer, 16);
   for (const char* bad : {"0", "17", "-2", "2x", "many"}) {
     set("TUTTI_SOCKETS_PER_PEER", bad);
     Error e = expect_error([] { d::Config::from_env(); });
     EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << bad;
-    EXPECT_EQ(e.message(), std::string("TUTTI_SOCKETS_PER_PEER: must be between 1 and 16, got '") + bad + "'");
+    EXPECT_EQ(e.message(), std::string("TUTTI_SOCKETS_PER_PEER: expected an integer from 1 to 16, got '") + bad + "'");
   }
   set("TUTTI_SOCKETS_PER_PEER", "2");
   set("TUTTI_SOCKET_STRIPE_BYTES", "4095");
   Error e = expect_error([] { d::Config::from_env(); });
   EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
-  EXPECT_EQ(e.message(), "TUTTI_SOCKET_STRIPE_BYTES: must be at least 4096");
+  EXPECT_EQ(e.message(), "TUTTI_SOCKET_STRIPE_BYTES: expected a byte count, at least 4K, got '4095'");
+}
+
+// The table: names unique and TUTTI_*, defaults and docs present, library
+// settings that live in Config both stored and shown, and every setting
+// ranks must agree on shown (it is compared across ranks).
+TEST(CoreSettings, TableIsWhole) {
+  std::set<std::string> names;
+  for (const d::Setting& s : d::settings()) {
+    EXPECT_TRUE(names.insert(s.name).second) << s.name << " twice";
+    EXPECT_EQ(std::string(s.name).rfind("TUTTI_", 0), 0u) << s.name;
+    EXPECT_NE(std::string(s.doc), "") << s.name;
+    EXPECT_NE(std::string(s.fallback), "") << s.name;
+    EXPECT_EQ(s.store == nullptr, s.shown == nullptr) << s.name;
+    if (s.agree != d::Agreement::None) {
+      EXPECT_NE(s.shown, nullptr) << s.name;
+    }
+    if (s.kind == d::Kind::Choice) {
+      EXPECT_NE(s.choices, nullptr) << s.name;
+    }
+    EXPECT_EQ(d::find_setting(s.name), &s);
+  }
+  EXPECT_EQ(d::find_setting("TUTTI_NO_SUCH"), nullptr);
+  Error e = expect_error([] { d::setting_env("TUTTI_NO_SUCH"); });
+  EXPECT_EQ(e.kind(), ErrorKind::Internal);
+}
+
+// Settings read elsewhere are still checked at init: a malformed TUTTI_LOG
+// or TUTTI_PMIX fails it, naming the variable and the choices.
+TEST_F(CoreConfigEnv, SettingsReadElsewhereAreCheckedAtInit) {
+  set("TUTTI_PMIX", "yes");
+  Error e = expect_error([] { d::Config::from_env(); });
+  EXPECT_EQ(e.message(), "TUTTI_PMIX: expected one of `0`, `1`, got 'yes'");
+  set("TUTTI_PMIX", "0");
+  d::Config::from_env();
 }
 
 TEST_F(CoreConfigEnv, AlgoOverrides) {
   set("TUTTI_ALGO", "all_reduce:ring,broadcast:binomial");
   d::Config c = d::Config::from_env();
   EXPECT_EQ(c.algo, (std::map<std::string, std::string>{{"all_reduce", "ring"}, {"broadcast", "binomial"}}));
-  EXPECT_CONTAINS(c.describe(), "algo=all_reduce:ring,broadcast:binomial");
+  EXPECT_CONTAINS(c.describe(), "TUTTI_ALGO=all_reduce:ring,broadcast:binomial");
 
   set("TUTTI_ALGO", "all_reduce");
   Error e = expect_error([] { d::Config::from_env(); });
@@ -666,7 +686,7 @@ TEST_F(CoreConfigEnv, EnvironmentIsRestored) {
 }
 
 TEST_F(CoreConfigEnv, EnvironmentStartsClean) {
-  for (const char* v : kVars) EXPECT_EQ(std::getenv(v), nullptr) << v;
+  for (const d::Setting& v : d::settings()) EXPECT_EQ(std::getenv(v.name), nullptr) << v.name;
 }
 
 // ---- select_algorithm / validate_algo_overrides -------------------------------------
