@@ -133,7 +133,7 @@ class Communicator {
   // a host. all_reduce and reduce whose send and receive buffers lie in such
   // memory (of this communicator) on every rank read the peers' inputs and
   // write their outputs directly instead of copying through a segment (above
-  // TUTTI_SHM_ONESHOT_BYTES; docs/design.md "Shared buffers"). Where
+  // TUTTI_SHM_ONESHOT_BYTES; docs/architecture.md "Shared buffers"). Where
   // collectives of this communicator do not use shared memory (ranks on
   // several hosts, TUTTI_TRANSPORT=tcp, one rank) it is ordinary memory. Valid until
   // free_shared or the communicator's end.

@@ -314,6 +314,7 @@ def monitored_part():
     # Groups are made while every rank is here. A rank's k-th call pairs
     # with rank 0's k-th call on the same group (as with gloo), so each
     # step where some ranks stay out has a group of its own.
+    store = dist.FileStore(store_file + ".monitored", n)
     g = dist.new_group([0, 1])
     late = dist.new_group(list(range(n)))
     left = dist.new_group(list(range(n)))
@@ -358,11 +359,15 @@ def monitored_part():
         msg = expect(tutti.PeerLost, [f"Rank {last} failed to pass monitoredBarrier", "left or were lost"],
                      lambda: mb(left, timeout=sec(seconds=60)))
         ok(time.monotonic() - t0 < 10, f"took {time.monotonic() - t0:.1f} s: {msg}")
+        store.set("monitored_done", "1")
     else:
         try:
             mb(left, timeout=sec(seconds=60))
         except tutti.Error:
             pass
+        # Stay until rank 0 has checked: a rank that exits now is lost too,
+        # and rank 0 would name it beside the last rank.
+        store.wait(["monitored_done"], sec(seconds=30))
 
 
 {"env": env_part, "profiling": profiling_part, "sparse": sparse_part, "timeouts": timeouts_part,

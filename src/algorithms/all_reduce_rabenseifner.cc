@@ -23,7 +23,7 @@ void all_reduce_rabenseifner(OpContext& ctx, void* buf, std::size_t count, DataT
   // 512 KiB 1,031 -> 794 against one message per step (docs/tuning.md);
   // larger operations keep chunk_bytes (smaller units cost there).
   const std::size_t saved_chunk = ctx.chunk_bytes;
-  if (bytes <= OpContext::kSmallPipeMaxBytes) ctx.chunk_bytes = std::min(ctx.chunk_bytes, ctx.small_pipe_bytes);
+  if (bytes <= ctx.small_pipe_max_bytes) ctx.chunk_bytes = std::min(ctx.chunk_bytes, ctx.small_pipe_bytes);
   struct Restore {
     OpContext& c;
     std::size_t v;

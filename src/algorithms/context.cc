@@ -1,8 +1,8 @@
 #include "algorithms/context.h"
 
 #include "algorithms/signature.h"
-#include "core/flight_recorder.h"
 #include "core/tags.h"
+#include "trace/flight_recorder.h"
 
 namespace tutti::detail {
 

@@ -39,16 +39,18 @@ struct OpContext {
   // not set: a shared-memory op works it out only if it has to sleep.
   std::int64_t start_tick = 0;
   std::size_t chunk_bytes = 1 << 20;
-  // Rabenseifner's pipelining unit up to kSmallPipeMaxBytes (at most
-  // chunk_bytes; see all_reduce_rabenseifner.cc).
+  // Rabenseifner's pipelining unit up to small_pipe_max_bytes (at most
+  // chunk_bytes; see all_reduce_rabenseifner.cc). The planner sets all three
+  // (plan/thresholds.h).
   std::size_t small_pipe_bytes = 64 << 10;
-  static constexpr std::size_t kSmallPipeMaxBytes = 512 << 10;
+  std::size_t small_pipe_max_bytes = 512 << 10;
   // Added to every step, so that composed algorithms (reduce-scatter then
   // all-gather) run in one op without sharing tags.
   std::uint32_t step_base = 0;
   // What the op is, for error messages: "all_reduce #17 (ring, 4096 B, float32, sum)".
   const char* op_name = "";
   const char* algo = "";
+  bool shm = false;  // runs in the communicator's shared-memory segment
   std::size_t bytes = 0;
   const char* dtype_name = nullptr;
   const char* redop_name = nullptr;
@@ -90,13 +92,6 @@ struct OpContext {
   std::string where() const;
   std::string describe() const;
 };
-
-// Whether `algo` (a selected algorithm's name) is `name`. Usually the same
-// literal, merged by the linker; otherwise most names differ in their first
-// letter: dispatching costs a compare or two, not a call.
-inline bool algo_is(const char* algo, const char* name) {
-  return algo == name || (algo[0] == name[0] && std::strcmp(algo, name) == 0);
-}
 
 // Splits [0, bytes) into chunks of at most chunk_bytes, aligned to elem_size.
 inline std::size_t chunk_elems(std::size_t chunk_bytes, std::size_t elem_size) {

@@ -87,7 +87,8 @@ bool single_copy_all_read(const ShmGroup& g, std::size_t block_bytes) {
 // for reductions when ranks share cores, whose slices then leave the caches
 // from 8 MiB (docs/tuning.md).
 bool streams(const ShmGroup& g, std::size_t out_bytes, bool reduction) {
-  return out_bytes >= (reduction && g.oversubscribed() ? std::size_t{8} << 20 : std::size_t{16} << 20);
+  const ShmThresholds& t = g.thresholds();
+  return out_bytes >= (reduction && g.oversubscribed() ? t.stream_bytes_oversubscribed_reduction : t.stream_bytes);
 }
 // dst = src, bypassing the caches when `stream`.
 void copy_out(char* dst, const char* src, std::size_t bytes, bool stream) {
@@ -160,8 +161,7 @@ void reduce_from_peers(ShmGroup& g, Remote remote, const char* own, char* dst, s
                        ReduceOpKind op, Done done = {}) {
   const int n = g.size(), r = g.rank();
   const std::size_t es = elem_size(dtype);
-  constexpr std::size_t kStageBytes = 256 << 10;
-  const std::size_t chunk = std::max<std::size_t>(1, kStageBytes / es);
+  const std::size_t chunk = std::max<std::size_t>(1, g.thresholds().one_shot_stage_bytes / es);
   thread_local std::vector<char> stage;
   stage.resize(3 * chunk * es);
   char* st[2] = {stage.data(), stage.data() + chunk * es};
@@ -239,7 +239,7 @@ void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t co
 // chunk into a buffer that stays in cache, and copies each reduced chunk
 // into the output of every rank that wants it (each rank's own output
 // included): a pass over the slice where copying through the segment makes
-// four (docs/design.md "Shared buffers"). Only rank r reads or writes slice
+// four (docs/architecture.md "Shared buffers"). Only rank r reads or writes slice
 // r of any buffer, each chunk read before it is written, so inputs may be
 // outputs. A last round keeps every rank in the call until the others are
 // done with its buffers. Returns false, every rank alike, when some rank's
@@ -283,8 +283,7 @@ bool reduce_direct(ShmGroup& g, const char* send, char* out, std::size_t count, 
   const Slice s = slice_of(count, n, r);
   const ReduceOpKind kind = base_kind(op);
   const bool stream_out = streams(g, bytes, true);
-  constexpr std::size_t kChunkBytes = 64 << 10;
-  const std::size_t chunk = std::max<std::size_t>(1, kChunkBytes / es);
+  const std::size_t chunk = std::max<std::size_t>(1, g.thresholds().two_shot_chunk_bytes / es);
   thread_local std::vector<char> stage;
   stage.resize(std::min(chunk, std::max<std::size_t>(s.count, 1)) * es);
   for (std::size_t off = 0; off < s.count; off += chunk) {
@@ -316,8 +315,9 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   // faster. Every rank reads and writes, so single copy starts at an eighth
   // of the usual size when ranks have their own cores (docs/tuning.md).
   const std::size_t slice_bytes = count / n * es;
-  const bool cache_sized =
-      g.oversubscribed() ? slice_bytes <= (std::size_t{512} << 10) : slice_bytes < (std::size_t{8} << 20);
+  const bool cache_sized = g.oversubscribed()
+                               ? slice_bytes <= g.thresholds().reduce_single_copy_slice_bytes_oversubscribed
+                               : slice_bytes < g.thresholds().reduce_single_copy_slice_bytes;
   if (!one_shot && n > 1 && op.kind != ReduceOpKind::PremulSum && cache_sized && single_copy_all_read(g, slice_bytes)) {
     reduce_single_copy(g, send, out, count, dtype, op, root);
     return;
@@ -414,7 +414,7 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
   // that share cores copy through the segment from 128 KiB: twice as fast
   // there (4 ranks on 2 cores, µs: 512 KiB 55-72 against 96-112, 8 MiB
   // 913-999 against 1,932-2,104).
-  const bool cache_sized = !g.oversubscribed() || bytes < (std::size_t{128} << 10);
+  const bool cache_sized = !g.oversubscribed() || bytes < g.thresholds().broadcast_copy_bytes_oversubscribed;
   if (cache_sized && single_copy(g, g.oversubscribed() ? bytes : 4 * bytes)) {
     // The root copies too: the message is cut into n parts (whole pages);
     // receiver q reads every part from the root but part q, which the root
@@ -510,7 +510,7 @@ void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, s
   // Ranks that share cores read from memory what the segment would serve
   // from cache: from 8 MiB gathered, copying through it is faster
   // (docs/tuning.md).
-  const bool cache_sized = !g.oversubscribed() || bytes * n < (std::size_t{8} << 20);
+  const bool cache_sized = !g.oversubscribed() || bytes * n < g.thresholds().all_gather_copy_bytes_oversubscribed;
   char* own = out[r];
   const bool copy_own = bytes && own != s;
   if (cache_sized && single_copy_all_read(g, bytes)) {
@@ -669,7 +669,7 @@ void all_to_all_blocks(ShmGroup& g, const char* send, char* recv, const Layout& 
   // reads and waits (4 ranks on 2 cores, µs: 512 KiB 65-68 against 100-104,
   // 8 MiB 1,400-1,560 against 1,704-1,747; docs/tuning.md), and switching
   // between the two in the timed choice's trials cost milliseconds there.
-  const bool cache_sized = !g.oversubscribed() || global_max * n < (std::size_t{512} << 10);
+  const bool cache_sized = !g.oversubscribed() || global_max * n < g.thresholds().all_to_all_copy_bytes_oversubscribed;
   if (cache_sized && single_copy_all_read(g, global_max)) {
     // Every rank lists (address, bytes) of its block for each destination in
     // its input slot; each reads its blocks straight from the senders.

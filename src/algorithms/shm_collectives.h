@@ -25,7 +25,7 @@ void shm_all_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count
 // all_reduce (root < 0) or reduce on memory from Communicator::alloc_shared:
 // when the group has such memory and the operation is past one_shot_bytes
 // (and not PremulSum), a first round tells whether every rank's buffers lie
-// in it; if so the operation runs directly on them (docs/design.md "Shared
+// in it; if so the operation runs directly on them (docs/architecture.md "Shared
 // buffers") and this returns true, on every member alike; else false, and
 // the caller runs the usual path.
 bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,

@@ -11,7 +11,7 @@
 //   us): no fixed cut fits both. Above 512 KiB up to 4 MiB, Rabenseifner
 //   (ahead on loopback) against the ring (ahead between the test-bed's
 //   hosts: 2 MiB 5.1 against 8.2 ms; level from 256 to 512 KiB).
-// - Two-level all_reduce (core/hierarchy.cc): one leader per host, or every
+// - Two-level all_reduce (hierarchy/hierarchy.cc): one leader per host, or every
 //   local rank with a slice; which is faster depends on the link, the cores
 //   and the size alike.
 // - Shared-memory collectives (core/communicator_impl.h, shm_run): single

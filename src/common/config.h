@@ -27,7 +27,7 @@ struct Config {
   // doubling, larger ones the ring.
   std::size_t small_bytes = 64 << 10;
   // TUTTI_TWO_LEVEL_LEADER_BYTES: two-level all_reduce messages up to this
-  // size go through one leader per host (core/hierarchy.h).
+  // size go through one leader per host (hierarchy/hierarchy.h).
   std::size_t two_level_leader_bytes = 128 << 10;
   // TUTTI_ALGO: "collective:algorithm,..." overrides of the selection table.
   std::map<std::string, std::string> algo;

@@ -5,16 +5,11 @@
 #include <chrono>
 #include <cstring>
 
-#include "algorithms/algorithms.h"
-#include "algorithms/selection.h"
-#include "algorithms/shm_collectives.h"
-#include "algorithms/tuner.h"
-#include "common/log.h"
 #include "common/small_vector.h"
 #include "core/communicator_impl.h"
 #include "core/tags.h"
 #include "core/validate.h"
-#include "reduce/reduce.h"
+#include "plan/registry.h"
 
 namespace tutti {
 
@@ -22,24 +17,9 @@ using namespace detail;
 
 namespace {
 
-// Avg and PremulSum run as Sum with a step before (scale the input) or after
-// (divide the result); algorithms only ever see the base op.
-ReduceOpKind base_op(const ReduceOp& op) {
-  return (op.kind == ReduceOpKind::Avg || op.kind == ReduceOpKind::PremulSum) ? ReduceOpKind::Sum : op.kind;
-}
-
 void describe_reduce(OpContext& c, DataType dtype, const ReduceOp& op) {
   c.dtype_name = dtype_name(dtype);
   c.redop_name = reduce_op_name(op.kind);
-}
-
-// The input an algorithm reduces: the caller's buffer, or a scaled copy for PremulSum.
-const char* premul_input(const void* in, std::size_t count, DataType dtype, const ReduceOp& op,
-                         std::vector<char>& storage) {
-  if (op.kind != ReduceOpKind::PremulSum) return static_cast<const char*>(in);
-  storage.resize(count * dtype_size(dtype));
-  scale(storage.data(), in, count, dtype, op.scalar);
-  return storage.data();
 }
 
 // Set while a blocking call runs, so that its i* form may run inline.
@@ -51,44 +31,6 @@ struct BlockingCall {
   BlockingCall() { t_blocking_call = true; }
   ~BlockingCall() { t_blocking_call = false; }
 };
-
-// An all_reduce whose algorithm the communicator's tuner picks as it runs
-// (algorithms/tuner.h): a trial (timed), the exchange of the members' trial
-// times and the choice, or the chosen one. Every member takes the same path:
-// the tuner's state follows the communicator's operations, run in order.
-// Up to TUTTI_SMALL_BYTES the table's recursive doubling against
-// Rabenseifner, above it the table's Rabenseifner against the ring.
-void all_reduce_tuned(AllReduceTuner& tuner, std::size_t small_bytes, OpContext& x, void* buf, std::size_t count,
-                      DataType dtype, ReduceOpKind op) {
-  const std::size_t bytes = x.bytes;
-  const bool small = bytes <= small_bytes;
-  const char* const names[2] = {small ? "recursive_doubling" : "rabenseifner", small ? "rabenseifner" : "ring"};
-  tuner.step(
-      bytes, 0,
-      [&](std::array<std::int64_t, 2>& sums) {
-        x.step_base += kTunerStepBase;
-        all_reduce_recursive_doubling(x, sums.data(), 2, DataType::Int64, ReduceOpKind::Sum);
-        x.step_base -= kTunerStepBase;
-      },
-      [&](const std::array<std::int64_t, 2>& sums, int algo) {
-        if (x.rank == 0)
-          TUTTI_LOG(Debug, "all_reduce up to " << AllReduceTuner::class_hi(bytes) << " B on " << x.size
-                                               << " ranks: " << names[0] << " " << sums[0] / 1000 / x.size << " us, "
-                                               << names[1] << " " << sums[1] / 1000 / x.size
-                                               << " us (mean of the members' means): " << names[algo]);
-      },
-      [&](int a) {
-        const char* const algo = names[a];
-        x.set_algo(algo);
-        if (algo_is(algo, "ring")) {
-          all_reduce_ring(x, buf, count, dtype, op);
-        } else if (algo_is(algo, "rabenseifner")) {
-          all_reduce_rabenseifner(x, buf, count, dtype, op);
-        } else {
-          all_reduce_recursive_doubling(x, buf, count, dtype, op);
-        }
-      });
-}
 
 }  // namespace
 
@@ -211,6 +153,9 @@ int Communicator::recv(void* buf, std::size_t count, DataType dtype, int src, in
 }
 
 // ---- collectives --------------------------------------------------------------
+// Each validates its arguments, asks the planner what to run (plan/planner.h)
+// and runs it on the communicator's op queue. The lambdas capture the
+// buffers by value: an asynchronous operation outlives this frame.
 
 Work Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int root) {
   Validator v{impl_->rank, impl_->size, "broadcast"};
@@ -220,21 +165,11 @@ Work Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int 
   OpContext c = impl_->make_context("broadcast", bytes);
   c.dtype_name = dtype_name(dtype);
   c.root = root;
-  c.algo = impl_->select("broadcast", bytes);
+  const Plan p = impl_->plan(c, Collective::Broadcast, bytes);
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        if (algo_is(x.algo, "shm")) {
-          impl->shm_run(x, Impl::kShmBroadcast, [&](ShmGroup& g) { shm_broadcast(g, buf, bytes, root); });
-        } else if (algo_is(x.algo, "two_level")) {
-          two_level_broadcast(impl->hierarchy(), buf, count, dtype, root, x.rank);
-        } else if (algo_is(x.algo, "chain")) {
-          broadcast_chain(x, buf, bytes, root);
-        } else if (algo_is(x.algo, "scatter_all_gather")) {
-          broadcast_scatter_all_gather(x, buf, bytes, root);
-        } else {
-          broadcast_binomial(x, buf, bytes, root);
-        }
+        p.algorithm->run(*impl, x, {.recv = buf, .count = count, .bytes = bytes, .dtype = dtype, .root = root}, p);
       },
       t_blocking_call);
 }
@@ -250,23 +185,14 @@ Work Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count
   OpContext c = impl_->make_context("reduce", bytes);
   describe_reduce(c, dtype, op);
   c.root = root;
-  c.algo = impl_->select("reduce", bytes);
-  const int n = impl_->size;
+  const Plan p = impl_->plan(c, Collective::Reduce, bytes);
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        if (algo_is(x.algo, "shm")) {
-          const std::size_t one_shot = impl->job->config.shm_one_shot_bytes;
-          impl->shm_run(
-              x, Impl::kShmReduce,
-              [&](ShmGroup& g) { shm_reduce(g, sendbuf, recvbuf, count, dtype, op, root, one_shot); },
-              [&](ShmGroup& g) { return shm_reduce_direct(g, sendbuf, recvbuf, count, dtype, op, root, one_shot); });
-          return;
-        }
-        std::vector<char> scaled;
-        const char* in = premul_input(sendbuf, count, dtype, op, scaled);
-        reduce_binomial(x, in, recvbuf, count, dtype, base_op(op), root);
-        if (op.kind == ReduceOpKind::Avg && x.rank == root) divide_by(recvbuf, count, dtype, n);
+        p.algorithm->run(
+            *impl, x,
+            {.send = sendbuf, .recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .op = op, .root = root},
+            p);
       },
       t_blocking_call);
 }
@@ -279,59 +205,12 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
   v.buffer(recvbuf, count, "recvbuf");
   OpContext c = impl_->make_context("all_reduce", bytes);
   describe_reduce(c, dtype, op);
-  c.algo = impl_->select("all_reduce", bytes);
-  const bool ring = algo_is(c.algo, "ring");
-  const bool rabenseifner = algo_is(c.algo, "rabenseifner");
-  const bool shm = algo_is(c.algo, "shm");
-  // Where a tuner covers the size, the table's recursive doubling may run
-  // as Rabenseifner, its Rabenseifner as the ring.
-  AllReduceTuner* const tuner = !(algo_is(c.algo, "recursive_doubling") || algo_is(c.algo, "rabenseifner")) ? nullptr
-                                : impl_->tuner && impl_->tuner->covers(bytes)             ? impl_->tuner.get()
-                                : impl_->tuner_large && impl_->tuner_large->covers(bytes) ? impl_->tuner_large.get()
-                                                                                          : nullptr;
-  const int n = impl_->size;
+  const Plan p = impl_->plan(c, Collective::AllReduce, bytes);
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        if (shm) {
-          const std::size_t one_shot = impl->job->config.shm_one_shot_bytes;
-          impl->shm_run(
-              x, Impl::kShmAllReduce,
-              [&](ShmGroup& g) { shm_all_reduce(g, sendbuf, recvbuf, count, dtype, op, one_shot); },
-              [&](ShmGroup& g) { return shm_reduce_direct(g, sendbuf, recvbuf, count, dtype, op, -1, one_shot); });
-          return;
-        }
-        if (algo_is(x.algo, "two_level")) {
-          // Recursive doubling over this communicator, timed against the
-          // leader form for small sizes (core/hierarchy.h).
-          struct Flat {
-            OpContext& x;
-            std::size_t count;
-            DataType dtype;
-            static void run(void* arg, void* buf, ReduceOpKind kind) {
-              Flat& f = *static_cast<Flat*>(arg);
-              f.x.set_algo("recursive_doubling");
-              all_reduce_recursive_doubling(f.x, buf, f.count, f.dtype, kind);
-            }
-          } flat{x, count, dtype};
-          two_level_all_reduce(impl->hierarchy(), sendbuf, recvbuf, count, dtype, op, n, {&Flat::run, &flat});
-          return;
-        }
-        if (op.kind == ReduceOpKind::PremulSum) {
-          scale(recvbuf, sendbuf, count, dtype, op.scalar);
-        } else if (recvbuf != sendbuf && bytes) {
-          std::memcpy(recvbuf, sendbuf, bytes);
-        }
-        if (tuner) {
-          all_reduce_tuned(*tuner, impl->job->config.small_bytes, x, recvbuf, count, dtype, base_op(op));
-        } else if (ring) {
-          all_reduce_ring(x, recvbuf, count, dtype, base_op(op));
-        } else if (rabenseifner) {
-          all_reduce_rabenseifner(x, recvbuf, count, dtype, base_op(op));
-        } else {
-          all_reduce_recursive_doubling(x, recvbuf, count, dtype, base_op(op));
-        }
-        if (op.kind == ReduceOpKind::Avg) divide_by(recvbuf, count, dtype, n);
+        p.algorithm->run(
+            *impl, x, {.send = sendbuf, .recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .op = op}, p);
       },
       t_blocking_call);
 }
@@ -354,16 +233,13 @@ Work Communicator::igather(const void* sendbuf, std::span<void* const> recvbufs,
   OpContext c = impl_->make_context("gather", bytes);
   c.dtype_name = dtype_name(dtype);
   c.root = root;
-  c.algo = impl_->select("gather", bytes);
+  const Plan p = impl_->plan(c, Collective::Gather, bytes);
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
         if (x.rank == root && bytes && out[root] != sendbuf) std::memmove(out[root], sendbuf, bytes);
-        if (algo_is(x.algo, "shm")) {
-          impl->shm_run(x, Impl::kShmGather, [&](ShmGroup& g) { shm_gather(g, sendbuf, out, bytes, root); });
-        } else {
-          gather_linear(x, sendbuf, out, bytes, root);
-        }
+        p.algorithm->run(
+            *impl, x, {.send = sendbuf, .count = count, .bytes = bytes, .dtype = dtype, .root = root, .out = out}, p);
       },
       t_blocking_call);
 }
@@ -385,39 +261,18 @@ Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvb
   v.buffer(sendbuf, count, "sendbuf");
   if (recvbufs.size() != static_cast<std::size_t>(impl_->size))
     v.fail("needs " + std::to_string(impl_->size) + " receive buffers, got " + std::to_string(recvbufs.size()));
-  SmallVector<Block> out;
+  SmallVector<char*> out;
   for (void* p : recvbufs) {
     v.buffer(p, count, "a receive buffer");
-    out.push_back(Block{static_cast<char*>(p), count});
+    out.push_back(static_cast<char*>(p));
   }
   OpContext c = impl_->make_context("all_gather", bytes);
   c.dtype_name = dtype_name(dtype);
-  c.algo = impl_->select("all_gather", bytes);
-  const std::size_t es = dtype_size(dtype);
+  const Plan p = impl_->plan(c, Collective::AllGather, bytes);
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        if (algo_is(x.algo, "two_level")) {
-          SmallVector<char*> ptrs;
-          for (const Block& b : out) ptrs.push_back(b.ptr);
-          two_level_all_gather(impl->hierarchy(), sendbuf, ptrs, count, dtype);
-          return;
-        }
-        if (algo_is(x.algo, "shm")) {
-          SmallVector<char*> ptrs;
-          for (const Block& b : out) ptrs.push_back(b.ptr);
-          // Copies its own block too.
-          impl->shm_run(x, Impl::kShmAllGather, [&](ShmGroup& g) { shm_all_gather(g, sendbuf, ptrs, bytes); });
-          return;
-        }
-        if (bytes && out[x.rank].ptr != sendbuf) std::memmove(out[x.rank].ptr, sendbuf, bytes);
-        if (algo_is(x.algo, "bruck")) {
-          all_gather_bruck(x, out, es);
-        } else if (algo_is(x.algo, "recursive_doubling")) {
-          all_gather_recursive_doubling(x, out, es);
-        } else {
-          all_gather_ring(x, out, es);
-        }
+        p.algorithm->run(*impl, x, {.send = sendbuf, .count = count, .bytes = bytes, .dtype = dtype, .out = out}, p);
       },
       t_blocking_call);
 }
@@ -448,15 +303,12 @@ Work Communicator::iscatter(std::span<const void* const> sendbufs, void* recvbuf
   OpContext c = impl_->make_context("scatter", bytes);
   c.dtype_name = dtype_name(dtype);
   c.root = root;
-  c.algo = impl_->select("scatter", bytes);
+  const Plan p = impl_->plan(c, Collective::Scatter, bytes);
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        if (algo_is(x.algo, "shm")) {
-          impl->shm_run(x, Impl::kShmScatter, [&](ShmGroup& g) { shm_scatter(g, in, recvbuf, bytes, root); });
-        } else {
-          scatter_linear(x, in, recvbuf, bytes, root);
-        }
+        p.algorithm->run(*impl, x,
+                         {.recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .root = root, .in = in}, p);
         // The root's own block last: in place, recvbuf may be another rank's block.
         if (x.rank == root && bytes && in[root] != recvbuf) std::memmove(recvbuf, in[root], bytes);
       },
@@ -481,38 +333,19 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
   v.buffer(recvbuf, count, "recvbuf");
   if (sendbufs.size() != static_cast<std::size_t>(impl_->size))
     v.fail("needs " + std::to_string(impl_->size) + " send buffers, got " + std::to_string(sendbufs.size()));
-  SmallVector<const void*> in(sendbufs.begin(), sendbufs.end());
-  for (const void* p : in) v.buffer(p, count, "a send buffer");
+  SmallVector<const char*> in;
+  for (const void* p : sendbufs) {
+    v.buffer(p, count, "a send buffer");
+    in.push_back(static_cast<const char*>(p));
+  }
   OpContext c = impl_->make_context("reduce_scatter", bytes);
   describe_reduce(c, dtype, op);
-  c.algo = impl_->select("reduce_scatter", bytes);
-  const int n = impl_->size;
+  const Plan p = impl_->plan(c, Collective::ReduceScatter, bytes);
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        if (algo_is(x.algo, "shm")) {
-          SmallVector<const char*> blocks;
-          for (const void* p : in) blocks.push_back(static_cast<const char*>(p));
-          impl->shm_run(x, Impl::kShmReduceScatter,
-                        [&](ShmGroup& g) { shm_reduce_scatter(g, blocks, recvbuf, count, dtype, op); });
-          return;
-        }
-        if (algo_is(x.algo, "two_level")) {
-          two_level_reduce_scatter(impl->hierarchy(), in, recvbuf, count, dtype, op, n);
-          return;
-        }
-        std::vector<std::vector<char>> scaled(op.kind == ReduceOpKind::PremulSum ? n : 0);
-        SmallVector<ConstBlock> blocks;
-        for (int b = 0; b < n; ++b)
-          blocks.push_back(ConstBlock{
-              scaled.empty() ? static_cast<const char*>(in[b]) : premul_input(in[b], count, dtype, op, scaled[b]),
-              count});
-        if (algo_is(x.algo, "recursive_halving")) {
-          reduce_scatter_recursive_halving(x, blocks, recvbuf, dtype, base_op(op));
-        } else {
-          reduce_scatter_ring(x, blocks, recvbuf, dtype, base_op(op));
-        }
-        if (op.kind == ReduceOpKind::Avg) divide_by(recvbuf, count, dtype, n);
+        p.algorithm->run(*impl, x,
+                         {.recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .op = op, .in = in}, p);
       },
       t_blocking_call);
 }
@@ -562,26 +395,26 @@ Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_
   OpContext c = impl_->make_context("all_to_all_v", total_send * es);
   c.dtype_name = dtype_name(dtype);
   c.varying_sizes = true;
-  c.algo = impl_->select("all_to_all", total_send * es);
-  // Bruck handles equal blocks only (the equal form calls it directly);
-  // per-peer sizes always go pairwise.
-  if (!algo_is(c.algo, "shm")) c.algo = "pairwise";
+  Plan p = impl_->plan(c, Collective::AllToAll, total_send * es);
+  // Per-peer sizes: an algorithm for equal blocks only gives way to the fallback.
+  if (p.algorithm->equal_blocks_only) {
+    p = Plan{&fallback_algorithm(Collective::AllToAll)};
+    c.algo = p.algorithm->name;
+  }
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        if (algo_is(x.algo, "shm")) {
-          shm_all_to_all_v(impl->shm(x), static_cast<const char*>(sendbuf), sb, sd, static_cast<char*>(recvbuf), rb,
-                           rd);
-        } else {
-          // Receives land while sends still read: in place, send from a copy.
-          std::vector<char> copy;
-          const char* src = static_cast<const char*>(sendbuf);
-          if (overlap) {
-            copy.assign(src, src + send_end);
-            src = copy.data();
-          }
-          all_to_all_pairwise(x, src, sb, sd, static_cast<char*>(recvbuf), rb, rd);
-        }
+        p.algorithm->run(*impl, x,
+                         {.send = sendbuf,
+                          .recv = recvbuf,
+                          .dtype = dtype,
+                          .send_bytes = sb,
+                          .send_displs = sd,
+                          .recv_bytes = rb,
+                          .recv_displs = rd,
+                          .send_extent = send_end,
+                          .overlap = overlap},
+                         p);
       },
       t_blocking_call);
 }
@@ -590,61 +423,43 @@ Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t c
   const std::size_t n = impl_->size;
   Validator v{impl_->rank, impl_->size, "all_to_all"};
   const std::size_t block = v.bytes(count, dtype);
-  const char* algo = impl_->select("all_to_all", block * n);
-  if (algo_is(algo, "shm")) {
-    // Equal blocks over shared memory: no per-peer tables.
-    v.buffer(sendbuf, count * n, "sendbuf");
-    v.buffer(recvbuf, count * n, "recvbuf");
-    OpContext c = impl_->make_context("all_to_all", block * n);
-    c.dtype_name = dtype_name(dtype);
-    c.algo = algo;
-    return impl_->run(
-        std::move(c),
-        [=, impl = impl_.get()](OpContext& x) {
-          impl->shm_run(x, Impl::kShmAllToAll, [&](ShmGroup& g) { shm_all_to_all(g, sendbuf, recvbuf, block); });
-        },
-        t_blocking_call);
+  const Plan plan = impl_->planner.plan(Collective::AllToAll, block * n);
+  if (plan.algorithm->medium == Medium::Network && !plan.algorithm->equal_blocks_only) {
+    // Pairwise: the per-peer form runs it.
+    SmallVector<std::size_t> counts(n, count), displs(n, 0);
+    for (std::size_t i = 0; i < n; ++i) displs[i] = i * count;
+    return iall_to_all_v(sendbuf, counts, displs, recvbuf, counts, displs, dtype);
   }
-  if (algo_is(algo, "bruck")) {
-    v.buffer(sendbuf, count * n, "sendbuf");
-    v.buffer(recvbuf, count * n, "recvbuf");
-    // Its messages are not the v form's: a rank calling all_to_all_v
-    // against it meets a signature mismatch, not a wrong result.
-    OpContext c = impl_->make_context("all_to_all", block * n);
-    c.dtype_name = dtype_name(dtype);
-    c.algo = algo;
-    return impl_->run(
-        std::move(c),
-        [=](OpContext& x) {
-          all_to_all_bruck(x, static_cast<const char*>(sendbuf), static_cast<char*>(recvbuf), block);
-        },
-        t_blocking_call);
-  }
-  SmallVector<std::size_t> counts(n, count), displs(n, 0);
-  for (std::size_t i = 0; i < n; ++i) displs[i] = i * count;
-  return iall_to_all_v(sendbuf, counts, displs, recvbuf, counts, displs, dtype);
+  // Equal blocks, in shared memory or by an algorithm for equal blocks only
+  // (whose messages are not the v form's: a rank calling all_to_all_v
+  // against it meets a signature mismatch, not a wrong result).
+  v.buffer(sendbuf, count * n, "sendbuf");
+  v.buffer(recvbuf, count * n, "recvbuf");
+  OpContext c = impl_->make_context("all_to_all", block * n);
+  c.dtype_name = dtype_name(dtype);
+  const Plan p = impl_->plan(c, Collective::AllToAll, block * n);
+  return impl_->run(
+      std::move(c),
+      [=, impl = impl_.get()](OpContext& x) {
+        p.algorithm->run(*impl, x, {.send = sendbuf, .recv = recvbuf, .count = count, .bytes = block, .dtype = dtype},
+                         p);
+      },
+      t_blocking_call);
 }
 
 Work Communicator::ibarrier() {
   OpContext c = impl_->make_context("barrier", 0);
-  c.algo = impl_->select("barrier", 0);
+  const Plan p = impl_->plan(c, Collective::Barrier, 0);
   return impl_->run(
-      std::move(c),
-      [impl = impl_.get()](OpContext& x) {
-        if (algo_is(x.algo, "shm")) {
-          shm_barrier(impl->shm(x));
-        } else {
-          barrier_dissemination(x);
-        }
-      },
-      t_blocking_call);
+      std::move(c), [=, impl = impl_.get()](OpContext& x) { p.algorithm->run(*impl, x, {}, p); }, t_blocking_call);
 }
 
 void* Communicator::alloc_shared(std::size_t bytes) {
   BlockingCall b;
   OpContext c = impl_->make_context("alloc_shared", bytes);
   c.varying_sizes = true;
-  c.algo = impl_->shares_memory() ? "shm" : "local";
+  c.shm = impl_->shares_memory();
+  c.algo = c.shm ? "shm" : "local";
   void* result = nullptr;
   impl_
       ->run(
@@ -657,7 +472,8 @@ void* Communicator::alloc_shared(std::size_t bytes) {
 void Communicator::free_shared(void* ptr) {
   BlockingCall b;
   OpContext c = impl_->make_context("free_shared", 0);
-  c.algo = impl_->shares_memory() ? "shm" : "local";
+  c.shm = impl_->shares_memory();
+  c.algo = c.shm ? "shm" : "local";
   impl_
       ->run(
           std::move(c), [ptr, impl = impl_.get()](OpContext& x) { impl->free_shared(x, ptr); }, true)

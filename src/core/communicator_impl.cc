@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
-#include "algorithms/selection.h"
 #include "algorithms/shm_collectives.h"
 #include "algorithms/signature.h"
 #include "common/log.h"
@@ -90,7 +89,7 @@ detail::CommunicatorImpl::~CommunicatorImpl() {
 }
 
 void detail::CommunicatorImpl::cross_check(OpContext& ctx) {
-  if (size == 1 || std::strcmp(ctx.algo, "shm") == 0) return;  // shared memory checks every round
+  if (size == 1 || ctx.shm) return;  // shared memory checks every round
   // Steps far above any algorithm's, so the exchange never meets its messages.
   constexpr std::uint32_t kCheckStep = detail::kCrossCheckStep;
   const std::uint64_t mine[2] = {ctx.signature(), detail::op_signature_bytes(ctx)};
@@ -226,6 +225,7 @@ void detail::CommunicatorImpl::create_shm(const OpContext& ctx) {
   } catch (const Error& e) {
     throw Error(e.kind(), ctx.where() + e.message());
   }
+  shm_->set_thresholds(planner.thresholds().shm);
   shm_published_.store(shm_.get(), std::memory_order_release);
   shm_->set_abort_flag(&aborted_flag);
 }
@@ -348,20 +348,6 @@ std::string detail::CommunicatorImpl::describe_context(const void* ctx) {
   return static_cast<const OpContext*>(ctx)->where();
 }
 
-const char* detail::CommunicatorImpl::select_by_table(const char* collective, std::size_t bytes) const {
-  if (two_level && (!std::strcmp(collective, "all_reduce") || !std::strcmp(collective, "broadcast") ||
-                    !std::strcmp(collective, "all_gather") || !std::strcmp(collective, "reduce_scatter"))) {
-    auto it = job->config.algo.find(collective);
-    if (it == job->config.algo.end() || it->second == "two_level") return "two_level";
-  }
-  detail::Topology t;
-  t.ranks = size;
-  t.hosts = num_hosts;
-  t.ranks_per_host = ranks_per_host;
-  t.single_host = single_host;
-  return detail::select_algorithm(collective, bytes, job->config, t);
-}
-
 void detail::CommunicatorImpl::set_topology() {
   std::vector<int> per_host;  // members per host index
   for (int w : world) {
@@ -369,28 +355,15 @@ void detail::CommunicatorImpl::set_topology() {
     if (per_host.size() <= h) per_host.resize(h + 1, 0);
     ++per_host[h];
   }
-  num_hosts = static_cast<int>(std::count_if(per_host.begin(), per_host.end(), [](int c) { return c > 0; }));
-  ranks_per_host = per_host.empty() ? 1 : *std::max_element(per_host.begin(), per_host.end());
-  single_host = num_hosts <= 1;
-  shm_always = single_host && job->config.algo.empty() && job->config.transport != "tcp";
-  two_level = !single_host && detail::hierarchy_applies(world, job->host_of);
-  const detail::Config& c = job->config;
-  chunk_bytes = single_host ? c.chunk_bytes : c.hosts_chunk_bytes;
-  small_pipe_bytes = std::min<std::size_t>(chunk_bytes, single_host ? 64 << 10 : 32 << 10);
-  const bool network = !single_host || c.transport == "tcp";
-  const bool tune = c.algo_tuning == "on" ? network && size >= 2 : c.algo_tuning == "auto" && !single_host && size >= 3;
-  for (auto& t : shm_tuners) t.reset();
-  if (single_host && c.transport != "tcp" && c.algo_tuning != "off" && !c.shm_cma_set && c.shm_cma_bytes > 0 &&
-      size >= 2)
-    for (auto& t : shm_tuners)
-      t = std::make_unique<detail::AllReduceTuner>(c.shm_cma_bytes / 16, SIZE_MAX,
-                                                   detail::AllReduceTuner::Figure::Fastest);
-  const auto forced = c.algo.find("all_reduce");  // naming two_level (the default there) leaves it tuned
-  if (tune && (forced == c.algo.end() || forced->second == "two_level") && c.small_bytes >= 16) {
-    tuner = std::make_unique<detail::AllReduceTuner>(c.small_bytes / 8, c.small_bytes);
-    if (c.small_bytes < (4 << 20))
-      tuner_large = std::make_unique<detail::AllReduceTuner>(std::max<std::size_t>(c.small_bytes, 512 << 10), 4 << 20);
-  }
+  detail::Shape shape;
+  shape.ranks = size;
+  shape.hosts = static_cast<int>(std::count_if(per_host.begin(), per_host.end(), [](int c) { return c > 0; }));
+  shape.ranks_per_host = per_host.empty() ? 1 : *std::max_element(per_host.begin(), per_host.end());
+  shape.single_host = shape.hosts <= 1;
+  shape.two_level = !shape.single_host && detail::hierarchy_applies(world, job->host_of);
+  single_host = shape.single_host;
+  two_level = shape.two_level;
+  planner.configure(job->config, shape);
 }
 
 void detail::CommunicatorImpl::run_task(Task& t) {

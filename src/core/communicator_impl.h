@@ -26,13 +26,12 @@
 #include <vector>
 
 #include "algorithms/context.h"
-#include "algorithms/selection.h"
 #include "algorithms/signature.h"
-#include "algorithms/tuner.h"
 #include "common/config.h"
-#include "core/flight_recorder.h"
-#include "core/hierarchy.h"
+#include "hierarchy/hierarchy.h"
+#include "plan/planner.h"
 #include "shm/shm_group.h"
+#include "trace/flight_recorder.h"
 #include "transport/transport.h"
 #include "tutti/communicator.h"
 
@@ -88,8 +87,6 @@ namespace tutti {
 // The implementation of Communicator (include/tutti/communicator.h), and
 // not part of the API: hidden in libtutti.so like all of tutti::detail.
 struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::CommunicatorImpl>, detail::TraceSource {
-  // What select() returns for shared memory.
-  static constexpr const char* kShm = "shm";
   std::shared_ptr<detail::JobState> job;
   std::uint64_t comm_id = 0;
   int rank = 0;
@@ -118,28 +115,12 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   bool single_host = false;
   // Spans hosts with the same number (>= 2) of members on each: all_reduce,
   // broadcast, all_gather and reduce_scatter run in two levels
-  // (core/hierarchy.h), through children made at the first such operation.
+  // (hierarchy/hierarchy.h), through children made at the first such operation.
   bool two_level = false;
   detail::Hierarchy& hierarchy();
-  // Hosts among the members and the most members on one of them (for the
-  // selection table). set_topology() fills these and single_host from the
-  // job's host map and `world`.
-  int num_hosts = 1;
-  int ranks_per_host = 1;
-  // single_host, no TUTTI_ALGO and no TUTTI_TRANSPORT=tcp: every collective
-  // runs in shared memory, chosen without a table walk.
-  bool shm_always = false;
-  // The pipelining unit of chunked network algorithms: TUTTI_CHUNK_BYTES
-  // within one host, its across-hosts value otherwise (common/config.h).
-  std::size_t chunk_bytes = 1 << 20;
-  // Rabenseifner's unit up to 512 KiB: 32 KiB across hosts, 64 KiB within
-  // one, at most chunk_bytes (algorithms/all_reduce_rabenseifner.cc).
-  std::size_t small_pipe_bytes = 64 << 10;
-  // Time recursive doubling against Rabenseifner for network all_reduce in
-  // (small_bytes/8, small_bytes], and Rabenseifner against the ring in
-  // (max(small_bytes, 512 KiB), 4 MiB] (TUTTI_ALGO_TUNING); null when not
-  // tuned. Used by the thread running operations.
-  std::unique_ptr<detail::AllReduceTuner> tuner, tuner_large;
+  // What each operation runs (plan/planner.h); set_topology() configures
+  // it, and single_host and two_level, from the job's host map and `world`.
+  detail::Planner planner;
   void set_topology();
   // The communicator's shared-memory segment, mapped at the first
   // shared-memory collective (every member runs it in the same order), set
@@ -166,43 +147,22 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
     return g;
   }
 
-  // Shared-memory collectives whose single copy a tuner times against
-  // copying through the segment (which pays depends on the machine: its
-  // memcpy against its process_vm_readv).
-  enum ShmTuned {
-    kShmBroadcast,
-    kShmReduce,
-    kShmAllReduce,
-    kShmGather,
-    kShmAllGather,
-    kShmScatter,
-    kShmReduceScatter,
-    kShmAllToAll,
-    kShmTunedCount
-  };
-  // Above TUTTI_SHM_CMA_BYTES/16 (8 KiB: the 16 KiB blocks, the least any
-  // rule of algorithms/shm_collectives.cc copies once, fall in the first
-  // class covered, (8, 16] KiB) on single-host communicators
-  // of 2 or more ranks with TUTTI_SHM_CMA_BYTES unset and TUTTI_ALGO_TUNING
-  // not `off`; null otherwise. Alternative 0: single copy where the rules
-  // use it; 1: copying only.
-  std::array<std::unique_ptr<detail::AllReduceTuner>, kShmTunedCount> shm_tuners;
   // Runs `run(ShmGroup&)`, the shared-memory collective of operation `x`
-  // (every member calls it with the same x.bytes), under shm_tuners[which]
-  // where it applies.
+  // (every member calls it with the same x.bytes), under the planner's
+  // timed choice of single copy against copying for `which` where it applies.
   // `direct(g)` first: an operation that ran directly on alloc_shared memory
   // (returns true on every member alike) is not the tuner's business.
   struct NoDirect {
     bool operator()(detail::ShmGroup&) const { return false; }
   };
   template <class Run, class Direct = NoDirect>
-  void shm_run(detail::OpContext& x, ShmTuned which, Run&& run, Direct&& direct = {}) {
+  void shm_run(detail::OpContext& x, detail::Collective which, Run&& run, Direct&& direct = {}) {
     detail::ShmGroup& g = shm(x);
     if (direct(g)) [[unlikely]] {
-      x.set_algo(kShmDirect);
+      x.set_algo(detail::kShmDirectName);
       return;
     }
-    detail::AllReduceTuner* t = shm_tuners[which].get();
+    detail::AllReduceTuner* t = planner.shm_tuner(which);
     if (!t || !t->covers(x.bytes) || !g.single_copy_agreed()) [[likely]] {
       run(g);
       return;
@@ -217,15 +177,12 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
         [&](int algo) {
           Restore restore{g};
           g.set_copy_only(algo == 1);
-          if (algo == 1) x.set_algo(kShmCopy);
+          if (algo == 1) x.set_algo(detail::kShmCopyName);
           run(g);
           // Where the rules would not have copied once either, it ran them.
-          if (algo == 1 && !g.declined()) x.set_algo(kShm);
+          if (algo == 1 && !g.declined()) x.set_algo("shm");
         });
   }
-  static constexpr const char* kShmCopy = "shm_copy";
-  // Ran on alloc_shared memory (algorithms/shm_collectives.cc, reduce_direct).
-  static constexpr const char* kShmDirect = "shm_direct";
   // The members' least of each of the two figures, in place (a
   // shared-memory all_reduce under the operation's signature).
   void shm_min(detail::ShmGroup& g, std::array<std::int64_t, 2>& figures);
@@ -240,19 +197,21 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
     c.rank = rank;
     c.size = size;
     c.world = &world;
-    c.chunk_bytes = chunk_bytes;
-    c.small_pipe_bytes = small_pipe_bytes;
+    c.chunk_bytes = planner.chunk_bytes();
+    c.small_pipe_bytes = planner.small_pipe_bytes();
+    c.small_pipe_max_bytes = planner.thresholds().network.small_pipe_max_bytes;
     c.scratch = &scratch;
     c.op_name = op_name;
     c.bytes = bytes;
     return c;
   }
-  // The algorithm for an operation (the common case on one host without a
-  // table walk: this is on the latency path).
-  const char* select(const char* collective, std::size_t bytes) const {
-    return shm_always ? kShm : select_by_table(collective, bytes);
+  // The plan of an operation (plan/planner.h), named in its context.
+  detail::Plan plan(detail::OpContext& c, detail::Collective collective, std::size_t bytes) const {
+    detail::Plan p = planner.plan(collective, bytes);
+    c.algo = p.algorithm->name;
+    c.shm = p.algorithm->medium == detail::Medium::SharedMemory;
+    return p;
   }
-  const char* select_by_table(const char* collective, std::size_t bytes) const;
 
   // Runs an operation. Blocking on an idle communicator: right here in the
   // caller's thread, no allocation, no hand-off. Otherwise through submit().
@@ -262,7 +221,7 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
       const std::int64_t now = detail::ticks();
       // Shared-memory waits work out the deadline from the start tick only
       // if they have to sleep (ShmGroup::set_start): no clock read here.
-      if (detail::algo_is(ctx.algo, kShm) && !job->config.debug_detail) {
+      if (ctx.shm && !job->config.debug_detail) {
         ctx.start_tick = now;
       } else {
         ctx.deadline = detail::deadline_after(timeout.load());

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common/completion.h"
+#include "plan/thresholds.h"
 #include "shm/segment.h"
 #include "shm/shared_buffers.h"
 #include "tutti/error.h"
@@ -207,6 +208,10 @@ class ShmGroup {
   static int spin_limit(int local_ranks);
   // More members than this host has cores.
   bool oversubscribed() const { return spins_ == 0; }
+  // The sizes at which the collectives change the way they copy (the
+  // planner's, set when the group is made).
+  const ShmThresholds& thresholds() const { return thresholds_; }
+  void set_thresholds(const ShmThresholds& t) { thresholds_ = t; }
 
   // Single copy between processes. Collective (every member calls it at the
   // same point, once, before the first collective): every member checks that
@@ -410,6 +415,7 @@ class ShmGroup {
   // Publish without a fence: every member said Ctrl::membarrier (learnt in
   // negotiate_cma's first round).
   bool light_publish_ = false;
+  ShmThresholds thresholds_;
   std::size_t cma_min_bytes_ = SIZE_MAX;
   std::size_t cma_agreed_ = SIZE_MAX;  // what negotiate_cma() agreed
   mutable bool declined_ = false;      // see single_copy_for()

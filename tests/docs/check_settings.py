@@ -3,14 +3,15 @@
 TUTTI_* settings:
 
 - docs/configuration.md's table is exactly what `tutti-config --markdown`
-  prints (between its two marker lines);
+  prints (between its two marker lines), and docs/algorithms.md's what
+  `tutti-config --algorithms` prints from the registry of algorithms;
 - every "TUTTI_..." name the library, the tools and the Python package use is
   in the table;
 - in the library only common/settings.cc calls getenv.
 
   check_settings.py TUTTI_CONFIG SOURCE_DIR [--write]
 
---write rewrites docs/configuration.md's table from the program instead.
+--write rewrites both tables from the program instead.
 """
 import re
 import subprocess
@@ -18,25 +19,31 @@ import sys
 
 tool, root = sys.argv[1], sys.argv[2]
 write = "--write" in sys.argv[3:]
-BEGIN = "<!-- The table below is generated: build/bin/tutti-config --markdown (tests/docs/check_settings.py --write). -->"
 END = "<!-- End of the generated table. -->"
 
-table = subprocess.run([tool, "--markdown"], check=True, capture_output=True, text=True).stdout
-names = set(subprocess.run([tool, "--names"], check=True, capture_output=True, text=True).stdout.split())
-failures = []
 
-doc_path = f"{root}/docs/configuration.md"
-doc = open(doc_path).read()
-if BEGIN not in doc or END not in doc:
-    failures.append(f"{doc_path}: the marker lines of the generated table are missing")
-else:
-    head, rest = doc.split(BEGIN, 1)
+def check_table(doc_rel, flag):
+    """docs/<doc_rel>'s generated table is what `tutti-config <flag>` prints."""
+    begin = f"<!-- The table below is generated: build/bin/tutti-config {flag} (tests/docs/check_settings.py --write). -->"
+    table = subprocess.run([tool, flag], check=True, capture_output=True, text=True).stdout
+    doc_path = f"{root}/docs/{doc_rel}"
+    doc = open(doc_path).read()
+    if begin not in doc or END not in doc:
+        failures.append(f"{doc_path}: the marker lines of the generated table are missing")
+        return
+    head, rest = doc.split(begin, 1)
     current, tail = rest.split(END, 1)
     if write:
-        open(doc_path, "w").write(head + BEGIN + "\n" + table + END + tail)
+        open(doc_path, "w").write(head + begin + "\n" + table + END + tail)
     elif current.strip("\n") != table.strip("\n"):
-        failures.append(f"{doc_path}: its table differs from `tutti-config --markdown` "
+        failures.append(f"{doc_path}: its table differs from `tutti-config {flag}` "
                         "(run tests/docs/check_settings.py build/bin/tutti-config . --write)")
+
+
+names = set(subprocess.run([tool, "--names"], check=True, capture_output=True, text=True).stdout.split())
+failures = []
+check_table("configuration.md", "--markdown")
+check_table("algorithms.md", "--algorithms")
 
 used = {}
 for sub in ("src", "tools", "python/src", "python/tutti"):
@@ -58,4 +65,4 @@ for f in failures:
     print(f)
 if failures:
     sys.exit(1)
-print(f"{len(names)} settings: the docs' table, the names in use and the library's reads agree with the table")
+print(f"{len(names)} settings and the algorithms: the docs' tables, the names in use and the library's reads agree with the table")

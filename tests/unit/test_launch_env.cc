@@ -1,4 +1,4 @@
-// The launcher environments (core/launch_env.h): Slurm host lists, derived
+// The launcher environments (bootstrap/launch_env.h): Slurm host lists, derived
 // ports, tasks per node, precedence and conflicts between launchers'
 // variables, and where each launch meets.
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <functional>
 
-#include "core/launch_env.h"
-#include "core/pmix.h"
+#include "bootstrap/launch_env.h"
+#include "bootstrap/pmix.h"
 #include "tutti/error.h"
 
 namespace tutti::detail {

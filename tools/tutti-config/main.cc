@@ -6,12 +6,15 @@
 //                             of range is an error, exit status 2)
 //   tutti-config --markdown   the table of docs/configuration.md
 //   tutti-config --names      every setting's name, one per line
+//   tutti-config --algorithms the table of docs/algorithms.md, from the
+//                             library's registry of algorithms (src/plan/registry.h)
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "common/config.h"
 #include "common/settings.h"
+#include "plan/registry.h"
 #include "tutti/error.h"
 
 int main(int argc, char** argv) {
@@ -21,12 +24,16 @@ int main(int argc, char** argv) {
     std::fputs(settings_markdown().c_str(), stdout);
     return 0;
   }
+  if (mode == "--algorithms") {
+    std::fputs(algorithms_markdown().c_str(), stdout);
+    return 0;
+  }
   if (mode == "--names") {
     for (const Setting& s : settings()) std::printf("%s\n", s.name);
     return 0;
   }
   if (!mode.empty()) {
-    std::fprintf(stderr, "usage: tutti-config [--markdown | --names]\n");
+    std::fprintf(stderr, "usage: tutti-config [--markdown | --names | --algorithms]\n");
     return 2;
   }
   try {

@@ -107,7 +107,7 @@ ShmTransport::ShmTransport(std::shared_ptr<Transport> net, const std::string& na
       lost_(size_) {
   static_assert(sizeof(RankCtrl) <= kCtrlBytes);
   static_assert(sizeof(Desc) == 128);
-  static_assert(sizeof(Ring) == 41728, "docs/design.md states the segment size");
+  static_assert(sizeof(Ring) == 41728, "docs/architecture.md states the segment size");
 }
 
 ShmTransport::~ShmTransport() {

@@ -14,11 +14,11 @@
 #include <cstring>
 #include <thread>
 
+#include "bootstrap/launch_env.h"
+#include "bootstrap/pmix.h"
 #include "common/completion.h"
 #include "common/config.h"
 #include "common/log.h"
-#include "core/launch_env.h"
-#include "core/pmix.h"
 #include "net/ifname.h"
 #include "tutti/error.h"
 

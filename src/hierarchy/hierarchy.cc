@@ -1,5 +1,5 @@
 // Two-level collectives (see hierarchy.h).
-#include "core/hierarchy.h"
+#include "hierarchy/hierarchy.h"
 
 #include <algorithm>
 #include <array>
@@ -13,18 +13,6 @@
 #include "reduce/reduce.h"
 
 namespace tutti::detail {
-
-namespace {
-// The slices form's pieces (slices_form): from 512 KiB to 1 MiB a piece.
-constexpr std::size_t kLeastPieceBytes = 512 << 10, kMostPieceBytes = 1 << 20;
-// Up to this size the slices form runs whole or in pieces, whichever was
-// faster (Hierarchy::pieces); above, in pieces, where a trial of the slower
-// way would cost seconds on a slow link.
-constexpr std::size_t kMostTunedPiecesBytes = 16 << 20;
-// How many pieces a slice goes in, by default and the other count timed
-// against it (Hierarchy::piece_size).
-constexpr std::size_t kPieces = 32, kFewerPieces = 8;
-}  // namespace
 
 bool hierarchy_applies(const std::vector<int>& world, const std::vector<int>& host_of) {
   std::vector<int> hosts;   // host ids in order of first appearance
@@ -86,20 +74,12 @@ detail::Hierarchy& detail::CommunicatorImpl::hierarchy() {
   h->local = Communicator(make_child_impl(*this, local_id, local_members));
   h->cross = Communicator(make_child_impl(*this, cross_id, cross_members));
   h->leader_bytes = job->config.two_level_leader_bytes;
-  if (job->config.algo_tuning != "off" && h->leader_bytes >= 8)
-    h->forms = std::make_unique<AllReduceTuner>(h->leader_bytes / 8, h->leader_bytes * 8);
-  if (job->config.algo_tuning != "off") {
-    const auto L = static_cast<std::size_t>(h->per_host);
-    const std::size_t lo = std::max<std::size_t>(kLeastPieceBytes * L, h->forms ? h->leader_bytes * 8 : 0);
-    // Up to slices of 4 MiB an 8th and a 32nd both give pieces of 512 KiB;
-    // from slices of 32 MiB both give 1 MiB.
-    const std::size_t same_low = kLeastPieceBytes * kFewerPieces * L, same_high = kMostPieceBytes * kPieces * L;
-    const std::size_t hi = std::min(same_low, kMostTunedPiecesBytes);
-    if (lo < hi) h->pieces = std::make_unique<AllReduceTuner>(lo, hi);
-    h->piece_size = std::make_unique<AllReduceTuner>(std::max(lo, same_low), same_high);
-    if (h->leader_bytes >= 8 && !job->config.algo.count("all_reduce"))
-      h->flat = std::make_unique<AllReduceTuner>(0, h->leader_bytes / 8, AllReduceTuner::Figure::MeanAfterFirst);
-  }
+  h->thresholds = planner.thresholds().two_level;
+  TwoLevelChoices choices = planner.two_level_choices(h->per_host);
+  h->forms = std::move(choices.forms);
+  h->pieces = std::move(choices.pieces);
+  h->piece_size = std::move(choices.piece_size);
+  h->flat = std::move(choices.flat);
   TUTTI_LOG(Debug, "two-level collectives on " << h->hosts << " hosts x " << h->per_host
                                                << " ranks: all_reduce through one leader per host up to "
                                                << h->leader_bytes << " bytes");
@@ -145,10 +125,10 @@ void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, con
     // in again by every operation, 88-91% with the two piece buffers below
     // (docs/performance.md). Where the CPUs are the limit, fewer pieces
     // (an 8th) cost fewer steps (4 Gbit/s, 16 MiB: 53-57 against 62-66 ms).
-    const std::size_t piece =
-        pieces == 0 ? q
-                    : std::clamp((q + pieces - 1) / pieces, std::max<std::size_t>(1, kLeastPieceBytes / es),
-                                 std::max<std::size_t>(1, kMostPieceBytes / es));
+    const std::size_t piece = pieces == 0 ? q
+                                          : std::clamp((q + pieces - 1) / pieces,
+                                                       std::max<std::size_t>(1, h.thresholds.least_piece_bytes / es),
+                                                       std::max<std::size_t>(1, h.thresholds.most_piece_bytes / es));
     if (piece >= q) {
       char* const slice = h.scratch.get(0, q * es);
       h.local.reduce_scatter(buf, slice, q, dtype, op);
@@ -226,7 +206,7 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
     if (form == 0) {
       leader_form(h, out, count, dtype, cop);
     } else {
-      slices(kPieces);
+      slices(h.thresholds.pieces);
     }
   };
   // The members' figures summed over the host, then across hosts.
@@ -255,10 +235,10 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
     h.forms->step(bytes, preferred, sum_members, log_choice("leader form", "slices"), run);
   } else if (preferred == 1 && h.pieces && h.pieces->covers(bytes)) {
     h.pieces->step(bytes, 1, sum_members, log_choice("slices whole", "slices in pieces"),
-                   [&](int algo) { slices(algo == 1 ? kPieces : 0); });
+                   [&](int algo) { slices(algo == 1 ? h.thresholds.pieces : 0); });
   } else if (preferred == 1 && h.piece_size && h.piece_size->covers(bytes)) {
     h.piece_size->step(bytes, 1, sum_members, log_choice("an 8th of a slice a piece", "a 32nd"),
-                       [&](int algo) { slices(algo == 1 ? kPieces : kFewerPieces); });
+                       [&](int algo) { slices(algo == 1 ? h.thresholds.pieces : h.thresholds.fewer_pieces); });
   } else {
     run(preferred);
   }

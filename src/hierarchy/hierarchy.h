@@ -43,6 +43,7 @@
 
 #include "algorithms/tuner.h"
 #include "common/scratch.h"
+#include "plan/thresholds.h"
 #include "tutti/communicator.h"
 
 namespace tutti::detail {
@@ -58,6 +59,9 @@ struct Hierarchy {
   // The all_reduce size up to which one leader per host talks across hosts
   // (TUTTI_TWO_LEVEL_LEADER_BYTES).
   std::size_t leader_bytes = 0;
+  // The slices form's piece sizes and counts (the planner's).
+  TwoLevelThresholds thresholds;
+  // The timed choices below are made by the planner (Planner::two_level_choices).
   // From leader_bytes/8 to leader_bytes*8, the leader and slices forms are
   // timed against each other (algorithms/tuner.h; 0 the leader form, 1 the
   // slices; null with TUTTI_ALGO_TUNING=off).

@@ -1,4 +1,4 @@
-#include "core/flight_recorder.h"
+#include "trace/flight_recorder.h"
 
 #include <fcntl.h>
 #include <signal.h>

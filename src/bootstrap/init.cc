@@ -9,14 +9,14 @@
 #include <random>
 #include <thread>
 
-#include "algorithms/selection.h"
 #include "algorithms/signature.h"
+#include "bootstrap/launch_env.h"
 #include "common/log.h"
 #include "core/communicator_impl.h"
-#include "core/launch_env.h"
 #include "core/tags.h"
 #include "net/auth.h"
 #include "net/ifname.h"
+#include "plan/planner.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -72,7 +72,7 @@ Communicator init() { return init(InitOptions{}); }
 Communicator init(const InitOptions& options) {
   auto job = std::make_shared<JobState>();
   job->config = Config::from_env();
-  validate_algo_overrides(job->config);
+  Planner::validate_overrides(job->config);
   // A malformed list, or one that matches no interface that is up, is
   // refused here, before the rendezvous: every rank then fails with its own
   // message (refused later, rank 0's failure took the store away while the

@@ -2,7 +2,7 @@
 // constants come from its headers; every function is looked up in
 // libpmix.so.2 at run time, and none of the headers' macros that call into
 // the library is used.
-#include "core/pmix.h"
+#include "bootstrap/pmix.h"
 
 #include "common/log.h"
 #include "tutti/error.h"

@@ -1,0 +1,163 @@
+#include "plan/planner.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "tutti/error.h"
+
+namespace tutti::detail {
+namespace {
+
+bool holds(const When& w, std::size_t bytes, std::size_t small_bytes, const Shape& s) {
+  const std::size_t lo = w.min_bytes == kAboveSmall ? small_bytes + 1 : w.min_bytes;
+  const std::size_t hi = w.max_bytes == kSmallBytes ? small_bytes : w.max_bytes;
+  if (bytes < lo || bytes > hi) return false;
+  if (s.ranks > 0 && (s.ranks < w.min_ranks || s.ranks > w.max_ranks)) return false;
+  if (s.hosts > 0 && (s.hosts < w.min_hosts || s.hosts > w.max_hosts)) return false;
+  if (s.ranks_per_host > 0 && s.ranks_per_host > w.max_ranks_per_host) return false;
+  if (w.pow2_ranks && (s.ranks <= 0 || (s.ranks & (s.ranks - 1)) != 0)) return false;
+  return true;
+}
+
+const Algorithm* of_medium(Collective c, Medium m) {
+  for (const Algorithm& a : algorithms())
+    if (a.collective == c && a.medium == m) return &a;
+  return nullptr;
+}
+
+const Algorithm& by_table(Collective c, std::size_t bytes, const Config& config, const Shape& s) {
+  const Algorithm* fallback = nullptr;
+  for (const Algorithm& a : algorithms()) {
+    if (a.collective != c || a.medium != Medium::Network) continue;
+    if (a.fallback) fallback = &a;
+    for (const When& w : a.chosen)
+      if (holds(w, bytes, config.small_bytes, s)) return a;
+  }
+  if (!fallback)
+    throw Error(ErrorKind::Internal,
+                std::string("no algorithm for ") + collective_name(c) + " at " + std::to_string(bytes) + " B");
+  return *fallback;
+}
+
+std::string collective_list() {
+  std::string out;
+  for (int c = 0; c < kCollectives; ++c) {
+    if (c) out += ", ";
+    out += collective_name(static_cast<Collective>(c));
+  }
+  return out;
+}
+
+}  // namespace
+
+const Algorithm& Planner::choose(Collective c, std::size_t bytes, const Config& config, const Shape& s) {
+  const auto forced = config.algo.find(collective_name(c));
+  if (forced != config.algo.end()) {
+    const Algorithm* a = find_algorithm(c, forced->second);
+    if (!a)
+      throw Error(ErrorKind::InvalidArgument, "TUTTI_ALGO: unknown algorithm '" + forced->second + "' for " +
+                                                  collective_name(c) + " (known: " + algorithm_names(c) + ")");
+    if (a->medium == Medium::SharedMemory && !s.single_host)
+      throw Error(ErrorKind::InvalidArgument, std::string("TUTTI_ALGO: ") + collective_name(c) + ":" + a->name +
+                                                  " needs every rank of the communicator on one host");
+    // Naming the two-level form (the default where it applies) elsewhere
+    // means the table's choice.
+    if (a->medium != Medium::TwoLevel || s.two_level) return *a;
+  } else if (s.two_level) {
+    if (const Algorithm* a = of_medium(c, Medium::TwoLevel)) return *a;
+  }
+  if (s.single_host && config.transport != "tcp")
+    if (const Algorithm* a = of_medium(c, Medium::SharedMemory)) return *a;
+  return by_table(c, bytes, config, s);
+}
+
+void Planner::validate_overrides(const Config& config) {
+  Shape one_host;
+  one_host.single_host = true;
+  for (const auto& [name, algo] : config.algo) {
+    Collective c;
+    if (!find_collective(name, &c))
+      throw Error(ErrorKind::InvalidArgument,
+                  "TUTTI_ALGO: unknown collective '" + name + "' (known: " + collective_list() + ")");
+    choose(c, 0, config, one_host);
+  }
+}
+
+void Planner::configure(const Config& c, const Shape& s) {
+  config_ = &c;
+  shape_ = s;
+  shm_always_ = s.single_host && c.algo.empty() && c.transport != "tcp";
+  for (int i = 0; i < kCollectives; ++i) shm_[i] = of_medium(static_cast<Collective>(i), Medium::SharedMemory);
+  const NetworkThresholds& net = thresholds_.network;
+  chunk_bytes_ = s.single_host ? c.chunk_bytes : c.hosts_chunk_bytes;
+  small_pipe_bytes_ =
+      std::min<std::size_t>(chunk_bytes_, s.single_host ? net.small_pipe_bytes_one_host : net.small_pipe_bytes_hosts);
+
+  // Shared memory: single copy against copying through the segment, above
+  // TUTTI_SHM_CMA_BYTES/16 (8 KiB: the 16 KiB blocks, the least any rule of
+  // algorithms/shm_collectives.cc copies once, fall in the first class
+  // covered, (8, 16] KiB), where TUTTI_SHM_CMA_BYTES is unset.
+  for (auto& t : shm_tuners_) t.reset();
+  if (s.single_host && c.transport != "tcp" && c.algo_tuning != "off" && !c.shm_cma_set && c.shm_cma_bytes > 0 &&
+      s.ranks >= 2)
+    for (int i = 0; i < kCollectives; ++i)
+      if (static_cast<Collective>(i) != Collective::Barrier)
+        shm_tuners_[i] =
+            std::make_unique<AllReduceTuner>(c.shm_cma_bytes / 16, SIZE_MAX, AllReduceTuner::Figure::Fastest);
+
+  // The network all_reduce (TUTTI_ALGO_TUNING): `auto` on communicators of
+  // 3 or more ranks spanning hosts, `on` wherever all_reduce goes over the
+  // network. Naming an all_reduce algorithm other than the two-level form
+  // turns it off.
+  for (auto& tc : all_reduce_choices_) tc = TimedChoice{};
+  const bool network = !s.single_host || c.transport == "tcp";
+  const bool tune =
+      c.algo_tuning == "on" ? network && s.ranks >= 2 : c.algo_tuning == "auto" && !s.single_host && s.ranks >= 3;
+  const auto forced = c.algo.find("all_reduce");
+  if (tune && (forced == c.algo.end() || forced->second == "two_level") && c.small_bytes >= 16) {
+    const Algorithm* rd = find_algorithm(Collective::AllReduce, "recursive_doubling");
+    const Algorithm* rab = find_algorithm(Collective::AllReduce, "rabenseifner");
+    const Algorithm* ring = find_algorithm(Collective::AllReduce, "ring");
+    all_reduce_choices_[0] = {std::make_unique<AllReduceTuner>(c.small_bytes / 8, c.small_bytes), rd, rab};
+    if (c.small_bytes < net.ring_choice_high_bytes)
+      all_reduce_choices_[1] = {std::make_unique<AllReduceTuner>(std::max(c.small_bytes, net.ring_choice_low_bytes),
+                                                                 net.ring_choice_high_bytes),
+                                rab, ring};
+  }
+}
+
+Plan Planner::plan_by_table(Collective c, std::size_t bytes) const {
+  Plan p{&choose(c, bytes, *config_, shape_)};
+  if (c == Collective::AllReduce)
+    for (const TimedChoice& tc : all_reduce_choices_)
+      if (tc.tuner && tc.table == p.algorithm && tc.tuner->covers(bytes)) {
+        p.tuner = tc.tuner.get();
+        p.alternative = tc.other;
+        break;
+      }
+  return p;
+}
+
+TwoLevelChoices Planner::two_level_choices(int per_host) const {
+  TwoLevelChoices out;
+  const Config& c = *config_;
+  if (c.algo_tuning == "off") return out;
+  const TwoLevelThresholds& t = thresholds_.two_level;
+  const std::size_t leader = c.two_level_leader_bytes;
+  if (leader >= 8) out.forms = std::make_unique<AllReduceTuner>(leader / 8, leader * 8);
+  const auto L = static_cast<std::size_t>(per_host);
+  const std::size_t lo = std::max<std::size_t>(t.least_piece_bytes * L, out.forms ? leader * 8 : 0);
+  // Up to slices of least_piece_bytes * fewer_pieces (4 MiB) both piece
+  // counts give pieces of least_piece_bytes; from slices of
+  // most_piece_bytes * pieces (32 MiB) both give most_piece_bytes.
+  const std::size_t same_low = t.least_piece_bytes * t.fewer_pieces * L;
+  const std::size_t same_high = t.most_piece_bytes * t.pieces * L;
+  const std::size_t hi = std::min(same_low, t.most_tuned_pieces_bytes);
+  if (lo < hi) out.pieces = std::make_unique<AllReduceTuner>(lo, hi);
+  out.piece_size = std::make_unique<AllReduceTuner>(std::max(lo, same_low), same_high);
+  if (leader >= 8 && !c.algo.count("all_reduce"))
+    out.flat = std::make_unique<AllReduceTuner>(0, leader / 8, AllReduceTuner::Figure::MeanAfterFirst);
+  return out;
+}
+
+}  // namespace tutti::detail

@@ -1,0 +1,542 @@
+// The table of algorithms (registry.h) and the functions that run each from
+// an operation's validated buffers.
+#include "plan/registry.h"
+
+#include <array>
+#include <cstring>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/shm_collectives.h"
+#include "algorithms/tuner.h"
+#include "common/log.h"
+#include "common/small_vector.h"
+#include "core/communicator_impl.h"
+#include "core/tags.h"
+#include "hierarchy/hierarchy.h"
+#include "reduce/reduce.h"
+#include "tutti/error.h"
+
+namespace tutti::detail {
+namespace {
+
+// Avg and PremulSum run as Sum with a step before (scale the input) or after
+// (divide the result); network algorithms only ever see the base op.
+ReduceOpKind base_op(const ReduceOp& op) {
+  return (op.kind == ReduceOpKind::Avg || op.kind == ReduceOpKind::PremulSum) ? ReduceOpKind::Sum : op.kind;
+}
+
+// The input a network algorithm reduces: the caller's buffer, or a scaled copy for PremulSum.
+const char* premul_input(const void* in, std::size_t count, DataType dtype, const ReduceOp& op,
+                         std::vector<char>& storage) {
+  if (op.kind != ReduceOpKind::PremulSum) return static_cast<const char*>(in);
+  storage.resize(count * dtype_size(dtype));
+  scale(storage.data(), in, count, dtype, op.scalar);
+  return storage.data();
+}
+
+// ---- all_reduce ---------------------------------------------------------------
+
+void all_reduce_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  const std::size_t one_shot = comm.job->config.shm_one_shot_bytes;
+  comm.shm_run(
+      x, Collective::AllReduce,
+      [&](ShmGroup& g) { shm_all_reduce(g, a.send, a.recv, a.count, a.dtype, a.op, one_shot); },
+      [&](ShmGroup& g) { return shm_reduce_direct(g, a.send, a.recv, a.count, a.dtype, a.op, -1, one_shot); });
+}
+
+void all_reduce_two_level(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  // Recursive doubling over this communicator, timed against the leader
+  // form for small sizes (hierarchy/hierarchy.h).
+  struct Flat {
+    OpContext& x;
+    std::size_t count;
+    DataType dtype;
+    static void run(void* arg, void* buf, ReduceOpKind kind) {
+      Flat& f = *static_cast<Flat*>(arg);
+      const Algorithm* rd = find_algorithm(Collective::AllReduce, "recursive_doubling");
+      f.x.set_algo(rd->name);
+      rd->kernel(f.x, buf, f.count, f.dtype, kind);
+    }
+  } flat{x, a.count, a.dtype};
+  two_level_all_reduce(comm.hierarchy(), a.send, a.recv, a.count, a.dtype, a.op, comm.size, {&Flat::run, &flat});
+}
+
+// The plan's tuner picks between its two algorithms as it runs
+// (algorithms/tuner.h): a trial (timed), the exchange of the members' trial
+// times and the choice, or the chosen one. Every member takes the same path:
+// the tuner's state follows the communicator's operations, run in order.
+void all_reduce_timed(const Plan& p, OpContext& x, void* buf, std::size_t count, DataType dtype, ReduceOpKind op) {
+  const Algorithm* const alt[2] = {p.algorithm, p.alternative};
+  p.tuner->step(
+      x.bytes, 0,
+      [&](std::array<std::int64_t, 2>& sums) {
+        x.step_base += kTunerStepBase;
+        all_reduce_recursive_doubling(x, sums.data(), 2, DataType::Int64, ReduceOpKind::Sum);
+        x.step_base -= kTunerStepBase;
+      },
+      [&](const std::array<std::int64_t, 2>& sums, int algo) {
+        if (x.rank == 0)
+          TUTTI_LOG(Debug, "all_reduce up to " << AllReduceTuner::class_hi(x.bytes) << " B on " << x.size
+                                               << " ranks: " << alt[0]->name << " " << sums[0] / 1000 / x.size
+                                               << " us, " << alt[1]->name << " " << sums[1] / 1000 / x.size
+                                               << " us (mean of the members' means): " << alt[algo]->name);
+      },
+      [&](int a) {
+        x.set_algo(alt[a]->name);
+        alt[a]->kernel(x, buf, count, dtype, op);
+      });
+}
+
+// Every network all_reduce: the input into the result buffer (scaled for
+// PremulSum), the algorithm's kernel in place (or the plan's timed choice),
+// then Avg's division.
+void all_reduce_network(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan& p) {
+  if (a.op.kind == ReduceOpKind::PremulSum) {
+    scale(a.recv, a.send, a.count, a.dtype, a.op.scalar);
+  } else if (a.recv != a.send && a.bytes) {
+    std::memcpy(a.recv, a.send, a.bytes);
+  }
+  if (p.tuner) {
+    all_reduce_timed(p, x, a.recv, a.count, a.dtype, base_op(a.op));
+  } else {
+    p.algorithm->kernel(x, a.recv, a.count, a.dtype, base_op(a.op));
+  }
+  if (a.op.kind == ReduceOpKind::Avg) divide_by(a.recv, a.count, a.dtype, comm.size);
+}
+
+// ---- broadcast ------------------------------------------------------------------
+
+void broadcast_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  comm.shm_run(x, Collective::Broadcast, [&](ShmGroup& g) { shm_broadcast(g, a.recv, a.bytes, a.root); });
+}
+void broadcast_two_level(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  two_level_broadcast(comm.hierarchy(), a.recv, a.count, a.dtype, a.root, x.rank);
+}
+template <void (*F)(OpContext&, void*, std::size_t, int)>
+void broadcast_network(CommunicatorImpl&, OpContext& x, const OpArgs& a, const Plan&) {
+  F(x, a.recv, a.bytes, a.root);
+}
+
+// ---- reduce ----------------------------------------------------------------------
+
+void reduce_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  const std::size_t one_shot = comm.job->config.shm_one_shot_bytes;
+  comm.shm_run(
+      x, Collective::Reduce,
+      [&](ShmGroup& g) { shm_reduce(g, a.send, a.recv, a.count, a.dtype, a.op, a.root, one_shot); },
+      [&](ShmGroup& g) { return shm_reduce_direct(g, a.send, a.recv, a.count, a.dtype, a.op, a.root, one_shot); });
+}
+void reduce_network(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  std::vector<char> scaled;
+  const char* in = premul_input(a.send, a.count, a.dtype, a.op, scaled);
+  reduce_binomial(x, in, a.recv, a.count, a.dtype, base_op(a.op), a.root);
+  if (a.op.kind == ReduceOpKind::Avg && x.rank == a.root) divide_by(a.recv, a.count, a.dtype, comm.size);
+}
+
+// ---- all_gather --------------------------------------------------------------------
+
+void all_gather_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  // Copies its own block too.
+  comm.shm_run(x, Collective::AllGather, [&](ShmGroup& g) { shm_all_gather(g, a.send, a.out, a.bytes); });
+}
+void all_gather_two_level(CommunicatorImpl& comm, OpContext&, const OpArgs& a, const Plan&) {
+  two_level_all_gather(comm.hierarchy(), a.send, a.out, a.count, a.dtype);
+}
+template <void (*F)(OpContext&, std::span<const Block>, std::size_t)>
+void all_gather_network(CommunicatorImpl&, OpContext& x, const OpArgs& a, const Plan&) {
+  SmallVector<Block> out;
+  for (char* p : a.out) out.push_back(Block{p, a.count});
+  if (a.bytes && out[x.rank].ptr != a.send) std::memmove(out[x.rank].ptr, a.send, a.bytes);
+  F(x, out, dtype_size(a.dtype));
+}
+
+// ---- reduce_scatter ----------------------------------------------------------------
+
+void reduce_scatter_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  comm.shm_run(x, Collective::ReduceScatter,
+               [&](ShmGroup& g) { shm_reduce_scatter(g, a.in, a.recv, a.count, a.dtype, a.op); });
+}
+void reduce_scatter_two_level(CommunicatorImpl& comm, OpContext&, const OpArgs& a, const Plan&) {
+  SmallVector<const void*> in(a.in.begin(), a.in.end());
+  two_level_reduce_scatter(comm.hierarchy(), in, a.recv, a.count, a.dtype, a.op, comm.size);
+}
+template <void (*F)(OpContext&, std::span<const ConstBlock>, void*, DataType, ReduceOpKind)>
+void reduce_scatter_network(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  const int n = comm.size;
+  std::vector<std::vector<char>> scaled(a.op.kind == ReduceOpKind::PremulSum ? n : 0);
+  SmallVector<ConstBlock> blocks;
+  for (int b = 0; b < n; ++b)
+    blocks.push_back(
+        ConstBlock{scaled.empty() ? a.in[b] : premul_input(a.in[b], a.count, a.dtype, a.op, scaled[b]), a.count});
+  F(x, blocks, a.recv, a.dtype, base_op(a.op));
+  if (a.op.kind == ReduceOpKind::Avg) divide_by(a.recv, a.count, a.dtype, n);
+}
+
+// ---- all_to_all ------------------------------------------------------------------------
+
+void all_to_all_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  if (a.send_bytes.empty()) {
+    // Equal blocks: no per-peer tables.
+    comm.shm_run(x, Collective::AllToAll, [&](ShmGroup& g) { shm_all_to_all(g, a.send, a.recv, a.bytes); });
+  } else {
+    shm_all_to_all_v(comm.shm(x), static_cast<const char*>(a.send), a.send_bytes, a.send_displs,
+                     static_cast<char*>(a.recv), a.recv_bytes, a.recv_displs);
+  }
+}
+void all_to_all_bruck_run(CommunicatorImpl&, OpContext& x, const OpArgs& a, const Plan&) {
+  all_to_all_bruck(x, static_cast<const char*>(a.send), static_cast<char*>(a.recv), a.bytes);
+}
+// Per-peer sizes (all_to_all with equal blocks goes through all_to_all_v
+// where it runs pairwise).
+void all_to_all_pairwise_run(CommunicatorImpl&, OpContext& x, const OpArgs& a, const Plan&) {
+  // Receives land while sends still read: in place, send from a copy.
+  std::vector<char> copy;
+  const char* src = static_cast<const char*>(a.send);
+  if (a.overlap) {
+    copy.assign(src, src + a.send_extent);
+    src = copy.data();
+  }
+  all_to_all_pairwise(x, src, a.send_bytes, a.send_displs, static_cast<char*>(a.recv), a.recv_bytes, a.recv_displs);
+}
+
+// ---- gather, scatter, barrier ----------------------------------------------------------
+
+void gather_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  comm.shm_run(x, Collective::Gather, [&](ShmGroup& g) { shm_gather(g, a.send, a.out, a.bytes, a.root); });
+}
+void gather_linear_run(CommunicatorImpl&, OpContext& x, const OpArgs& a, const Plan&) {
+  gather_linear(x, a.send, a.out, a.bytes, a.root);
+}
+void scatter_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  comm.shm_run(x, Collective::Scatter, [&](ShmGroup& g) { shm_scatter(g, a.in, a.recv, a.bytes, a.root); });
+}
+void scatter_linear_run(CommunicatorImpl&, OpContext& x, const OpArgs& a, const Plan&) {
+  scatter_linear(x, a.in, a.recv, a.bytes, a.root);
+}
+void barrier_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs&, const Plan&) { shm_barrier(comm.shm(x)); }
+void barrier_dissemination_run(CommunicatorImpl&, OpContext& x, const OpArgs&, const Plan&) {
+  barrier_dissemination(x);
+}
+
+// ---- the table -------------------------------------------------------------------------------
+// The rules come from measurements on loopback and on the namespace
+// test-bed (docs/tuning.md says which).
+
+constexpr std::size_t K = 1024;
+constexpr When kAllReduceRecursiveDoubling[] = {{.max_bytes = kSmallBytes}};
+// Up to 4 ranks on one host Rabenseifner stays ahead of the ring at every size.
+constexpr When kAllReduceRabenseifner[] = {{.min_bytes = kAboveSmall, .max_bytes = 4 * K * K},
+                                           {.min_bytes = kAboveSmall, .max_ranks = 4, .max_hosts = 1}};
+constexpr When kBroadcastBinomial[] = {{.max_bytes = 256 * K}};
+// Across hosts the pipelined chain runs at line rate; long chains pay n-2
+// chunk times to fill, so only up to 16 ranks.
+constexpr When kBroadcastChain[] = {{.min_bytes = 256 * K + 1, .min_ranks = 3, .max_ranks = 16, .min_hosts = 2}};
+constexpr When kBroadcastScatterAllGather[] = {{.min_bytes = 256 * K + 1, .min_ranks = 3}};
+constexpr When kAllGatherBruck[] = {{.max_bytes = 8 * K, .min_ranks = 8}};
+constexpr When kAllGatherRecursiveDoubling[] = {{.max_bytes = 256 * K}};
+constexpr When kReduceScatterRecursiveHalving[] = {{.max_bytes = 8 * K}, {.min_bytes = 64 * K, .pow2_ranks = true}};
+constexpr When kAllToAllBruck[] = {{.max_bytes = 32 * K}};
+
+using C = Collective;
+using M = Medium;
+
+const Algorithm kAlgorithms[] = {
+    // all_reduce
+    {.collective = C::AllReduce,
+     .name = "shm",
+     .summary = "one-shot (every rank reduces every input) up to TUTTI_SHM_ONESHOT_BYTES, else two-shot: each rank "
+                "reduces a slice, then every rank gathers the slices",
+     .medium = M::SharedMemory,
+     .run = all_reduce_shm},
+    {.collective = C::AllReduce,
+     .name = "two_level",
+     .summary = "a leader per host (local reduce, all_reduce across, local broadcast) up to "
+                "TUTTI_TWO_LEVEL_LEADER_BYTES, else slices: local reduce_scatter, one all_reduce across per local "
+                "rank, local all_gather",
+     .medium = M::TwoLevel,
+     .run = all_reduce_two_level},
+    {.collective = C::AllReduce,
+     .name = "recursive_doubling",
+     .summary = "log2 p exchanges of the whole message with partners at distance 1, 2, 4, ...",
+     .medium = M::Network,
+     .run = all_reduce_network,
+     .chosen = kAllReduceRecursiveDoubling,
+     .kernel = all_reduce_recursive_doubling},
+    {.collective = C::AllReduce,
+     .name = "rabenseifner",
+     .summary = "reduce_scatter by recursive halving, then all_gather by recursive doubling: 2 (p-1)/p S per rank",
+     .medium = M::Network,
+     .run = all_reduce_network,
+     .chosen = kAllReduceRabenseifner,
+     .kernel = all_reduce_rabenseifner},
+    {.collective = C::AllReduce,
+     .name = "ring",
+     .summary = "pipelined ring reduce_scatter then ring all_gather in chunks: 2 (p-1)/p S per rank",
+     .medium = M::Network,
+     .run = all_reduce_network,
+     .fallback = true,
+     .kernel = all_reduce_ring},
+    // broadcast
+    {.collective = C::Broadcast,
+     .name = "shm",
+     .summary = "the root publishes chunks in its slots, the others copy them (or read the root's buffer directly)",
+     .medium = M::SharedMemory,
+     .run = broadcast_shm},
+    {.collective = C::Broadcast,
+     .name = "two_level",
+     .summary = "broadcast across hosts among the ranks of the root's local index, then within each host",
+     .medium = M::TwoLevel,
+     .run = broadcast_two_level},
+    {.collective = C::Broadcast,
+     .name = "binomial",
+     .summary = "binomial tree from the root: log2 p rounds of the whole message",
+     .medium = M::Network,
+     .run = broadcast_network<broadcast_binomial>,
+     .chosen = kBroadcastBinomial,
+     .fallback = true},
+    {.collective = C::Broadcast,
+     .name = "chain",
+     .summary = "pipelined chain from the root in TUTTI_CHUNK_BYTES chunks: each rank receives S once",
+     .medium = M::Network,
+     .run = broadcast_network<broadcast_chain>,
+     .chosen = kBroadcastChain},
+    {.collective = C::Broadcast,
+     .name = "scatter_all_gather",
+     .summary = "binomial scatter of p pieces, then ring all_gather: about 2 S per rank",
+     .medium = M::Network,
+     .run = broadcast_network<broadcast_scatter_all_gather>,
+     .chosen = kBroadcastScatterAllGather},
+    // reduce
+    {.collective = C::Reduce,
+     .name = "shm",
+     .summary = "as all_reduce in shared memory, the result written at the root only",
+     .medium = M::SharedMemory,
+     .run = reduce_shm},
+    {.collective = C::Reduce,
+     .name = "binomial",
+     .summary = "binomial tree towards the root, chunked: log2 p rounds",
+     .medium = M::Network,
+     .run = reduce_network,
+     .fallback = true},
+    // all_gather
+    {.collective = C::AllGather,
+     .name = "shm",
+     .summary = "every rank publishes its block, every rank copies every other's (or reads it directly)",
+     .medium = M::SharedMemory,
+     .run = all_gather_shm},
+    {.collective = C::AllGather,
+     .name = "two_level",
+     .summary = "all_gather across hosts of each local index's blocks, then a local all_gather",
+     .medium = M::TwoLevel,
+     .run = all_gather_two_level},
+    {.collective = C::AllGather,
+     .name = "bruck",
+     .summary = "ceil(log2 p) rounds doubling the blocks held, then a local rotation",
+     .medium = M::Network,
+     .run = all_gather_network<all_gather_bruck>,
+     .chosen = kAllGatherBruck},
+    {.collective = C::AllGather,
+     .name = "recursive_doubling",
+     .summary = "log2 p exchanges doubling the blocks held (any p: the extra ranks fold in)",
+     .medium = M::Network,
+     .run = all_gather_network<all_gather_recursive_doubling>,
+     .chosen = kAllGatherRecursiveDoubling},
+    {.collective = C::AllGather,
+     .name = "ring",
+     .summary = "p-1 steps passing one block to the right: (p-1)/p of the result per rank",
+     .medium = M::Network,
+     .run = all_gather_network<all_gather_ring>,
+     .fallback = true},
+    // reduce_scatter
+    {.collective = C::ReduceScatter,
+     .name = "shm",
+     .summary = "each rank reduces its own block from every rank's input",
+     .medium = M::SharedMemory,
+     .run = reduce_scatter_shm},
+    {.collective = C::ReduceScatter,
+     .name = "two_level",
+     .summary = "local reduce_scatter of super-blocks (one per local index), then reduce_scatter across hosts",
+     .medium = M::TwoLevel,
+     .run = reduce_scatter_two_level},
+    {.collective = C::ReduceScatter,
+     .name = "recursive_halving",
+     .summary = "log2 p exchanges of half the remaining blocks",
+     .medium = M::Network,
+     .run = reduce_scatter_network<reduce_scatter_recursive_halving>,
+     .chosen = kReduceScatterRecursiveHalving},
+    {.collective = C::ReduceScatter,
+     .name = "ring",
+     .summary = "p-1 steps passing one partial block to the right",
+     .medium = M::Network,
+     .run = reduce_scatter_network<reduce_scatter_ring>,
+     .fallback = true},
+    // all_to_all
+    {.collective = C::AllToAll,
+     .name = "shm",
+     .summary = "each rank publishes its blocks for every peer, every rank copies its own (or reads them directly)",
+     .medium = M::SharedMemory,
+     .run = all_to_all_shm},
+    {.collective = C::AllToAll,
+     .name = "bruck",
+     .summary = "ceil(log2 p) rounds of the blocks whose destination has bit k set (equal blocks only)",
+     .medium = M::Network,
+     .run = all_to_all_bruck_run,
+     .chosen = kAllToAllBruck,
+     .equal_blocks_only = true},
+    {.collective = C::AllToAll,
+     .name = "pairwise",
+     .summary = "p-1 steps, exchanging with rank + k and rank - k at step k",
+     .medium = M::Network,
+     .run = all_to_all_pairwise_run,
+     .fallback = true},
+    // gather, scatter, barrier
+    {.collective = C::Gather,
+     .name = "shm",
+     .summary = "every rank publishes its block, the root copies them",
+     .medium = M::SharedMemory,
+     .run = gather_shm},
+    {.collective = C::Gather,
+     .name = "linear",
+     .summary = "every rank sends its block to the root",
+     .medium = M::Network,
+     .run = gather_linear_run,
+     .fallback = true},
+    {.collective = C::Scatter,
+     .name = "shm",
+     .summary = "the root publishes the blocks, every rank copies its own",
+     .medium = M::SharedMemory,
+     .run = scatter_shm},
+    {.collective = C::Scatter,
+     .name = "linear",
+     .summary = "the root sends every rank its block",
+     .medium = M::Network,
+     .run = scatter_linear_run,
+     .fallback = true},
+    {.collective = C::Barrier,
+     .name = "shm",
+     .summary = "a counter in the segment and a futex",
+     .medium = M::SharedMemory,
+     .run = barrier_shm},
+    {.collective = C::Barrier,
+     .name = "dissemination",
+     .summary = "ceil(log2 p) rounds, sending to rank + 2^k and receiving from rank - 2^k",
+     .medium = M::Network,
+     .run = barrier_dissemination_run,
+     .fallback = true},
+};
+
+constexpr const char* kCollectiveNames[kCollectives] = {
+    "all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", "barrier"};
+
+std::string bytes_text(std::size_t b) {
+  if (b == kSmallBytes) return "TUTTI_SMALL_BYTES";
+  if (b == kAboveSmall) return "TUTTI_SMALL_BYTES + 1";
+  if (b >= K * K && b % (K * K) == 0) return std::to_string(b / K / K) + " MiB";
+  if (b >= K && b % K == 0) return std::to_string(b / K) + " KiB";
+  if (b > K && (b - 1) % K == 0) return std::to_string((b - 1) / K) + " KiB + 1";
+  return std::to_string(b) + " B";
+}
+
+std::string describe_rule(const When& w) {
+  std::vector<std::string> parts;
+  if (w.min_bytes && w.max_bytes != kNoLimit) {
+    parts.push_back(bytes_text(w.min_bytes) + " to " + bytes_text(w.max_bytes));
+  } else if (w.min_bytes) {
+    parts.push_back("from " + bytes_text(w.min_bytes));
+  } else if (w.max_bytes != kNoLimit) {
+    parts.push_back("up to " + bytes_text(w.max_bytes));
+  }
+  if (w.min_ranks && w.max_ranks != INT_MAX) {
+    parts.push_back(std::to_string(w.min_ranks) + " to " + std::to_string(w.max_ranks) + " ranks");
+  } else if (w.min_ranks) {
+    parts.push_back("at least " + std::to_string(w.min_ranks) + " ranks");
+  } else if (w.max_ranks != INT_MAX) {
+    parts.push_back("at most " + std::to_string(w.max_ranks) + " ranks");
+  }
+  if (w.min_hosts && w.max_hosts != INT_MAX) {
+    parts.push_back(std::to_string(w.min_hosts) + " to " + std::to_string(w.max_hosts) + " hosts");
+  } else if (w.min_hosts) {
+    parts.push_back("at least " + std::to_string(w.min_hosts) + " hosts");
+  } else if (w.max_hosts == 1) {
+    parts.push_back("one host");
+  } else if (w.max_hosts != INT_MAX) {
+    parts.push_back("at most " + std::to_string(w.max_hosts) + " hosts");
+  }
+  if (w.max_ranks_per_host != INT_MAX) parts.push_back("at most " + std::to_string(w.max_ranks_per_host) + " a host");
+  if (w.pow2_ranks) parts.push_back("ranks a power of two");
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out.empty() ? "always" : out;
+}
+
+}  // namespace
+
+const char* collective_name(Collective c) { return kCollectiveNames[static_cast<int>(c)]; }
+
+bool find_collective(std::string_view name, Collective* out) {
+  for (int c = 0; c < kCollectives; ++c)
+    if (name == kCollectiveNames[c]) {
+      *out = static_cast<Collective>(c);
+      return true;
+    }
+  return false;
+}
+
+const char* medium_name(Medium m) {
+  switch (m) {
+    case Medium::SharedMemory:
+      return "shared memory";
+    case Medium::Network:
+      return "network";
+    case Medium::TwoLevel:
+      return "two levels";
+  }
+  return "?";
+}
+
+std::span<const Algorithm> algorithms() { return kAlgorithms; }
+
+const Algorithm& fallback_algorithm(Collective collective) {
+  for (const Algorithm& a : kAlgorithms)
+    if (a.collective == collective && a.fallback) return a;
+  throw Error(ErrorKind::Internal, std::string("no fallback algorithm for ") + collective_name(collective));
+}
+
+const Algorithm* find_algorithm(Collective collective, std::string_view name) {
+  for (const Algorithm& a : kAlgorithms)
+    if (a.collective == collective && name == a.name) return &a;
+  return nullptr;
+}
+
+std::string algorithm_names(Collective collective) {
+  std::string out;
+  for (bool two_level : {false, true})
+    for (const Algorithm& a : kAlgorithms)
+      if (a.collective == collective && (a.medium == Medium::TwoLevel) == two_level)
+        out += (out.empty() ? "" : ", ") + std::string(a.name);
+  return out;
+}
+
+std::string algorithms_markdown() {
+  std::string out =
+      "| collective | algorithm | medium | chosen by default | steps |\n"
+      "|---|---|---|---|---|\n";
+  for (const Algorithm& a : kAlgorithms) {
+    std::string when;
+    if (a.medium == Medium::SharedMemory) {
+      when = "every member on one host (unless TUTTI_TRANSPORT=tcp)";
+    } else if (a.medium == Medium::TwoLevel) {
+      when = "spanning hosts with the same number (>= 2) of members on each";
+    } else {
+      for (const When& w : a.chosen) when += (when.empty() ? "" : "; or ") + describe_rule(w);
+      if (a.fallback) when += when.empty() ? "where no other rule holds" : "; or where no other rule holds";
+      if (when.empty()) when = "never (TUTTI_ALGO only)";
+    }
+    out += std::string("| ") + collective_name(a.collective) + " | `" + a.name + "` | " + medium_name(a.medium) +
+           " | " + when + " | " + a.summary + " |\n";
+  }
+  return out;
+}
+
+}  // namespace tutti::detail
