@@ -75,15 +75,6 @@ class Transport {
   using DescribeSignature = std::string (*)(std::uint64_t signature);
   virtual void set_signature_describer(DescribeSignature d) { describe_signature_ = d; }
 
-  // The text of a signature mismatch between a message from `peer` and a
-  // receive expecting `mine`, or "" when they agree.
-  std::string signature_conflict(int peer, std::uint64_t theirs, std::uint64_t mine) const {
-    if (theirs == 0 || mine == 0 || theirs == mine) return "";
-    auto words = [&](std::uint64_t s) { return describe_signature_ ? describe_signature_(s) : std::to_string(s); };
-    return "rank " + std::to_string(peer) + " sent a message of " + words(theirs) + " where this rank runs " +
-           words(mine);
-  }
-
  protected:
   PeerLostHandler peer_lost_;
   CommFailedHandler comm_failed_;

@@ -116,7 +116,7 @@ ShmTransport::~ShmTransport() {
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
   const std::string why = "rank " + std::to_string(rank_) + ": the transport was shut down";
-  for (PostedRecv& r : posted_) r.req->fail(ErrorKind::Aborted, why);
+  match_.fail_posted_if([](const PostedRecv&) { return true; }, ErrorKind::Aborted, why);
   for (auto& q : pending_)
     for (SendOp& op : q) op.req->fail(ErrorKind::Aborted, why);
   for (auto& m : outstanding_)
@@ -185,6 +185,7 @@ RequestPtr ShmTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_
   RequestPtr req = make_request();
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_locked(comm_id, req)) return req;
+  if (signature) match_.note_operation(comm_id, tag, signature);
   if (!lost_[peer].empty()) {
     req->fail(ErrorKind::PeerLost, lost_[peer]);
     return req;
@@ -254,19 +255,24 @@ RequestPtr ShmTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_locked(comm_id, req)) return req;
   PostedRecv r{peer, comm_id, tag, static_cast<char*>(buf), len, req, signature};
-  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-    if ((peer == kAnyPeer || it->from == peer) && it->comm == comm_id && it->tag == tag) {
-      Message m = std::move(*it);
-      unexpected_.erase(it);
-      deliver_locked(m, r);
-      return req;
-    }
+  const std::string bad = match_.check_post(comm_id, tag, signature);
+  if (!bad.empty()) {
+    req->fail(ErrorKind::Mismatch, bad);
+    return req;
+  }
+  int from = -1;
+  Matcher<PostedRecv, Message>::UnexpectedList::iterator it;
+  if (match_.find_unexpected(peer, comm_id, tag, &from, &it)) {
+    Message m = std::move(*it);
+    match_.erase_unexpected(from, it);
+    deliver_locked(m, r);
+    return req;
   }
   if (peer != kAnyPeer && !lost_[peer].empty()) {
     req->fail(ErrorKind::PeerLost, lost_[peer]);
     return req;
   }
-  posted_.push_back(std::move(r));
+  match_.post(std::move(r));
   // Messages already in the rings are newer than every unexpected one.
   progress_locked();
   return req;
@@ -328,23 +334,22 @@ void ShmTransport::handle_locked(Message m) {
     ack_locked(m);
     return;
   }
-  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-    if ((it->peer == kAnyPeer || it->peer == m.from) && it->comm == m.comm && it->tag == m.tag) {
-      PostedRecv r = std::move(*it);
-      posted_.erase(it);
-      deliver_locked(m, r);
-      return;
-    }
+  match_.check_arrival(m.from, m.comm, m.tag, m.sig);
+  PostedRecv r{};
+  if (match_.take_posted(m.from, m.comm, m.tag, &r)) {
+    deliver_locked(m, r);
+    return;
   }
   if (m.view) {
     m.data.assign(m.view, m.view + m.bytes);
     m.view = nullptr;
   }
-  unexpected_.push_back(std::move(m));
+  const int from = m.from;
+  match_.add_unexpected(from, std::move(m));
 }
 
 void ShmTransport::deliver_locked(Message& m, PostedRecv& r) {
-  const std::string conflict = signature_conflict(m.from, m.sig, r.sig);
+  const std::string conflict = match_.conflict(m.from, m.sig, r.sig);
   if (!conflict.empty()) {
     ack_locked(m);
     r.req->fail(ErrorKind::Mismatch, conflict);
@@ -404,22 +409,9 @@ void ShmTransport::abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.count(comm_id)) return;
   aborted_.emplace(comm_id, std::make_pair(kind, message));
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    if (it->comm == comm_id) {
-      it->req->fail(kind, message);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
-    if (it->comm == comm_id) {
-      ack_locked(*it);
-      it = unexpected_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  match_.fail_posted_if([&](const PostedRecv& r) { return r.comm == comm_id; }, kind, message);
+  match_.drop_unexpected_if([&](int, const Message& m) { return m.comm == comm_id; },
+                            [&](int, const Message& m) { ack_locked(m); });
   // Sends already in a ring stay there (the receiver drops them, or reads
   // them if it has not aborted yet); their requests fail now.
   for (int p = 0; p < size_; ++p) {
@@ -439,14 +431,7 @@ void ShmTransport::abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::
 void ShmTransport::fail_peer_locked(int peer, const std::string& why) {
   lost_[peer] = why;
   TUTTI_LOG(Info, "peer rank " << peer << ": " << why);
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    if (it->peer == peer) {
-      it->req->fail(ErrorKind::PeerLost, why);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  match_.fail_posted_if([&](const PostedRecv& r) { return r.peer == peer; }, ErrorKind::PeerLost, why);
   for (SendOp& op : pending_[peer]) op.req->fail(ErrorKind::PeerLost, why);
   pending_[peer].clear();
   for (auto& [seq, op] : outstanding_[peer]) op.req->fail(ErrorKind::PeerLost, why);

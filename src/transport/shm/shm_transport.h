@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "shm/segment.h"
+#include "transport/matching.h"
 #include "transport/transport.h"
 #include "tutti/store.h"
 
@@ -64,6 +65,8 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
                        std::uint64_t signature = 0) override;
   void set_signature_describer(DescribeSignature d) override {
     describe_signature_ = d;
+    std::lock_guard<std::mutex> lock(mu_);
+    match_.set_describer(d);
     net_->set_signature_describer(d);
   }
   void abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) override;
@@ -97,6 +100,7 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
     bool remote;                 // the payload is at addr in the sender's memory
     std::vector<char> data;      // the payload of a message waiting for its receive (or of a self-send)
     const char* view = nullptr;  // else: where it lies in the segment while being handled
+    std::uint64_t arrival = 0;   // set by the matcher while it waits
     bool corrupt = false;
     const char* payload() const { return view ? view : data.data(); }
   };
@@ -144,8 +148,7 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
   std::vector<std::uint64_t> seq_;                                      // per receiver: messages this rank sent
   std::vector<std::deque<SendOp>> pending_;                             // per receiver: waiting for ring space
   std::vector<std::unordered_map<std::uint64_t, SendOp>> outstanding_;  // per receiver: by seq, awaiting ack
-  std::list<PostedRecv> posted_;
-  std::list<Message> unexpected_;  // arrival order
+  Matcher<PostedRecv, Message> match_{size_};  // posted receives, unexpected messages (matching.h)
   std::unordered_map<std::uint64_t, std::pair<ErrorKind, std::string>> aborted_;
   std::vector<std::string> lost_;  // per peer: why it is gone, or ""
 

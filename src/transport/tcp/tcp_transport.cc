@@ -59,7 +59,7 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, std::size_
 
 TcpTransport::TcpTransport(int rank, int size, std::vector<std::vector<Fd>> links, std::size_t socket_buffer_bytes,
                            std::size_t stripe_bytes)
-    : rank_(rank), size_(size), stripe_bytes_(stripe_bytes), conns_(size), unexpected_(size), discard_(64 << 10) {
+    : rank_(rank), size_(size), stripe_bytes_(stripe_bytes), conns_(size), match_(size), discard_(64 << 10) {
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_.valid() || !wake_.valid()) throw Error(ErrorKind::Internal, "epoll/eventfd: " + errno_text(errno));
@@ -192,7 +192,7 @@ RequestPtr TcpTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_
   auto req = std::make_shared<Completion>();
   std::lock_guard<std::mutex> lock(mu_);
   if (comm_aborted(comm_id, &req)) return req;
-  if (signature) note_operation(comm_id, tag, signature);
+  if (signature) match_.note_operation(comm_id, tag, signature);
   Conn& c = conns_[peer];
   if (!c.alive) {
     req->fail(ErrorKind::PeerLost, c.failure);
@@ -328,9 +328,9 @@ void TcpTransport::apply_epoll(Conn& c) {
 bool TcpTransport::may_park(const Conn& c) const {
   // Between frames, and no receive waits on it that nobody will drive.
   if (c.rx != Rx::Header || c.hdr_got != 0 || staged(c) || !c.alive || c.draining) return false;
-  for (const PostedRecv& r : posted_)
+  for (const PostedRecv& r : match_.posted())
     if ((r.peer == c.peer || r.peer == kAnyPeer) && !r.req->drive) return false;
-  for (const Unexpected& u : unexpected_[c.peer])
+  for (const Unexpected& u : match_.unexpected_from(c.peer))
     if (u.has_claim && !u.complete) return false;
   return true;
 }
@@ -469,25 +469,6 @@ void TcpTransport::wake_progress() {
   (void)ignored;
 }
 
-std::list<TcpTransport::Unexpected>::iterator TcpTransport::find_unexpected(int peer, std::uint64_t comm,
-                                                                            std::uint64_t tag, int* from) {
-  auto best = unexpected_[0].end();
-  std::uint64_t best_arrival = ~std::uint64_t(0);
-  int lo = peer == kAnyPeer ? 0 : peer, hi = peer == kAnyPeer ? size_ - 1 : peer;
-  for (int p = lo; p <= hi; ++p) {
-    for (auto it = unexpected_[p].begin(); it != unexpected_[p].end(); ++it) {
-      if (it->has_claim || it->comm != comm || it->tag != tag) continue;
-      if (it->arrival < best_arrival) {
-        best = it;
-        best_arrival = it->arrival;
-        *from = p;
-      }
-      break;  // FIFO: only the first candidate of each peer may match
-    }
-  }
-  return best_arrival == ~std::uint64_t(0) ? unexpected_[0].end() : best;
-}
-
 RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len,
                                    std::uint64_t signature) {
   auto req = std::make_shared<Completion>();
@@ -506,38 +487,22 @@ RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
   }
   if (comm_aborted(comm_id, &req)) return req;
   PostedRecv r{peer, comm_id, tag, static_cast<char*>(buf), len, req, signature};
-  if (signature) {
-    note_operation(comm_id, tag, signature);
-    const std::uint64_t op = tag >> kSignedTagOpShift;
-    for (int p = 0; p < size_; ++p)
-      for (const Unexpected& u : unexpected_[p]) {
-        if (u.comm != comm_id || !u.sig) continue;
-        // A message of the same operation that another operation sent.
-        if (u.sig != signature && (u.tag >> kSignedTagOpShift) == op) {
-          req->fail(ErrorKind::Mismatch, signature_conflict(p, u.sig, signature));
-          return req;
-        }
-        // A message of an operation this rank has finished without it (a
-        // communicator runs its operations one at a time, each consuming
-        // every message sent to it): the ranks called different operations
-        // there, and neither side's messages met the other's.
-        if ((u.tag >> kSignedTagOpShift) < op) {
-          req->fail(ErrorKind::Mismatch, stale_message(p, u.tag >> kSignedTagOpShift, comm_id, u.sig));
-          return req;
-        }
-      }
+  const std::string bad = match_.check_post(comm_id, tag, signature);
+  if (!bad.empty()) {
+    req->fail(ErrorKind::Mismatch, bad);
+    return req;
   }
   int from = -1;
-  auto it = find_unexpected(peer, comm_id, tag, &from);
-  if (from >= 0) {
-    const std::string conflict = signature_conflict(from, it->sig, signature);
+  Matcher<PostedRecv, Unexpected>::UnexpectedList::iterator it;
+  if (match_.find_unexpected(peer, comm_id, tag, &from, &it)) {
+    const std::string conflict = match_.conflict(from, it->sig, signature);
     if (!conflict.empty()) {
       req->fail(ErrorKind::Mismatch, conflict);
       return req;
     }
     if (it->complete) {
       deliver_unexpected(r, from, *it);
-      unexpected_[from].erase(it);
+      match_.erase_unexpected(from, it);
     } else {
       it->has_claim = true;
       it->claim = r;
@@ -548,7 +513,7 @@ RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
     req->fail(ErrorKind::PeerLost, conns_[peer].failure);
     return req;
   }
-  posted_.push_back(std::move(r));
+  match_.post(std::move(r));
   return req;
 }
 
@@ -600,49 +565,34 @@ void TcpTransport::deliver_unexpected(const PostedRecv& r, int from, Unexpected&
 }
 
 void TcpTransport::deliver_local(std::uint64_t comm, std::uint64_t tag, const char* buf, std::size_t len) {
-  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-    if ((it->peer == rank_ || it->peer == kAnyPeer) && it->comm == comm && it->tag == tag) {
-      PostedRecv r = std::move(*it);
-      posted_.erase(it);
-      finish_recv(r, rank_, buf, len);
-      return;
-    }
+  PostedRecv r{};
+  if (match_.take_posted(rank_, comm, tag, &r)) {
+    finish_recv(r, rank_, buf, len);
+    return;
   }
   Unexpected u;
   u.comm = comm;
   u.tag = tag;
-  u.arrival = arrivals_++;
   u.data.assign(buf, buf + len);
   u.complete = true;
-  unexpected_[rank_].push_back(std::move(u));
+  match_.add_unexpected(rank_, std::move(u));
 }
 
 void TcpTransport::abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) {
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.count(comm_id)) return;
   aborted_[comm_id] = {kind, message};
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    if (it->comm == comm_id) {
-      it->req->fail(kind, message);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  match_.fail_posted_if([&](const PostedRecv& r) { return r.comm == comm_id; }, kind, message);
+  match_.drop_unexpected_if([&](int, const Unexpected& u) { return u.comm == comm_id; },
+                            [&](int p, Unexpected& u) {
+                              if (u.has_claim) u.claim.req->fail(kind, message);
+                              if (conns_[p].rx_unexp == &u) conns_[p].rx_unexp = nullptr, conns_[p].rx_buf = nullptr;
+                              if (u.stripe) {  // its stripes still arrive: drop them
+                                u.stripe->discard = true;
+                                u.stripe->unexp = nullptr;
+                              }
+                            });
   for (int p = 0; p < size_; ++p) {
-    for (auto it = unexpected_[p].begin(); it != unexpected_[p].end();) {
-      if (it->comm != comm_id) {
-        ++it;
-        continue;
-      }
-      if (it->has_claim) it->claim.req->fail(kind, message);
-      if (conns_[p].rx_unexp == &*it) conns_[p].rx_unexp = nullptr, conns_[p].rx_buf = nullptr;
-      if (it->stripe) {  // its stripes still arrive: drop them
-        it->stripe->discard = true;
-        it->stripe->unexp = nullptr;
-      }
-      it = unexpected_[p].erase(it);
-    }
     Conn& c = conns_[p];
     // A payload streaming into a user buffer of this communicator: discard the rest.
     if (c.rx == Rx::Payload && c.rx_req && c.hdr.comm_id == comm_id) {
@@ -706,25 +656,6 @@ void TcpTransport::abort_sends(Conn& c, std::uint64_t comm_id, ErrorKind kind, c
   drop(c.sendq);
 }
 
-void TcpTransport::note_operation(std::uint64_t comm, std::uint64_t tag, std::uint64_t signature) {
-  auto& ops = recent_ops_[comm];
-  const std::uint64_t op = tag >> kSignedTagOpShift;
-  if (!ops.empty() && ops.back().first == op) return;
-  ops.emplace_back(op, signature);
-  if (ops.size() > kRecentOps) ops.pop_front();
-}
-
-std::string TcpTransport::stale_message(int peer, std::uint64_t op, std::uint64_t comm, std::uint64_t theirs) const {
-  auto words = [&](std::uint64_t s) { return describe_signature_ ? describe_signature_(s) : std::to_string(s); };
-  std::string mine;
-  if (auto it = recent_ops_.find(comm); it != recent_ops_.end())
-    for (const auto& [o, sig] : it->second)
-      if (o == op) mine = words(sig);
-  return "rank " + std::to_string(peer) + " sent a message of " + words(theirs) +
-         (mine.empty() ? " for an operation this rank completed without it"
-                       : " where this rank ran " + mine + ", and completed it without that message");
-}
-
 void TcpTransport::fail_conn(Conn& c, const std::string& why) {
   if (!c.alive) return;
   c.alive = false;
@@ -734,23 +665,17 @@ void TcpTransport::fail_conn(Conn& c, const std::string& why) {
   TUTTI_LOG(Info, "peer rank " << c.peer << ": " << why);
   if (c.fd.valid()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
   c.fd.reset();
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    if (it->peer == c.peer) {
-      it->req->fail(ErrorKind::PeerLost, why);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  match_.fail_posted_if([&](const PostedRecv& r) { return r.peer == c.peer; }, ErrorKind::PeerLost, why);
   if (c.rx_req) c.rx_req->fail(ErrorKind::PeerLost, why);
   c.rx_req.reset();
-  for (auto it = unexpected_[c.peer].begin(); it != unexpected_[c.peer].end();) {
+  auto& waiting = match_.unexpected_from(c.peer);
+  for (auto it = waiting.begin(); it != waiting.end();) {
     if (it->complete) {
       ++it;  // fully received messages stay deliverable
       continue;
     }
     if (it->has_claim) it->claim.req->fail(ErrorKind::PeerLost, why);
-    it = unexpected_[c.peer].erase(it);
+    it = waiting.erase(it);
   }
   c.rx_unexp = nullptr;
   for (SendOp& op : c.sendq) op.req->fail(ErrorKind::PeerLost, why);
@@ -803,39 +728,20 @@ void TcpTransport::on_header(Conn& c) {
   if (aborted_.count(comm)) {
     // discard
   } else {
-    if (c.hdr.signature) {
-      // Receives of the same operation that expect another one.
-      // And those of later operations: this rank completed the message's
-      // operation without it (see post_recv).
-      for (auto it = posted_.begin(); it != posted_.end();) {
-        if (it->comm == comm && it->sig && it->sig != c.hdr.signature &&
-            (it->tag >> kSignedTagOpShift) == (tag >> kSignedTagOpShift)) {
-          it->req->fail(ErrorKind::Mismatch, signature_conflict(c.peer, c.hdr.signature, it->sig));
-          it = posted_.erase(it);
-        } else if (it->comm == comm && it->sig && (it->tag >> kSignedTagOpShift) > (tag >> kSignedTagOpShift)) {
-          it->req->fail(ErrorKind::Mismatch, stale_message(c.peer, tag >> kSignedTagOpShift, comm, c.hdr.signature));
-          it = posted_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    bool matched = false;
-    for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-      if ((it->peer == c.peer || it->peer == kAnyPeer) && it->comm == comm && it->tag == tag) {
-        PostedRecv r = std::move(*it);
-        posted_.erase(it);
-        matched = true;
-        const std::string conflict = signature_conflict(c.peer, c.hdr.signature, r.sig);
-        if (!conflict.empty()) {
-          r.req->fail(ErrorKind::Mismatch, conflict);  // payload discarded
-        } else if (r.len != bytes) {
-          finish_recv(r, c.peer, nullptr, bytes);  // fails with Mismatch; payload discarded
-        } else {
-          c.rx_buf = r.buf;
-          c.rx_req = r.req;
-        }
-        break;
+    // Receives of the same operation that expect another one, and those of
+    // later operations, fail (matching.h).
+    match_.check_arrival(c.peer, comm, tag, c.hdr.signature);
+    PostedRecv r{};
+    const bool matched = match_.take_posted(c.peer, comm, tag, &r);
+    if (matched) {
+      const std::string conflict = match_.conflict(c.peer, c.hdr.signature, r.sig);
+      if (!conflict.empty()) {
+        r.req->fail(ErrorKind::Mismatch, conflict);  // payload discarded
+      } else if (r.len != bytes) {
+        finish_recv(r, c.peer, nullptr, bytes);  // fails with Mismatch; payload discarded
+      } else {
+        c.rx_buf = r.buf;
+        c.rx_req = r.req;
       }
     }
     if (!matched) {
@@ -843,7 +749,6 @@ void TcpTransport::on_header(Conn& c) {
       u.comm = comm;
       u.tag = tag;
       u.sig = c.hdr.signature;
-      u.arrival = arrivals_++;
       try {
         if (striped) {
           u.parts.resize(c.lanes.size());  // each grows as its stripe arrives
@@ -856,8 +761,7 @@ void TcpTransport::on_header(Conn& c) {
                          "-byte message before its receive was posted, and it cannot be buffered");
         return;
       }
-      unexpected_[c.peer].push_back(std::move(u));
-      c.rx_unexp = &unexpected_[c.peer].back();
+      c.rx_unexp = &match_.add_unexpected(c.peer, std::move(u));
       c.rx_buf = c.rx_unexp->data.data();
     }
   }
@@ -908,9 +812,10 @@ void TcpTransport::finish_stripe(Conn& c, InStripe& m) {
   u->stripe.reset();  // the caller holds m
   if (!u->has_claim) return;
   deliver_unexpected(u->claim, c.peer, *u);
-  for (auto it = unexpected_[c.peer].begin(); it != unexpected_[c.peer].end(); ++it) {
+  auto& waiting = match_.unexpected_from(c.peer);
+  for (auto it = waiting.begin(); it != waiting.end(); ++it) {
     if (&*it == u) {
-      unexpected_[c.peer].erase(it);
+      waiting.erase(it);
       break;
     }
   }
@@ -992,9 +897,10 @@ void TcpTransport::on_payload_done(Conn& c) {
     u->complete = true;
     if (u->has_claim) {
       deliver_unexpected(u->claim, c.peer, *u);
-      for (auto it = unexpected_[c.peer].begin(); it != unexpected_[c.peer].end(); ++it) {
+      auto& waiting = match_.unexpected_from(c.peer);
+      for (auto it = waiting.begin(); it != waiting.end(); ++it) {
         if (&*it == u) {
-          unexpected_[c.peer].erase(it);
+          waiting.erase(it);
           break;
         }
       }

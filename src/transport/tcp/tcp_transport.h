@@ -37,6 +37,7 @@
 
 #include "common/config.h"
 #include "net/socket.h"
+#include "transport/matching.h"
 #include "transport/tcp/frame.h"
 #include "transport/transport.h"
 #include "tutti/store.h"
@@ -66,6 +67,11 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   ~TcpTransport() override;
 
   int rank() const override { return rank_; }
+  void set_signature_describer(DescribeSignature d) override {
+    describe_signature_ = d;
+    std::lock_guard<std::mutex> lock(mu_);
+    match_.set_describer(d);
+  }
   int size() const override { return size_; }
   RequestPtr post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf, std::size_t len,
                        std::uint64_t signature = 0) override;
@@ -271,25 +277,14 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   std::vector<int> tick_peers_;  // the peer of each tick_fds_ entry
   void fail_conn(Conn& c, const std::string& why);
   void deliver_local(std::uint64_t comm, std::uint64_t tag, const char* buf, std::size_t len);
-  std::list<Unexpected>::iterator find_unexpected(int peer, std::uint64_t comm, std::uint64_t tag, int* from);
   void finish_recv(const PostedRecv& r, int from, const char* data, std::size_t bytes);
   bool comm_aborted(std::uint64_t comm, RequestPtr* fail_with) const;
   void shutdown_connections();
-  // The signatures of this rank's last few signed operations per
-  // communicator, to describe a stale message (one of an operation this
-  // rank has completed without it).
-  void note_operation(std::uint64_t comm, std::uint64_t tag, std::uint64_t signature);
-  std::string stale_message(int peer, std::uint64_t op, std::uint64_t comm, std::uint64_t theirs) const;
-  static constexpr std::size_t kRecentOps = 8;
-  std::unordered_map<std::uint64_t, std::deque<std::pair<std::uint64_t, std::uint64_t>>> recent_ops_;
-
   const int rank_, size_;
   const std::size_t stripe_bytes_;
   mutable std::mutex mu_;
   std::vector<Conn> conns_;
-  std::list<PostedRecv> posted_;
-  std::vector<std::list<Unexpected>> unexpected_;
-  std::uint64_t arrivals_ = 0;
+  Matcher<PostedRecv, Unexpected> match_;  // posted receives, unexpected messages (transport/matching.h)
   std::unordered_map<std::uint64_t, std::pair<ErrorKind, std::string>> aborted_;
   std::vector<char> discard_;
   Fd epoll_;
