@@ -3,12 +3,14 @@
 
   python3 bench/peers/compare.py COLL N [-b MIN] [-e MAX] [-f F] [-n ITERS] [-w WARMUP]
                                  [--tiers MAXBYTES:ITERS,...]
-                                 [-o OP] [-r ROOT] [--reps R]
+                                 [-o OP] [-r ROOT] [--reps R] [--no-direct-check]
                                  [--systems tutti,openmpi,mpich,gloo,torch-gloo,torch-tutti] [--out DIR]
 
 Runs every system R times (default 3), alternating systems within each
-repetition (tutti, openmpi, mpich, gloo, torch-gloo, tutti, openmpi, ...) so
-that slow drifts of the machine hit them all alike. Each run is a
+repetition and rotating their order from one repetition to the next
+(tutti, openmpi, mpich; openmpi, mpich, tutti; mpich, tutti, openmpi; ...)
+so that slow drifts of the machine, and whatever one system leaves behind
+for the next, hit them all alike. Each run is a
 tutti-bench-style sweep (same sizes, timing rule and bus-bandwidth factors)
 writing JSON lines; per size the median time over the repetitions is kept.
 With --tiers (e.g. 8K:2000,512K:200), the sizes up to each bound run in a
@@ -19,8 +21,17 @@ of a microsecond timed over 20 iterations measures the scheduler more than
 the operation.
 
 Prints one table (size; per system time in us and busbw in GB/s; tutti's
-ratio best_peer_time / tutti_time, > 1 meaning tutti is faster) and flags
-rows with wrong elements. Writes into DIR (default build/peers/results):
+ratio best_peer_time / tutti_time, > 1 meaning tutti is faster; how many
+runs each median holds) and flags rows with wrong elements. A system whose
+median holds fewer runs than R at a size (a run failed or stopped early)
+shows its time with "(k/R)".
+
+Direct check (unless --no-direct-check): after the alternating runs, every
+peer runs once more on its own, after a pause, for the sizes from 1 MiB up.
+Where that direct run's time differs from the peer's median by more than
+20%, the peer's row is marked "unverified" and no ratio against it is
+published for that size: a ratio a direct run of the peer does not
+reproduce is not a result. Writes into DIR (default build/peers/results):
   COLL_nN.md         the table in Markdown, with the machine, the date and the commands
   COLL_nN.png        busbw vs size and latency vs size, log-log, one line per system
   COLL_nN.json       everything: commands, exit codes, every row of every run, medians
@@ -42,6 +53,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -116,6 +128,8 @@ def parse_args():
     p.add_argument("--systems", default=",".join(ALL_SYSTEMS))
     p.add_argument("--out", default=os.path.join(ROOT, "build", "peers", "results"))
     p.add_argument("--timeout", type=float, default=600, help="seconds per run (default 600)")
+    p.add_argument("--no-direct-check", dest="direct_check", action="store_false",
+                   help="skip the direct runs of the peers from 1 MiB up")
     a = p.parse_args()
     a.systems = [s.strip() for s in a.systems.split(",") if s.strip()]
     for s in a.systems:
@@ -225,8 +239,36 @@ def run_one(system, a, rep, raw):
             "log": " ".join(p["log"] for p in parts), "json": " ".join(p["json"] for p in parts)}
 
 
-def run_sweep(system, a, rep, raw, index, sweep):
-    tag = f"{a.coll}_n{a.n}_{system}_rep{rep}" + (f"_part{index}" if index else "")
+def label(system):
+    """A system's column name; Gloo's say that they go over TCP loopback (Gloo
+    has no shared-memory transport), while tutti uses shared memory on one host."""
+    return f"{system} (TCP loopback)" if system in ("gloo", "torch-gloo") else system
+
+
+DIRECT_MIN_BYTES = 1 << 20
+DIRECT_TOLERANCE = 0.20
+DIRECT_PAUSE_S = 3
+
+
+def direct_notes(a, med, direct, unverified):
+    """Lines saying what the direct check found."""
+    if not direct:
+        return []
+    out = []
+    for s, rows in direct.items():
+        ratios = [rows[b] / med[s][b]["time_us"] for b in rows if b in med[s] and med[s][b]["time_us"] > 0]
+        if ratios:
+            out.append(f"direct check, {s} alone from {fmt_size(DIRECT_MIN_BYTES)}: direct/median "
+                       f"{min(ratios):.2f}-{max(ratios):.2f}")
+    for b, bad in sorted(unverified.items()):
+        out.append(f"unverified at {fmt_size(b)}: " + ", ".join(
+            f"{s} direct/median {r:.2f}" if r else f"{s} no direct figure" for s, r in bad)
+            + f" (beyond {DIRECT_TOLERANCE:.0%}): no ratio against it")
+    return out
+
+
+def run_sweep(system, a, rep, raw, index, sweep, direct=False):
+    tag = f"{a.coll}_n{a.n}_{system}_" + ("direct" if direct else f"rep{rep}") + (f"_part{index}" if index else "")
     json_path = os.path.join(raw, tag + ".jsonl")
     log_path = os.path.join(raw, tag + ".log")
     if os.path.exists(json_path):
@@ -234,7 +276,7 @@ def run_sweep(system, a, rep, raw, index, sweep):
     argv, extra = command(system, a, json_path, sweep)
     env = dict(os.environ, **extra)
     line = shell_line(argv, extra)
-    print(f"[rep {rep + 1}/{a.reps}] {system}: {line}", flush=True)
+    print(f"[{'direct' if direct else f'rep {rep + 1}/{a.reps}'}] {system}: {line}", flush=True)
     try:
         p = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=a.timeout, cwd=ROOT)
@@ -286,10 +328,11 @@ def main():
             print("compare.py: bench/peers/build.sh failed", file=sys.stderr)
             return 1
 
-    # Runs, alternating systems within each repetition.
+    # Runs, alternating systems within each repetition, in rotating order.
     runs = []
     for rep in range(a.reps):
-        for s in a.systems:
+        k = rep % len(a.systems)
+        for s in a.systems[k:] + a.systems[:k]:
             runs.append(run_one(s, a, rep, raw))
 
     # Medians per system and size.
@@ -316,24 +359,52 @@ def main():
     peers = [s for s in a.systems if s not in ("tutti", "torch-tutti")]
     torch_pair = "torch-tutti" in a.systems and "torch-gloo" in a.systems
 
+    # Direct check: each peer alone, after a pause, from 1 MiB up.
+    direct = {}  # system -> bytes -> time_us of the direct run
+    unverified = {}  # bytes -> [(system, direct/median)]
+    big = [b for b in sizes if b >= DIRECT_MIN_BYTES]
+    if a.direct_check and big and a.coll != "barrier":
+        for s in peers:
+            if not any(b in med[s] for b in big):
+                continue
+            time.sleep(DIRECT_PAUSE_S)
+            r = run_sweep(s, a, a.reps, raw, 0, (str(big[0]), a.maxbytes, a.iters, a.warmup), direct=True)
+            runs.append(r)
+            direct[s] = {row["bytes"]: row["time_us"] for row in r["rows"]}
+            for b in big:
+                if b not in med[s]:
+                    continue
+                d = direct[s].get(b)
+                ratio = d / med[s][b]["time_us"] if d and med[s][b]["time_us"] > 0 else None
+                med[s][b]["direct_us"] = d
+                if ratio is None or abs(ratio - 1) > DIRECT_TOLERANCE:
+                    unverified.setdefault(b, []).append((s, ratio))
+
     # The table.
     head = ["size"]
     for s in a.systems:
-        head += [f"{s} us", f"{s} GB/s"]
+        head += [f"{label(s)} us", f"{label(s)} GB/s"]
     if "tutti" in a.systems and peers:
         head += ["best peer", "tutti ratio"]
     if torch_pair:
         head.append("torch ratio")
-    head.append("wrong")
+    head += ["runs", "wrong"]
     body = []
     any_wrong = False
     for b in sizes:
         row = [fmt_size(b) if a.coll != "barrier" else "0"]
+        bad_peers = {s for s, _ in unverified.get(b, [])}
         for s in a.systems:
             m = med[s].get(b)
-            row += [f"{m['time_us']:.2f}", f"{m['busbw']:.3f}"] if m else ["-", "-"]
+            if not m:
+                row += ["-", "-"]
+                continue
+            mark = "" if m["reps"] >= a.reps else f" ({m['reps']}/{a.reps})"
+            mark += " unverified" if s in bad_peers else ""
+            row += [f"{m['time_us']:.2f}{mark}", f"{m['busbw']:.3f}"]
         if "tutti" in a.systems and peers:
-            cand = [(med[s][b]["time_us"], s) for s in peers if b in med[s]]
+            # Only peers whose figure a direct run reproduced count.
+            cand = [(med[s][b]["time_us"], s) for s in peers if b in med[s] and s not in bad_peers]
             if cand and b in med["tutti"] and med["tutti"][b]["time_us"] > 0:
                 best_t, best_s = min(cand)
                 row += [best_s, f"{best_t / med['tutti'][b]['time_us']:.3g}"]
@@ -342,6 +413,9 @@ def main():
         if torch_pair:
             tt, tg = med["torch-tutti"].get(b), med["torch-gloo"].get(b)
             row.append(f"{tg['time_us'] / tt['time_us']:.3g}" if tt and tg and tt["time_us"] > 0 else "-")
+        counts = {s: med[s][b]["reps"] for s in a.systems if b in med[s]}
+        row.append(str(a.reps) if counts and all(c >= a.reps for c in counts.values()) and len(counts) == len(a.systems)
+                   else ", ".join(f"{s} {counts.get(s, 0)}" for s in a.systems))
         bad = [f"{s}:{med[s][b]['wrong']}" for s in a.systems if b in med[s] and (med[s][b]["wrong"] or 0) > 0]
         any_wrong |= bool(bad)
         row.append("WRONG " + " ".join(bad) if bad else "0")
@@ -369,6 +443,9 @@ def main():
         print("# torch ratio = torch-gloo time / torch-tutti time (> 1: backend tutti faster)")
     if any_wrong:
         print("# WRONG: some rows had wrong elements (see the logs in " + raw + ")")
+    notes = direct_notes(a, med, direct, unverified)
+    for n in notes:
+        print("# " + n)
 
     # Markdown.
     model, cores = machine()
@@ -378,6 +455,9 @@ def main():
         f.write(f"# {a.coll}, {a.n} ranks: tutti and peers\n\n")
         f.write(f"- machine: {model}, {cores}\n- date: {now}\n- {title}\n")
         f.write(f"- command: `python3 bench/peers/compare.py {' '.join(sys.argv[1:])}`\n")
+        if any(x in a.systems for x in ("gloo", "torch-gloo")):
+            f.write("- gloo and torch-gloo run over TCP loopback (Gloo has no shared-memory transport); "
+                    "tutti runs over shared memory\n")
         f.write("- time: per-op time of the slowest rank (us); busbw: GB/s with nccl-tests' factors; "
                 "tutti ratio = best peer time / tutti time (> 1: tutti faster)"
                 + ("; torch ratio = torch-gloo time / torch-tutti time" if torch_pair else "") + "\n\n")
@@ -389,6 +469,8 @@ def main():
         for s in a.systems:
             if status[s] != ["ok"]:
                 f.write(f"- {s}: {', '.join(status[s])}\n")
+        for n in notes:
+            f.write(f"- {n}\n")
         f.write("\nLaunch commands (first repetition):\n\n```sh\n")
         for r in runs:
             if r["rep"] == 0:

@@ -1,14 +1,13 @@
 #include "algorithms/context.h"
 
 #include "algorithms/signature.h"
-#include "core/tags.h"
-#include "trace/flight_recorder.h"
+#include "common/tags.h"
 
 namespace tutti::detail {
 
 void OpContext::set_algo(const char* name) {
   algo = name;
-  if (recorder) recorder->set_algo(trace, name);
+  if (record_algo) record_algo(recorder, trace, name);
 }
 
 std::string OpContext::describe() const {

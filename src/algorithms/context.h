@@ -25,8 +25,6 @@ struct Pending {
   std::size_t bytes = 0;
 };
 
-class FlightRecorder;
-
 struct OpContext {
   Transport* transport = nullptr;
   std::uint64_t comm_id = 0;
@@ -56,9 +54,12 @@ struct OpContext {
   const char* redop_name = nullptr;
   int root = -1;
   bool varying_sizes = false;  // members pass different byte counts (all_to_all_v)
-  // The communicator's flight recorder and this operation's entry, set when
-  // it starts running (null for contexts made elsewhere).
-  FlightRecorder* recorder = nullptr;
+  // Where the operation's record is (the communicator's flight recorder,
+  // trace/), set when it starts running: algorithms reach it only through
+  // set_algo, which calls record_algo(recorder, trace, name). Null for
+  // contexts made elsewhere.
+  void (*record_algo)(void* recorder, std::uint64_t trace, const char* algo) = nullptr;
+  void* recorder = nullptr;
   std::uint64_t trace = 0;
   // The algorithm chosen as the operation runs: into `algo` and the record.
   void set_algo(const char* name);

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "common/small_vector.h"
+#include "common/tags.h"
 #include "core/communicator_impl.h"
-#include "core/tags.h"
 #include "core/validate.h"
 #include "plan/registry.h"
 

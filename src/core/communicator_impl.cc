@@ -13,7 +13,7 @@
 #include "algorithms/signature.h"
 #include "common/log.h"
 #include "common/small_vector.h"
-#include "core/tags.h"
+#include "common/tags.h"
 
 namespace tutti::detail {
 
@@ -378,6 +378,7 @@ void detail::CommunicatorImpl::run_task(Task& t) {
   }
   t.ctx.deadline = detail::deadline_after(timeout.load());
   t.ctx.recorder = &recorder;
+  t.ctx.record_algo = &detail::FlightRecorder::record_algo;
   t.ctx.trace = t.trace;
   recorder.running(t.trace);
   try {

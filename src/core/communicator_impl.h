@@ -228,6 +228,7 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
       }
       const std::uint64_t trace = recorder.begin(ctx, detail::FlightRecorder::State::Running, now);
       ctx.recorder = &recorder;
+      ctx.record_algo = &detail::FlightRecorder::record_algo;
       ctx.trace = trace;
       try {
         if (job->config.debug_detail) cross_check(ctx);

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/tags.h"
 #include "core/communicator_impl.h"
-#include "core/tags.h"
 #include "core/validate.h"
 
 namespace tutti {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/tags.h"
 #include "core/communicator_impl.h"
-#include "core/tags.h"
 #include "reduce/reduce.h"
 
 namespace tutti::detail {

@@ -48,6 +48,10 @@ class FlightRecorder {
   void set_algo(std::uint64_t handle, const char* algo) {
     if (Entry* e = find(handle)) e->algo.store(algo, std::memory_order_relaxed);
   }
+  // set_algo for OpContext::record_algo (algorithms see no more of the recorder).
+  static void record_algo(void* self, std::uint64_t handle, const char* algo) {
+    static_cast<FlightRecorder*>(self)->set_algo(handle, algo);
+  }
   void end(std::uint64_t handle, bool ok, const std::string& error = {});
   // end(handle, true), inline: the latency path.
   void done(std::uint64_t handle) {

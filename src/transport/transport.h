@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/completion.h"
+#include "common/tags.h"
 #include "tutti/error.h"
 
 namespace tutti::detail {
@@ -26,7 +27,7 @@ inline constexpr int kAnyPeer = -1;
 // transport that sees a signed message and a signed receive of the same
 // communicator and operation with different signatures fails the receive
 // with Mismatch, even when their tags differ (different algorithms).
-inline constexpr int kSignedTagOpShift = 24;
+inline constexpr int kSignedTagOpShift = kTagStepBits;
 
 class Transport {
  public:

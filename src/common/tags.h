@@ -1,5 +1,6 @@
 #pragma once
-// The one place that builds message tags. A tag travels beside the
+// The one place that lays out and builds message tags, below the transports
+// (transport.h takes the operation's bits from here). A tag travels beside the
 // communicator id in every frame; collective tags pack the op sequence number
 // and the algorithm step, point-to-point tags the user's tag. Each field's
 // width is checked, so distinct operations can never share a tag.
@@ -13,7 +14,6 @@ namespace tutti::detail {
 
 inline constexpr int kTagSeqBits = 38;
 inline constexpr int kTagStepBits = 24;
-static_assert(kTagStepBits == 24, "transport.h's kSignedTagOpShift is the step width");
 inline constexpr std::uint64_t kTagKindCollective = 0;
 inline constexpr std::uint64_t kTagKindP2P = 1;
 

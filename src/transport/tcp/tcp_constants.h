@@ -1,0 +1,44 @@
+#pragma once
+// The TCP transport's constants and small helpers, shared by its three
+// files: tcp_transport.cc (the Transport interface, matching and delivery),
+// tcp_connection.cc (frames in and out of each connection) and
+// tcp_progress.cc (the progress thread, driving waiters, parking).
+// Internal to src/transport/tcp/.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace tutti::detail::tcp {
+
+inline constexpr std::uint32_t kWakeIndex = 0xffffffffu;
+// epoll data of a connection: the peer's rank in the low 24 bits, above them
+// 0 for the header connection or 1 + the index of a data connection.
+inline constexpr int kLaneShift = 24;
+inline std::uint32_t epoll_index(int peer, std::size_t lane_plus_one) {
+  return static_cast<std::uint32_t>(peer) | static_cast<std::uint32_t>(lane_plus_one << kLaneShift);
+}
+// Bytes one connection may read per readiness event before others get a turn.
+inline constexpr std::size_t kReadBudget = 8u << 20;
+// An unexpected message's buffer is allocated up to this size when its
+// header arrives; a larger one grows as its bytes do, so a header's claim
+// alone never reserves more.
+inline constexpr std::size_t kEagerUnexpectedBytes = 64u << 20;
+// How long a waiting caller looks for its message without sleeping (drive).
+inline constexpr auto kDriveSpin = std::chrono::microseconds(100);
+// Receives up to this size are read by their waiter (drive).
+inline constexpr std::size_t kDriveMaxBytes = 64u << 10;
+// What one read of a connection may bring beyond the frame part it is for.
+inline constexpr std::size_t kStageBytes = 4096;
+// Buffers of delivered unexpected messages kept for the next ones.
+inline constexpr std::size_t kSpareBytes = 64u << 20;
+// How often drivers look at parked connections, and how often the progress
+// thread does (and checks that drivers still run) while any is parked.
+inline constexpr auto kLook = std::chrono::milliseconds(1);
+inline constexpr auto kTick = std::chrono::milliseconds(10);
+
+inline std::string errno_text(int err) { return std::strerror(err); }
+
+}  // namespace tutti::detail::tcp

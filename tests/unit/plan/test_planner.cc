@@ -1,0 +1,356 @@
+// The registry of algorithms and the planner (plan/registry.h, plan/planner.h):
+// the table, TUTTI_ALGO, media by shape, timed choices.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/config.h"
+#include "common/errors.h"
+#include "plan/planner.h"
+#include "tutti/error.h"
+
+namespace {
+
+using tutti::Error;
+using tutti::ErrorKind;
+namespace d = tutti::detail;
+
+using tutti::testing::expect_error;
+
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+      << "expected \"" << (needle) << "\" in \"" << (haystack) << "\""
+
+// ---- the planner: table, overrides, timed choices; the registry -----------------------
+
+// The planner's choice for a collective named as TUTTI_ALGO names it.
+const char* choose(const char* collective, std::size_t bytes, const d::Config& c, const d::Shape& s) {
+  d::Collective coll;
+  if (!d::find_collective(collective, &coll)) ADD_FAILURE() << "no collective " << collective;
+  return d::Planner::choose(coll, bytes, c, s).name;
+}
+// A communicator of unknown shape (matching every rule), on one host or not.
+const char* choose(const char* collective, std::size_t bytes, const d::Config& c, bool single_host) {
+  d::Shape s;
+  s.single_host = single_host;
+  return choose(collective, bytes, c, s);
+}
+
+d::Shape shape(int ranks, int hosts = 0, int per_host = 0) {
+  d::Shape t;
+  t.ranks = ranks;
+  t.hosts = hosts;
+  t.ranks_per_host = per_host;
+  return t;
+}
+
+TEST(CoreSelection, AllReduceBySize) {
+  d::Config c;
+  const std::size_t small = c.small_bytes;
+  const d::Shape t = shape(8, 2, 4);
+  EXPECT_STREQ(choose("all_reduce", 0, c, t), "recursive_doubling");
+  EXPECT_STREQ(choose("all_reduce", 1, c, t), "recursive_doubling");
+  EXPECT_STREQ(choose("all_reduce", small, c, t), "recursive_doubling");
+  EXPECT_STREQ(choose("all_reduce", small + 1, c, t), "rabenseifner");
+  EXPECT_STREQ(choose("all_reduce", std::size_t(4) << 20, c, t), "rabenseifner");
+  EXPECT_STREQ(choose("all_reduce", (std::size_t(4) << 20) + 1, c, t), "ring");
+  EXPECT_STREQ(choose("all_reduce", std::size_t(1) << 30, c, t), "ring");
+  EXPECT_STREQ(choose("all_reduce", ~std::size_t(0), c, t), "ring");
+  // Up to 4 ranks on one host Rabenseifner stays ahead at every size; across hosts the ring.
+  EXPECT_STREQ(choose("all_reduce", std::size_t(1) << 30, c, shape(4, 1, 4)), "rabenseifner");
+  EXPECT_STREQ(choose("all_reduce", std::size_t(1) << 30, c, shape(4, 4, 1)), "ring");
+
+  c.small_bytes = 0;
+  EXPECT_STREQ(choose("all_reduce", 0, c, t), "recursive_doubling");
+  EXPECT_STREQ(choose("all_reduce", 1, c, t), "rabenseifner");
+  c.small_bytes = 1000;
+  EXPECT_STREQ(choose("all_reduce", 1000, c, t), "recursive_doubling");
+  EXPECT_STREQ(choose("all_reduce", 1001, c, t), "rabenseifner");
+}
+
+TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
+  d::Config c;
+  const std::size_t K = 1024;
+  struct Row {
+    const char* coll;
+    std::size_t bytes;
+    int ranks;
+    const char* algo;
+  };
+  struct HostRow {
+    const char* coll;
+    std::size_t bytes;
+    int ranks, hosts;
+    const char* algo;
+  };
+  const HostRow host_rows[] = {
+      {"broadcast", 256 * K, 4, 4, "binomial"},
+      {"broadcast", 256 * K + 1, 4, 4, "chain"},
+      {"broadcast", 256 * K + 1, 16, 2, "chain"},
+      {"broadcast", 256 * K + 1, 17, 2, "scatter_all_gather"},
+      {"broadcast", 256 * K + 1, 8, 1, "scatter_all_gather"},
+      {"broadcast", std::size_t(1) << 30, 2, 2, "binomial"},
+  };
+  for (const HostRow& r : host_rows)
+    EXPECT_STREQ(choose(r.coll, r.bytes, c, shape(r.ranks, r.hosts, (r.ranks + r.hosts - 1) / r.hosts)), r.algo)
+        << r.coll << " at " << r.bytes << " B on " << r.ranks << " ranks, " << r.hosts << " hosts";
+  const Row rows[] = {
+      {"broadcast", 0, 8, "binomial"},
+      {"broadcast", 256 * K, 8, "binomial"},
+      {"broadcast", 256 * K + 1, 8, "scatter_all_gather"},
+      {"broadcast", 256 * K + 1, 3, "scatter_all_gather"},
+      {"broadcast", std::size_t(1) << 30, 2, "binomial"},  // two ranks: one send is best
+      {"all_gather", 8, 8, "bruck"},
+      {"all_gather", 8 * K, 8, "bruck"},
+      {"all_gather", 8 * K + 1, 8, "recursive_doubling"},
+      {"all_gather", 8, 7, "recursive_doubling"},
+      {"all_gather", 256 * K, 5, "recursive_doubling"},
+      {"all_gather", 256 * K + 1, 5, "ring"},
+      {"reduce_scatter", 8 * K, 5, "recursive_halving"},
+      {"reduce_scatter", 8 * K + 1, 8, "ring"},
+      {"reduce_scatter", 64 * K, 8, "recursive_halving"},
+      {"reduce_scatter", 64 * K, 6, "ring"},
+      {"reduce_scatter", std::size_t(1) << 30, 16, "recursive_halving"},
+      {"all_to_all", 32 * K, 8, "bruck"},
+      {"all_to_all", 32 * K + 1, 8, "pairwise"},
+  };
+  for (const Row& r : rows)
+    EXPECT_STREQ(choose(r.coll, r.bytes, c, shape(r.ranks, 1, r.ranks)), r.algo)
+        << r.coll << " at " << r.bytes << " B on " << r.ranks << " ranks";
+  // On one host the chain is never a default.
+  for (int n : {2, 3, 8, 64})
+    for (std::size_t b : {std::size_t(0), std::size_t(1) << 20, std::size_t(1) << 40})
+      EXPECT_STRNE(choose("broadcast", b, c, shape(n, 1, n)), "chain");
+}
+
+TEST(CoreSelection, OtherCollectivesAtAnySize) {
+  const std::pair<const char*, const char*> table[] = {
+      {"reduce", "binomial"},
+      {"gather", "linear"},
+      {"scatter", "linear"},
+      {"barrier", "dissemination"},
+  };
+  d::Config c;
+  for (auto [coll, algo] : table)
+    for (std::size_t bytes : {std::size_t(0), std::size_t(1), c.small_bytes, c.small_bytes + 1, std::size_t(1) << 40})
+      EXPECT_STREQ(choose(coll, bytes, c, false), algo) << coll << " at " << bytes;
+}
+
+TEST(CoreSelection, OverrideHonoured) {
+  d::Config c;
+  c.algo["all_reduce"] = "ring";
+  EXPECT_STREQ(choose("all_reduce", 0, c, false), "ring");
+  EXPECT_STREQ(choose("all_reduce", 8, c, false), "ring");
+  c.algo["all_reduce"] = "recursive_doubling";
+  EXPECT_STREQ(choose("all_reduce", std::size_t(1) << 30, c, false), "recursive_doubling");
+  c.algo["broadcast"] = "chain";  // never a default at 8 bytes, but forcible
+  EXPECT_STREQ(choose("broadcast", 8, c, shape(8)), "chain");
+  // Another collective's override leaves all_reduce alone.
+  d::Config c2;
+  c2.algo["broadcast"] = "binomial";
+  EXPECT_STREQ(choose("all_reduce", std::size_t(1) << 30, c2, shape(8)), "ring");
+  EXPECT_STREQ(choose("broadcast", 0, c2, false), "binomial");
+}
+
+TEST(CoreSelection, UnknownAlgorithmNamesKnownOnes) {
+  d::Config c;
+  c.algo["all_reduce"] = "tree";
+  Error e = expect_error([&] { choose("all_reduce", 16, c, false); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "unknown algorithm 'tree' for all_reduce");
+  EXPECT_CONTAINS(e.message(), "known: shm, recursive_doubling, rabenseifner, ring");
+
+  c.algo["broadcast"] = "ring";  // a real algorithm, but not a broadcast one
+  e = expect_error([&] { choose("broadcast", 16, c, false); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "unknown algorithm 'ring' for broadcast");
+  EXPECT_CONTAINS(e.message(), "known: shm, binomial, chain, scatter_all_gather");
+}
+
+TEST(CoreSelection, CollectivesByName) {
+  d::Collective c;
+  EXPECT_FALSE(d::find_collective("allreduce", &c));
+  EXPECT_FALSE(d::find_collective("", &c));
+  for (int i = 0; i < d::kCollectives; ++i) {
+    const auto want = static_cast<d::Collective>(i);
+    ASSERT_TRUE(d::find_collective(d::collective_name(want), &c)) << i;
+    EXPECT_EQ(c, want);
+  }
+}
+
+// Every collective: one shared-memory algorithm, one fallback on the
+// network, names unique; the two-level form for the four that have one;
+// every network all_reduce has the kernel timed choices call; every
+// algorithm runs something and says what.
+TEST(CoreRegistry, EveryCollectiveIsWhole) {
+  for (int i = 0; i < d::kCollectives; ++i) {
+    const auto coll = static_cast<d::Collective>(i);
+    int shm = 0, fallback = 0, two_level = 0;
+    std::set<std::string> names;
+    for (const d::Algorithm& a : d::algorithms()) {
+      if (a.collective != coll) continue;
+      EXPECT_TRUE(names.insert(a.name).second) << d::collective_name(coll) << ": " << a.name << " twice";
+      EXPECT_NE(a.run, nullptr) << a.name;
+      EXPECT_GT(std::strlen(a.summary), 10u) << a.name;
+      shm += a.medium == d::Medium::SharedMemory;
+      two_level += a.medium == d::Medium::TwoLevel;
+      if (a.fallback) {
+        ++fallback;
+        EXPECT_EQ(a.medium, d::Medium::Network) << a.name;
+        EXPECT_FALSE(a.equal_blocks_only) << a.name;
+      }
+      if (coll == d::Collective::AllReduce && a.medium == d::Medium::Network) {
+        EXPECT_NE(a.kernel, nullptr) << a.name;
+      }
+      EXPECT_EQ(d::find_algorithm(coll, a.name), &a);
+    }
+    EXPECT_EQ(shm, 1) << d::collective_name(coll);
+    EXPECT_EQ(fallback, 1) << d::collective_name(coll);
+    const bool has_two_level = coll == d::Collective::AllReduce || coll == d::Collective::Broadcast ||
+                               coll == d::Collective::AllGather || coll == d::Collective::ReduceScatter;
+    EXPECT_EQ(two_level, has_two_level ? 1 : 0) << d::collective_name(coll);
+    EXPECT_EQ(&d::fallback_algorithm(coll), d::find_algorithm(coll, d::fallback_algorithm(coll).name));
+  }
+  const std::string md = d::algorithms_markdown();
+  for (const d::Algorithm& a : d::algorithms())
+    EXPECT_CONTAINS(md, std::string("| ") + d::collective_name(a.collective) + " | `" + a.name + "` |");
+}
+
+// Shared memory and the two-level forms come before the table; TUTTI_ALGO
+// before both.
+TEST(CoreSelection, MediaByShape) {
+  d::Config c;
+  d::Shape one_host = shape(4, 1, 4);
+  one_host.single_host = true;
+  d::Shape two_level = shape(8, 4, 2);
+  two_level.two_level = true;
+  for (const char* coll : {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "gather",
+                           "scatter", "barrier"}) {
+    EXPECT_STREQ(choose(coll, 1 << 20, c, one_host), "shm") << coll;
+    const bool has = !std::strcmp(coll, "all_reduce") || !std::strcmp(coll, "broadcast") ||
+                     !std::strcmp(coll, "all_gather") || !std::strcmp(coll, "reduce_scatter");
+    if (has) {
+      EXPECT_STREQ(choose(coll, 1 << 20, c, two_level), "two_level") << coll;
+    } else {
+      EXPECT_STRNE(choose(coll, 1 << 20, c, two_level), "shm") << coll;
+    }
+  }
+  // TUTTI_TRANSPORT=tcp: the table on one host too.
+  d::Config tcp;
+  tcp.transport = "tcp";
+  EXPECT_STREQ(choose("all_reduce", 8, tcp, one_host), "recursive_doubling");
+  // Naming an algorithm runs it flat on a two-level communicator; naming
+  // two_level elsewhere means the table's.
+  c.algo["all_reduce"] = "ring";
+  EXPECT_STREQ(choose("all_reduce", 8, c, two_level), "ring");
+  c.algo["all_reduce"] = "two_level";
+  EXPECT_STREQ(choose("all_reduce", 8, c, two_level), "two_level");
+  EXPECT_STREQ(choose("all_reduce", 8, c, shape(8, 8, 1)), "recursive_doubling");
+  // Shared memory named for a communicator across hosts is refused.
+  c.algo["all_reduce"] = "shm";
+  const Error e = expect_error([&] { choose("all_reduce", 8, c, shape(8, 8, 1)); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "all_reduce:shm needs every rank of the communicator on one host");
+}
+
+// The network all_reduce's timed choices: recursive doubling against
+// Rabenseifner in (TUTTI_SMALL_BYTES/8, TUTTI_SMALL_BYTES], Rabenseifner
+// against the ring in (512 KiB, 4 MiB]; none with tuning off, none where
+// TUTTI_ALGO names an all_reduce algorithm; shared memory's per collective.
+TEST(CorePlanner, TimedChoices) {
+  d::Config c;  // algo_tuning "auto"
+  d::Planner p;
+  p.configure(c, shape(8, 4, 2));
+  const std::size_t small = c.small_bytes;
+  auto plan = p.plan(d::Collective::AllReduce, small / 8);
+  EXPECT_STREQ(plan.algorithm->name, "recursive_doubling");
+  EXPECT_EQ(plan.tuner, nullptr);
+  plan = p.plan(d::Collective::AllReduce, small);
+  ASSERT_NE(plan.tuner, nullptr);
+  EXPECT_STREQ(plan.algorithm->name, "recursive_doubling");
+  EXPECT_STREQ(plan.alternative->name, "rabenseifner");
+  plan = p.plan(d::Collective::AllReduce, small + 1);
+  EXPECT_STREQ(plan.algorithm->name, "rabenseifner");
+  EXPECT_EQ(plan.tuner, nullptr);
+  plan = p.plan(d::Collective::AllReduce, std::size_t(4) << 20);
+  ASSERT_NE(plan.tuner, nullptr);
+  EXPECT_STREQ(plan.alternative->name, "ring");
+  plan = p.plan(d::Collective::AllReduce, (std::size_t(4) << 20) + 1);
+  EXPECT_STREQ(plan.algorithm->name, "ring");
+  EXPECT_EQ(plan.tuner, nullptr);
+  EXPECT_EQ(p.plan(d::Collective::Broadcast, small).tuner, nullptr);
+  EXPECT_EQ(p.shm_tuner(d::Collective::AllReduce), nullptr);  // not one host
+  // Two ranks across hosts: `auto` does not time.
+  p.configure(c, shape(2, 2, 1));
+  EXPECT_EQ(p.plan(d::Collective::AllReduce, small).tuner, nullptr);
+  d::Config off = c;
+  off.algo_tuning = "off";
+  p.configure(off, shape(8, 4, 2));
+  EXPECT_EQ(p.plan(d::Collective::AllReduce, small).tuner, nullptr);
+  d::Config named = c;
+  named.algo["all_reduce"] = "recursive_doubling";
+  p.configure(named, shape(8, 4, 2));
+  plan = p.plan(d::Collective::AllReduce, small);
+  EXPECT_STREQ(plan.algorithm->name, "recursive_doubling");
+  EXPECT_EQ(plan.tuner, nullptr);
+  // One host: shared memory everywhere without a table walk, and its
+  // timed choice of single copy against copying for all but barrier.
+  d::Shape host = shape(4, 1, 4);
+  host.single_host = true;
+  p.configure(c, host);
+  EXPECT_STREQ(p.plan(d::Collective::Gather, 8).algorithm->name, "shm");
+  EXPECT_NE(p.shm_tuner(d::Collective::AllToAll), nullptr);
+  EXPECT_EQ(p.shm_tuner(d::Collective::Barrier), nullptr);
+  EXPECT_EQ(p.chunk_bytes(), c.chunk_bytes);
+  p.configure(c, shape(8, 4, 2));
+  EXPECT_EQ(p.chunk_bytes(), c.hosts_chunk_bytes);
+  EXPECT_EQ(p.small_pipe_bytes(), p.thresholds().network.small_pipe_bytes_hosts);
+}
+
+TEST(CoreSelection, ValidateAlgoOverrides) {
+  d::Config c;
+  EXPECT_NO_THROW(d::Planner::validate_overrides(c));
+  c.algo = {{"all_reduce", "ring"}, {"broadcast", "binomial"}, {"barrier", "dissemination"}};
+  EXPECT_NO_THROW(d::Planner::validate_overrides(c));
+
+  c.algo = {{"allreduce", "ring"}};
+  Error e = expect_error([&] { d::Planner::validate_overrides(c); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "unknown collective 'allreduce'");
+  EXPECT_CONTAINS(e.message(), "known: all_reduce, broadcast");
+
+  c.algo = {{"all_reduce", "ring"}, {"reduce", "tree"}};
+  e = expect_error([&] { d::Planner::validate_overrides(c); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_CONTAINS(e.message(), "unknown algorithm 'tree' for reduce");
+  EXPECT_CONTAINS(e.message(), "known: shm, binomial");
+}
+
+TEST(CoreSelection, SharedMemoryOnOneHostUnlessTcpIsForced) {
+  tutti::detail::Config c;
+  for (const char* coll : {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "gather",
+                           "scatter", "barrier"}) {
+    EXPECT_STREQ(choose(coll, 8, c, true), "shm") << coll;
+    EXPECT_STRNE(choose(coll, 8, c, false), "shm") << coll;
+  }
+  c.transport = "tcp";
+  EXPECT_STREQ(choose("all_reduce", 8, c, true), "recursive_doubling");
+  c.transport = "auto";
+  c.algo["all_reduce"] = "ring";
+  EXPECT_STREQ(choose("all_reduce", 8, c, true), "ring");
+  c.algo["all_reduce"] = "shm";
+  try {
+    choose("all_reduce", 8, c, false);
+    ADD_FAILURE() << "shm accepted for a communicator spanning hosts";
+  } catch (const tutti::Error& e) {
+    EXPECT_EQ(e.kind(), tutti::ErrorKind::InvalidArgument);
+    EXPECT_NE(e.message().find("one host"), std::string::npos) << e.message();
+  }
+}
+
+}  // namespace
