@@ -26,3 +26,8 @@ Error expect_error(F&& f) {
 }
 
 }  // namespace tutti::testing
+
+// Expects `needle` in `haystack` (strings), showing both when it is not.
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+      << "expected \"" << (needle) << "\" in \"" << (haystack) << "\""

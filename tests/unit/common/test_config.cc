@@ -24,10 +24,6 @@ namespace d = tutti::detail;
 
 using tutti::testing::expect_error;
 
-#define EXPECT_CONTAINS(haystack, needle)                          \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
-      << "expected \"" << (needle) << "\" in \"" << (haystack) << "\""
-
 // ---- parse_bytes -----------------------------------------------------------------
 
 TEST(CoreConfig, ParseBytesAcceptsSuffixes) {

@@ -8,21 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "common/errors.h"
 #include "common/small_vector.h"
-#include "tutti/error.h"
 
 namespace {
 
-using tutti::Error;
-using tutti::ErrorKind;
 namespace d = tutti::detail;
-
-using tutti::testing::expect_error;
-
-#define EXPECT_CONTAINS(haystack, needle)                          \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
-      << "expected \"" << (needle) << "\" in \"" << (haystack) << "\""
 
 // Per-rank arrays: in place up to N, on the heap beyond (communicators of
 // more than 16 ranks), copied whole into queued operations.

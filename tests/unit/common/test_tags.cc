@@ -20,10 +20,6 @@ namespace d = tutti::detail;
 
 using tutti::testing::expect_error;
 
-#define EXPECT_CONTAINS(haystack, needle)                          \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
-      << "expected \"" << (needle) << "\" in \"" << (haystack) << "\""
-
 // ---- tags ------------------------------------------------------------------
 
 constexpr std::uint64_t kMaxSeq = (std::uint64_t(1) << d::kTagSeqBits) - 1;

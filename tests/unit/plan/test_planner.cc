@@ -22,10 +22,6 @@ namespace d = tutti::detail;
 
 using tutti::testing::expect_error;
 
-#define EXPECT_CONTAINS(haystack, needle)                          \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
-      << "expected \"" << (needle) << "\" in \"" << (haystack) << "\""
-
 // ---- the planner: table, overrides, timed choices; the registry -----------------------
 
 // The planner's choice for a collective named as TUTTI_ALGO names it.

@@ -13,15 +13,7 @@
 
 namespace {
 
-using tutti::Error;
-using tutti::ErrorKind;
 namespace d = tutti::detail;
-
-using tutti::testing::expect_error;
-
-#define EXPECT_CONTAINS(haystack, needle)                          \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
-      << "expected \"" << (needle) << "\" in \"" << (haystack) << "\""
 
 // ---- frame header / hello --------------------------------------------------------------
 
