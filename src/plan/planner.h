@@ -58,7 +58,6 @@ class Planner {
     return plan_by_table(c, bytes);
   }
 
-  const Shape& shape() const { return shape_; }
   const Thresholds& thresholds() const { return thresholds_; }
   // The pipelining unit of chunked network algorithms (TUTTI_CHUNK_BYTES
   // within one host, its across-hosts value otherwise) and Rabenseifner's
