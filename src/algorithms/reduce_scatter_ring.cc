@@ -16,10 +16,11 @@ namespace tutti::detail {
 namespace {
 
 // Bytes of the receive window (at most kMaxSlots chunks, at least 2). One
-// slot per chunk of a whole step, as before, made a 256 MiB all_reduce on
-// 4 ranks allocate two 64 MiB blocks and fault them in again at every
-// operation (past Scratch::kKeepBytes): 5.9 s per operation between 4
-// test-bed hosts at 1 Gbit/s against 3.5-4.0 s with the memory kept.
+// slot per chunk of a whole step would make a 256 MiB all_reduce on 4 ranks
+// allocate two 64 MiB blocks and fault them in again at every operation
+// (past Scratch::kKeepBytes), markedly slower between 4 test-bed hosts at
+// 1 Gbit/s than with the memory kept (bench/peers/netbed/compare.sh, PER=1,
+// MAXB=256M; docs/performance.md "4 hosts × 1 rank").
 constexpr std::size_t kWindowBytes = std::size_t(16) << 20;
 constexpr std::size_t kMaxSlots = 64;
 

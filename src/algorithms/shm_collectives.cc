@@ -83,9 +83,10 @@ bool single_copy_all_read(const ShmGroup& g, std::size_t block_bytes) {
 // Outputs of 16 MiB and more leave the caches anyway: the copying paths
 // write them with stores that bypass the caches, sparing the memory the
 // reads for ownership. Below that the plain stores win where the cache is
-// large (2 ranks, 8 MiB: all_gather 1.35x, all_reduce 1.12x faster), except
-// for reductions when ranks share cores, whose slices then leave the caches
-// from 8 MiB (docs/tuning.md).
+// large (all_gather and all_reduce of 8 MiB on 2 ranks), except for
+// reductions when ranks share cores, whose slices then leave the caches
+// from 8 MiB. tuttirun -n 2 tutti-bench all_gather / all_reduce -b 4M -e 32M
+// (plan/thresholds.h; docs/tuning.md "Thresholds inside the library").
 bool streams(const ShmGroup& g, std::size_t out_bytes, bool reduction) {
   const ShmThresholds& t = g.thresholds();
   return out_bytes >= (reduction && g.oversubscribed() ? t.stream_bytes_oversubscribed_reduction : t.stream_bytes);
@@ -329,9 +330,11 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   // reduction's stores then go to lines no peer holds: writing it straight
   // into the slot the peers read in the slot's previous use (each store
   // taking the line back from the peer's cache) made 2-rank all_reduces
-  // 1.5-1.8x slower here (docs/performance.md). Where the output is the
-  // input and this rank's input is reduced after others' (ranks 2 and up),
-  // the first step would overwrite it: such a rank reduces into its slot.
+  // markedly slower (bench/all_reduce_schemes.cc, scheme `slot` against
+  // `copy`; docs/performance.md "The one-host targets"). Where the output
+  // is the input and this rank's input is reduced after others' (ranks 2
+  // and up), the first step would overwrite it: such a rank reduces into
+  // its slot.
   const bool own_in_place = !one_shot && op.kind != ReduceOpKind::PremulSum;
   const bool wants = root < 0 || root == r;
   const bool apart = out + count * es <= send || send + count * es <= out;
@@ -382,8 +385,10 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
 // scatter, reduce_scatter and all_to_all fill as one area from in_slot (they
 // publish no output; the parity is free for both once every peer began the
 // previous round): a multiple of 16 bytes, so any element size divides it.
-// Pieces twice a slot's share take fewer rounds, each a wait for every peer
-// (4 ranks on 2 cores, all_to_all 2 MiB: 280 against 320 us).
+// Pieces twice a slot's share take fewer rounds, each a wait for every peer,
+// and are faster than one share where ranks share cores (tuttirun -n 4
+// tutti-bench all_to_all -b 2M -e 2M on 2 cores, against a build with
+// pieces of one share).
 std::size_t piece_bytes(const ShmGroup& g) { return 2 * g.slot_bytes() / g.size() / 16 * 16; }
 
 }  // namespace
@@ -411,9 +416,10 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
   char* p = static_cast<char*>(buf);
   // With a core for every rank, root and receivers copy in parallel, which
   // pays from a quarter of the usual block size on (docs/tuning.md). Ranks
-  // that share cores copy through the segment from 128 KiB: twice as fast
-  // there (4 ranks on 2 cores, µs: 512 KiB 55-72 against 96-112, 8 MiB
-  // 913-999 against 1,932-2,104).
+  // that share cores copy through the segment from 128 KiB, which is faster
+  // there than single copy from 512 KiB up (tuttirun -n 4 tutti-bench
+  // broadcast -b 64K -e 32M on 2 cores, against a build with
+  // broadcast_copy_bytes_oversubscribed raised; plan/thresholds.h).
   const bool cache_sized = !g.oversubscribed() || bytes < g.thresholds().broadcast_copy_bytes_oversubscribed;
   if (cache_sized && single_copy(g, g.oversubscribed() ? bytes : 4 * bytes)) {
     // The root copies too: the message is cut into n parts (whole pages);
@@ -509,7 +515,8 @@ void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, s
   const char* s = static_cast<const char*>(send);
   // Ranks that share cores read from memory what the segment would serve
   // from cache: from 8 MiB gathered, copying through it is faster
-  // (docs/tuning.md).
+  // (tuttirun -n 4 tutti-bench all_gather -b 64K -e 32M on 2 cores;
+  // plan/thresholds.h, docs/tuning.md).
   const bool cache_sized = !g.oversubscribed() || bytes * n < g.thresholds().all_gather_copy_bytes_oversubscribed;
   char* own = out[r];
   const bool copy_own = bytes && own != s;
@@ -666,9 +673,11 @@ void all_to_all_blocks(ShmGroup& g, const char* send, char* recv, const Layout& 
   std::uint64_t k;
   // Ranks that share cores copy through the segment from 512 KiB a rank:
   // with pieces of two slots' share, fewer rounds than single copy's
-  // reads and waits (4 ranks on 2 cores, µs: 512 KiB 65-68 against 100-104,
-  // 8 MiB 1,400-1,560 against 1,704-1,747; docs/tuning.md), and switching
-  // between the two in the timed choice's trials cost milliseconds there.
+  // reads and waits, and faster from 512 KiB to 8 MiB at least (tuttirun -n 4
+  // tutti-bench all_to_all -b 64K -e 32M on 2 cores, against a build with
+  // all_to_all_copy_bytes_oversubscribed raised; plan/thresholds.h), and
+  // switching between the two in the timed choice's trials cost more than it
+  // saved there.
   const bool cache_sized = !g.oversubscribed() || global_max * n < g.thresholds().all_to_all_copy_bytes_oversubscribed;
   if (cache_sized && single_copy_all_read(g, global_max)) {
     // Every rank lists (address, bytes) of its block for each destination in

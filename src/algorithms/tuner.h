@@ -5,12 +5,15 @@
 // - Network all_reduce (core/communicator.cc): recursive doubling sends the
 //   whole message S at each of log2(n) steps (2S on 4 ranks), Rabenseifner
 //   2S(n-1)/n in all (1.5S on 4) in twice the steps: on a fast link the
-//   steps cost more than the bytes, on a slow one the bytes do. On unshaped
-//   veth recursive doubling wins at 32 KiB (135-194 against 190-262 us);
-//   between 4 hosts at 1 Gbit/s Rabenseifner does (319-443 against 459-464
-//   us): no fixed cut fits both. Above 512 KiB up to 4 MiB, Rabenseifner
-//   (ahead on loopback) against the ring (ahead between the test-bed's
-//   hosts: 2 MiB 5.1 against 8.2 ms; level from 256 to 512 KiB).
+//   steps cost more than the bytes, on a slow one the bytes do. At 32 KiB
+//   between 4 hosts, recursive doubling wins on unshaped veth and
+//   Rabenseifner at 1 Gbit/s: no fixed cut fits both. Above 512 KiB up to
+//   4 MiB, Rabenseifner (ahead on loopback) against the ring (ahead between
+//   the test-bed's hosts at 2 MiB, level from 256 to 512 KiB).
+//   bench/peers/netbed/compare.sh, PER=1, unshaped and --rate 1gbit, with
+//   VARIANTS naming TUTTI_ALGO=all_reduce:recursive_doubling, :rabenseifner
+//   and :ring; on loopback, TUTTI_TRANSPORT=tcp bench/peers/compare.py
+//   all_reduce 4 with the same settings (docs/tuning.md "Timed choice").
 // - Two-level all_reduce (hierarchy/hierarchy.cc): one leader per host, or every
 //   local rank with a slice; which is faster depends on the link, the cores
 //   and the size alike.
@@ -26,14 +29,14 @@
 // exchanged inside that operation), and every member then runs the one
 // whose sum is lower, unless it saves less than kMargin of the table's
 // choice, until the epoch ends. Means, not medians: on a shaped link some
-// operations queue at the shaper and take twice the median, and the mean
-// is what a run of operations costs. Epochs grow fourfold up to kMaxQuiet
-// operations, so a link whose speed changes is noticed, and in the long run
-// the trials cost under 0.05% of the operations (kSamples runs of the
-// slower per epoch); in a short run of 100 operations, five with the
-// warm-up. Every member chooses alike:
-// the choice depends on the summed figures only, and the communicator's
-// operations run in the same order on every member.
+// operations queue at the shaper and take far longer than the median, and
+// the mean is what a run of operations costs. Epochs grow fourfold up to
+// kMaxQuiet operations, so a link whose speed changes is noticed, and in
+// the long run the trials cost under 0.05% of the operations (kSamples runs
+// of the slower per epoch); in a short run of 100 operations, five with the
+// warm-up. Every member chooses alike: the choice depends on the summed
+// figures only, and the communicator's operations run in the same order on
+// every member.
 //
 // Not thread-safe: used by the thread that runs the communicator's
 // operations (one at a time).
@@ -51,9 +54,12 @@ class AllReduceTuner {
  public:
   static constexpr int kSamples = 2;  // timed runs of each algorithm per epoch
   // With Figure::Fastest: in shared memory the operations right after a
-  // switch run on caches the other path left (all_reduce, 2 ranks, 4 MiB:
-  // single copy took 650-1,120 us, then 550, then 400-450 in steady
-  // state), so each runs four in a row and the fastest counts.
+  // switch run on caches the other path left: on 2 ranks at 4 MiB the
+  // first single-copy all_reduces after copying ones are much slower than
+  // single copy in a row (docs/tuning.md "Timed choice in shared memory";
+  // TUTTI_LOG=debug prints each choice's figures from tuttirun -n 2
+  // tutti-bench all_reduce -b 4M -e 4M), so each runs four in a row and the
+  // fastest counts.
   static constexpr int kFastestSamples = 4;
   // With Figure::MeanAfterFirst: timed runs of each per epoch, after an
   // untimed one.
@@ -71,13 +77,17 @@ class AllReduceTuner {
   // What a member reports of each alternative's trials: their mean, or the
   // fastest of them (where a trial is slowed only by others' work, e.g. a
   // rank descheduled on a shared core: in shared memory one slow trial of
-  // two made a 32 KiB all_to_all pick the alternative 2x slower).
+  // two made a 32 KiB all_to_all pick the slower alternative; tuttirun -n 2
+  // tutti-bench all_to_all -b 32K -e 32K, tuned against TUTTI_SHM_CMA_BYTES=0
+  // and =128K).
   // MeanAfterFirst: each runs kRunSamples + 1 in a row, the first
   // untimed, and the mean of the others counts (where an alternative's
   // speed is a rhythm its operations fall into: between the test-bed's
-  // hosts, recursive doubling over every rank ran 8 B in 200 us in a row,
-  // but its trials right after the leader form's took 219-551 us, so that
-  // alternating trials chose the leader form, 299-316 us in a row).
+  // hosts, recursive doubling over every rank is faster than the leader
+  // form at 8 B when run in a row, but slow right after the leader form's
+  // operations, so alternating trials chose the slower leader form;
+  // bench/peers/netbed/compare.sh, PER=2, 8 B-16 KiB, against
+  // VARIANTS="flat=TUTTI_ALGO=all_reduce:recursive_doubling").
   enum class Figure { Mean, Fastest, MeanAfterFirst };
   AllReduceTuner(std::size_t lo, std::size_t hi, Figure figure = Figure::Mean) : lo_(lo), hi_(hi), figure_(figure) {}
 
@@ -91,9 +101,11 @@ class AllReduceTuner {
   // The next operation of `bytes` (covers(bytes) must hold). A class's
   // first two operations run `preferred` (the table's choice), then the
   // other, untimed: each pays for what is new to it at that size (page
-  // faults, scratch, TCP windows of connections it is the first to use:
-  // the ring's first 256 KiB operations took 5.8 ms where later ones took
-  // 0.7) and would bias its first trial.
+  // faults, scratch, TCP windows of connections it is the first to use;
+  // the ring's first 256 KiB operations take much longer than later ones,
+  // as tutti-bench all_reduce -b 256K -e 256K -w 0 -n 1 against -w 10 with
+  // TUTTI_ALGO=all_reduce:ring across hosts shows) and would bias its first
+  // trial.
   Step next(std::size_t bytes, int preferred = 0);
   // The time of a timed step.
   void record(std::size_t bytes, int algo, std::int64_t ns);

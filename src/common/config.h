@@ -19,8 +19,11 @@ struct Config {
   // TUTTI_CHUNK_BYTES: pipelining unit of chunked algorithms, on
   // communicators within one host (chunk_bytes) and spanning hosts
   // (hosts_chunk_bytes: 256 KiB, smaller so the ring's pipeline fills
-  // sooner across links; 16 MiB all_reduce on 4 test-bed hosts 62 -> 35-44
-  // ms, on loopback 1 MiB was 10-15% faster). Set, it applies to both.
+  // sooner across links, where it is faster for a 16 MiB all_reduce between
+  // 4 hosts; on loopback 1 MiB is faster: bench/peers/netbed/compare.sh with
+  // VARIANTS="c1m=TUTTI_CHUNK_BYTES=1M", tutti-bench all_reduce -b 1M -e 64M
+  // with TUTTI_TRANSPORT=tcp on one host; docs/tuning.md
+  // "TUTTI_CHUNK_BYTES"). Set, it applies to both.
   std::size_t chunk_bytes = 1 << 20;
   std::size_t hosts_chunk_bytes = 256 << 10;
   // TUTTI_SMALL_BYTES: all_reduce messages up to this size use recursive

@@ -20,10 +20,13 @@ namespace tutti::detail {
 // after an operation that went past it) are faulted in again by each
 // operation, so they are aligned to 2 MiB and asked to be backed by
 // transparent huge pages, one fault per 2 MiB where the kernel allows it (a
-// 256 MiB two-level all_reduce on 4 x 2 test-bed hosts faulted 41,000 pages
-// per rank per operation). Kept ones are not: buffers that all start on a
-// 2 MiB boundary compete for the same cache sets when an operation walks
-// them side by side (16 MiB all_reduce on 4 x 1 test-bed hosts, 51 -> 68 ms).
+// 256 MiB two-level all_reduce otherwise faults its scratch in 4 KiB at a
+// time in every operation: bench/peers/netbed/compare.sh, PER=2, MAXB=256M).
+// Kept ones are not: buffers that all start on a 2 MiB boundary compete for
+// the same cache sets when an operation walks them side by side, which made
+// a 16 MiB all_reduce between 4 x 1 test-bed hosts markedly slower
+// (bench/peers/netbed/compare.sh, PER=1, 16 MiB, against a build that aligns
+// kept buffers to 2 MiB).
 class Scratch {
  public:
   static constexpr int kSlots = 4;

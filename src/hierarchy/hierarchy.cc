@@ -118,13 +118,14 @@ void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, con
   const std::size_t es = dtype_size(dtype), L = static_cast<std::size_t>(h.per_host);
   const std::size_t q = count / L;
   if (q > 0) {
-    // Pieces of a 32nd of the slice, from 512 KiB to 1 MiB. 4 hosts x 2
-    // ranks at 1 Gbit/s: 4, 16 and 64 MiB went from 73-78%, 84-86% and
-    // 82-83% of the link to 98%, 94-95% and 90-92%; at 256 MiB pieces of 4
-    // MiB reached 75%, of 1 MiB 80% with a scratch slice (128 MiB) faulted
-    // in again by every operation, 88-91% with the two piece buffers below
-    // (docs/performance.md). Where the CPUs are the limit, fewer pieces
-    // (an 8th) cost fewer steps (4 Gbit/s, 16 MiB: 53-57 against 62-66 ms).
+    // Pieces of a 32nd of the slice, from 512 KiB to 1 MiB: on a slow link
+    // they bring 4-64 MiB operations closer to the link's rate than whole
+    // slices, and at 256 MiB pieces of 1 MiB beat pieces of 4 MiB, more so
+    // with the two piece buffers below than with a scratch slice faulted in
+    // again by every operation (bench/peers/netbed/compare.sh, PER=2 at
+    // --rate 1gbit, 4-256 MiB; docs/performance.md "4 hosts × 2 ranks").
+    // Where the CPUs are the limit, fewer pieces (an 8th) cost fewer steps
+    // and win at 16 MiB and up (the same at --rate 4gbit).
     const std::size_t piece = pieces == 0 ? q
                                           : std::clamp((q + pieces - 1) / pieces,
                                                        std::max<std::size_t>(1, h.thresholds.least_piece_bytes / es),

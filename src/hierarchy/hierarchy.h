@@ -22,7 +22,9 @@
 //   communicator (every rank on the network, the ranks of a host through
 //   loopback): where the hosts' ranks share few cores, the leader form
 //   leaves the other ranks' cores idle while its leaders take turns on
-//   theirs (4 hosts x 2 ranks on 2 cores: 8 B 300-325 against 200-205 us).
+//   theirs, and flat recursive doubling is faster at the smallest sizes
+//   (bench/peers/netbed/compare.sh, PER=2 on 4 hosts sharing 2 cores, 8 B and
+//   up; docs/tuning.md "Timed choice").
 // broadcast: cross broadcast among the ranks with the root's local index,
 //   then a local broadcast from each of them.
 // all_gather: cross all_gather of each rank's block (each rank receives the
@@ -69,17 +71,19 @@ struct Hierarchy {
   // Above the sizes `forms` covers, from slices of 512 KiB a rank up to
   // slices of 4 MiB (at most 16 MiB), the slices form whole (0) or in pieces
   // (1) (null with
-  // TUTTI_ALGO_TUNING=off: in pieces). The pieces keep the link busy while
-  // the host reduces and gathers (1 Gbit/s, 4 x 2, 4 MiB: 51 against 64
-  // ms); where the CPUs are the limit their extra steps cost more than they
-  // hide (4 Gbit/s: 4 MiB 19.5-28 against 13.5-14.6 ms).
+  // TUTTI_ALGO_TUNING=off: in pieces). The pieces keep a slow link busy
+  // while the host reduces and gathers, and win there; where the CPUs are
+  // the limit (a faster link) their extra steps cost more than they hide,
+  // and whole slices win (bench/peers/netbed/compare.sh, PER=2, 4 MiB at
+  // --rate 1gbit and 4gbit; docs/tuning.md "Timed choice").
   std::unique_ptr<AllReduceTuner> pieces;
   // Above that, up to slices of 32 MiB, pieces of an 8th of the slice (0)
   // against a 32nd (1), each from 512 KiB to 1 MiB (null with
   // TUTTI_ALGO_TUNING=off: a 32nd). Where the CPUs are the limit each
-  // piece's steps cost more than the pipeline's start and end: 4 x 2 at 4
-  // Gbit/s, 16 MiB 53-57 against 62-66 ms, 32 MiB 116-120 against 134-147;
-  // at 1 Gbit/s an 8th was 1-3% slower.
+  // piece's steps cost more than the pipeline's start and end, and an 8th
+  // wins at 16 and 32 MiB; on a slow link a 32nd keeps it busier and an
+  // 8th is slightly slower (bench/peers/netbed/compare.sh, PER=2 at --rate
+  // 4gbit and 1gbit; docs/tuning.md "Timed choice").
   std::unique_ptr<AllReduceTuner> piece_size;
   // Up to leader_bytes/8, the leader form (0) against recursive doubling
   // over the whole communicator (1) (null with TUTTI_ALGO_TUNING=off or an

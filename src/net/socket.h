@@ -71,8 +71,11 @@ void set_cloexec(int fd);
 // The congestion control peer connections get for `setting`
 // (TUTTI_TCP_CONGESTION): "system" keeps the kernel's default (returns "");
 // empty gives reno where the kernel's default is cubic or bbr (on the
-// test-bed, bbr's pacing stalled bursts of collective traffic by 13-210 ms
-// and cubic left 1-16 MiB messages 1.1-1.8x slower; docs/tuning.md) and keeps
+// test-bed, bbr's pacing stalled some bursts of collective traffic without
+// any loss, and cubic left 1-16 MiB messages slower than reno:
+// bench/peers/netbed/compare.sh with
+// VARIANTS="bbr=TUTTI_TCP_CONGESTION=bbr;cubic=TUTTI_TCP_CONGESTION=cubic";
+// docs/tuning.md "TUTTI_TCP_CONGESTION") and keeps
 // any other default; a name is tried on a fresh socket and refused with
 // InvalidArgument (naming what the kernel allows) when the kernel does not
 // take it.

@@ -60,7 +60,8 @@ struct NetworkThresholds {
   // below (algorithms/all_reduce_rabenseifner.cc).
   std::size_t small_pipe_max_bytes = std::size_t{512} << 10;
   // That unit within one host and across hosts (at most TUTTI_CHUNK_BYTES).
-  // compare.py all_reduce 4 -b 64K -e 512K over TCP; the test-bed at 1 Gbit/s.
+  // TUTTI_TRANSPORT=tcp bench/peers/compare.py all_reduce 4 -b 64K -e 512K;
+  // bench/peers/netbed/compare.sh, 4 x 1 at 1 Gbit/s.
   std::size_t small_pipe_bytes_one_host = std::size_t{64} << 10;
   std::size_t small_pipe_bytes_hosts = std::size_t{32} << 10;
   // The all_reduce timed choice between Rabenseifner and the ring covers

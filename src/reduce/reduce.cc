@@ -230,13 +230,15 @@ struct BFloat16Bits {
 // survives depends on the level. GCC 12 does swap them in the portable
 // float16 loop, so float16 picks a NaN `a` explicitly (at no measurable
 // cost: its conversions dominate). It keeps the order in the float32,
-// float64 and bfloat16 loops, where the select would cost (about 20% for
-// bfloat16 at cache-resident sizes); the tests compare every level with
-// baseline bit for bit on every pair of special values, so a compiler that
-// swaps there is caught. Every other NaN result has one possible value (b's
-// NaN quieted, or the default NaN of inf - inf, 0 * inf); Min/Max pick a
-// NaN `a` anyway. (The select uses masks: GCC leaves `a != a ? a : r` as a
-// branch here and then does not vectorize the loop; see half_bits_select.)
+// float64 and bfloat16 loops, where the select would cost noticeably
+// (bfloat16 at cache-resident sizes: bench/reduce_bench.cc's
+// bfloat16_sum/<level>/64KiB, with the select against without); the tests
+// compare every level with baseline bit for bit on every pair of special
+// values, so a compiler that swaps there is caught. Every other NaN result
+// has one possible value (b's NaN quieted, or the default NaN of inf - inf,
+// 0 * inf); Min/Max pick a NaN `a` anyway. (The select uses masks: GCC
+// leaves `a != a ? a : r` as a branch here and then does not vectorize the
+// loop; see half_bits_select.)
 template <class Op>
 struct FirstNaN {
   static float apply(float a, float b) {

@@ -50,7 +50,9 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
   ctrl(rank)->pid = static_cast<std::int32_t>(::getpid());
   // Not where members outnumber the cores: there waits often end in a
   // sleep, and each membarrier interrupts the ranks running on the other
-  // CPUs (8 ranks on 2 cores, all_reduce 128 KiB-1 MiB: 1.2-2.6x the time).
+  // CPUs, which slows mid-size operations down markedly (tuttirun -n 8
+  // tutti-bench all_reduce -b 128K -e 1M on 2 cores, against a build that
+  // fences here too).
   sleeps_fenced_ = spins_ > 0 && membarrier_registered();
   ctrl(rank)->membarrier = sleeps_fenced_ ? 1 : 0;
   cpu_set_t set;
@@ -66,9 +68,10 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
   // Fault the control lines and the ring in now (this rank's for writing,
   // the peers' for reading): otherwise the first rounds of the first
   // operations each pay page faults (64 lines are five pages per rank, the
-  // ring 32). The ring's faults made the first 16-22 all_gathers of 8 KiB
-  // blocks on 4 ranks sharing 2 cores take 100-600 us each, against 2-15
-  // once warm.
+  // ring 32). Without this, the ring's faults made the first couple of dozen
+  // all_gathers of 8 KiB blocks on 4 ranks sharing 2 cores far slower than
+  // warm ones (tuttirun -n 4 tutti-bench all_gather -b 32K -e 32K -w 0 -n 30
+  // on 2 cores, against a build without it).
   auto fault_in = [this](std::size_t begin, std::size_t bytes) {
     for (int r = 0; r < size_; ++r) {
       volatile char* a = area(r) + begin;
@@ -104,10 +107,11 @@ std::uint64_t ShmGroup::begin_round_waiting(std::uint64_t lag) {
       // that runs ahead (a broadcast's root) would otherwise read that
       // peer's counter at every round once it is at the edge, a line
       // transfer each way per round (the peer then writes a line the reader
-      // has just fetched): 8 B broadcasts on 2 ranks took 0.19 us a round
-      // instead of 0.12. So such a rank runs at most lag - lag / 4 - 1
-      // rounds ahead. The peer reaches that round without this rank: it
-      // lies before round k.
+      // has just fetched), which made small broadcasts on 2 ranks markedly
+      // slower (tuttirun -n 2 tutti-bench broadcast -b 8 -e 8 -n 200000,
+      // against a build without this wait). So such a rank runs at most
+      // lag - lag / 4 - 1 rounds ahead. The peer reaches that round without
+      // this rank: it lies before round k.
       const std::uint64_t value = 2 * (begun + lag / 4) + 1;
       wait_for(p, value);
       // The counter may show a later round (of that line): progress is

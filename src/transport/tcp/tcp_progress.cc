@@ -132,8 +132,10 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
       // (a look by Work::test, a wait that timed out); the spin's end
       // passing during it goes on to sleeping looks. Stripes due on the
       // data connections end it too: the progress thread reads those, and
-      // a driver asleep on the header connection would not see them in
-      // (16 KiB exchanges took 4.7 ms, in 10 ms slices, instead of 0.11).
+      // a driver asleep on the header connection would not see them come in
+      // and would sleep out its 10 ms slices, many times what a striped
+      // exchange takes (tests/multirank/test_p2p_groups.cc,
+      // ExchangesWakeTheirWaiters, striped).
       const bool stripes_due =
           std::any_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return !l.rxq.empty(); });
       more =

@@ -238,8 +238,10 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   // buffer for the next one (the caller then drops u).
   void deliver_unexpected(const PostedRecv& r, int from, Unexpected& u);
   // Buffers of delivered unexpected messages, up to kSpareBytes together:
-  // a fresh one costs a page fault per 4 KiB as the socket fills it (a
-  // 16 MiB all_reduce across 4 test-bed hosts: 117-130 -> 56 ms with this).
+  // a fresh one costs a page fault per 4 KiB as the socket fills it, and
+  // keeping them makes a 16 MiB all_reduce across 4 test-bed hosts markedly
+  // faster (bench/peers/netbed/compare.sh, PER=1, 16 MiB, against a build
+  // without the spares).
   Bytes take_buffer(std::size_t bytes);
   void give_back(Bytes&& b);
   std::vector<Bytes> spare_;
