@@ -49,6 +49,7 @@ import argparse
 import datetime
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -130,11 +131,22 @@ def parse_args():
     p.add_argument("--timeout", type=float, default=600, help="seconds per run (default 600)")
     p.add_argument("--no-direct-check", dest="direct_check", action="store_false",
                    help="skip the direct runs of the peers from 1 MiB up")
+    p.add_argument("--build", action="append", default=[], metavar="NAME=DIR",
+                   help="another build of tutti (DIR holds bin/tuttirun and bin/tutti-bench), run as the "
+                   "system tutti-NAME and compared as a peer: a change's before and after")
     a = p.parse_args()
+    a.builds = {}
+    for spec in a.build:
+        name, _, d = spec.partition("=")
+        if not name or not d or not name.replace("_", "").isalnum():
+            p.error(f"--build {spec}: expected NAME=DIR, NAME letters, digits and _")
+        if not os.path.isfile(os.path.join(d, "bin", "tutti-bench")):
+            p.error(f"--build {spec}: no bin/tutti-bench in {d}")
+        a.builds["tutti-" + name] = os.path.abspath(d)
     a.systems = [s.strip() for s in a.systems.split(",") if s.strip()]
     for s in a.systems:
-        if s not in ALL_SYSTEMS:
-            p.error(f"unknown system '{s}' (known: {', '.join(ALL_SYSTEMS)})")
+        if s not in ALL_SYSTEMS and s not in a.builds:
+            p.error(f"unknown system '{s}' (known: {', '.join(ALL_SYSTEMS + list(a.builds))})")
     if not a.systems:
         p.error("--systems is empty")
     if a.n < 1 or a.reps < 1:
@@ -182,7 +194,8 @@ def command(system, a, json_path, sweep):
     """(argv, extra environment) of one run."""
     b = os.path.join(ROOT, "build")
     args = bench_args(a, json_path, sweep)
-    if system == "tutti":
+    if system == "tutti" or system in a.builds:
+        b = a.builds.get(system, b)
         return [os.path.join(b, "bin", "tuttirun"), "-n", str(a.n), os.path.join(b, "bin", "tutti-bench")] + args, {}
     if system == "openmpi":
         return (["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--bind-to", "core:overload-allowed", "-np", str(a.n),
@@ -236,7 +249,8 @@ def run_one(system, a, rep, raw):
     worst = next((p for p in parts if p["exit"] != 0), parts[0])
     return {"system": system, "rep": rep, "command": " ; ".join(p["command"] for p in parts), "exit": worst["exit"],
             "status": worst["status"], "rows": [row for p in parts for row in p["rows"]],
-            "log": " ".join(p["log"] for p in parts), "json": " ".join(p["json"] for p in parts)}
+            "log": " ".join(p["log"] for p in parts), "json": " ".join(p["json"] for p in parts),
+            "faults": [p["faults"] for p in parts], "sweeps": [p["sweep"] for p in parts]}
 
 
 def label(system):
@@ -248,6 +262,23 @@ def label(system):
 DIRECT_MIN_BYTES = 1 << 20
 DIRECT_TOLERANCE = 0.20
 DIRECT_PAUSE_S = 3
+
+
+def fault_notes(a, runs):
+    """One line: each system's page faults in the run of the largest sizes,
+    per operation (median over the repetitions)."""
+    per = {}
+    for r in runs:
+        if not r.get("faults") or not r.get("sweeps"):
+            continue
+        lo, hi, iters, warm = r["sweeps"][-1]
+        sizes = max(1, len([row for row in r["rows"] if parse_size(lo) <= row["bytes"] <= parse_size(hi)]))
+        per.setdefault(r["system"], []).append(r["faults"][-1] / (sizes * (iters + warm + 1)))
+    if not per:
+        return []
+    lo, hi = runs[0]["sweeps"][-1][:2]
+    return [f"page faults per operation from {fmt_size(parse_size(lo))} to {fmt_size(parse_size(hi))} (whole process tree, "
+            "median over the repetitions): " + ", ".join(f"{s} {statistics.median(v):,.0f}" for s, v in per.items())]
 
 
 def direct_notes(a, med, direct, unverified):
@@ -277,6 +308,10 @@ def run_sweep(system, a, rep, raw, index, sweep, direct=False):
     env = dict(os.environ, **extra)
     line = shell_line(argv, extra)
     print(f"[{'direct' if direct else f'rep {rep + 1}/{a.reps}'}] {system}: {line}", flush=True)
+    # Page faults of the run's whole process tree (every process is waited
+    # for by its parent): a system that faults in fresh memory at every
+    # operation shows it here, and pays whatever the machine charges for it.
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         p = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=a.timeout, cwd=ROOT)
@@ -286,8 +321,10 @@ def run_sweep(system, a, rep, raw, index, sweep, direct=False):
         out += f"\ncompare.py: timed out after {a.timeout} s\n"
     except OSError as e:
         rc, out = 127, f"compare.py: cannot run {argv[0]}: {e}\n"
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    faults = (ru1.ru_minflt - ru0.ru_minflt) + (ru1.ru_majflt - ru0.ru_majflt)
     with open(log_path, "w") as f:
-        f.write(f"$ {line}\n{out}")
+        f.write(f"$ {line}\n{out}\ncompare.py: {faults} page faults in the run's processes\n")
     rows = []
     if os.path.exists(json_path):
         with open(json_path) as f:
@@ -302,7 +339,7 @@ def run_sweep(system, a, rep, raw, index, sweep, direct=False):
         tail = "\n".join("    | " + l for l in out.rstrip().splitlines()[-8:])
         print(f"    {system}: exit status {rc}; output tail ({log_path}):\n{tail}", flush=True)
     return {"system": system, "rep": rep, "command": line, "exit": rc, "status": status, "rows": rows,
-            "log": log_path, "json": json_path}
+            "log": log_path, "json": json_path, "faults": faults, "sweep": sweep}
 
 
 def main():
@@ -443,7 +480,7 @@ def main():
         print("# torch ratio = torch-gloo time / torch-tutti time (> 1: backend tutti faster)")
     if any_wrong:
         print("# WRONG: some rows had wrong elements (see the logs in " + raw + ")")
-    notes = direct_notes(a, med, direct, unverified)
+    notes = direct_notes(a, med, direct, unverified) + fault_notes(a, runs)
     for n in notes:
         print("# " + n)
 
