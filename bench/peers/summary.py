@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """docs/performance.md's one-host ratio tables from compare.py's JSON files.
 
-    summary.py [--peers openmpi,mpich] [--worst] [RESULTS_DIR]
+    summary.py [--peers openmpi,mpich] [--self tutti] [--worst] [RESULTS_DIR ...]
 
-Reads every COLL_nN.json in RESULTS_DIR (default build/peers/results) and
-prints one Markdown row per collective and world size: by message size, the
-best peer's median time / tutti's median time (> 1: tutti faster). Only
+Reads every COLL_nN.json in the RESULTS_DIRs (default build/peers/results;
+files of one collective and world size in several directories are merged by
+size) and prints one Markdown row per collective and world size: by message
+size, the best peer's median time / tutti's median time (> 1: tutti faster;
+--self torch-tutti compares the torch backend instead). Only
 figures that compare.py's direct check reproduced count: where no listed peer
 has a verified figure at a size, or where a peer's unverified figure (its
 median, or its direct run) is faster than every verified one, the cell says
@@ -75,23 +77,31 @@ def worst(tables, wanted):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("results", nargs="?", default=os.path.join("build", "peers", "results"))
+    p.add_argument("results", nargs="*", default=[os.path.join("build", "peers", "results")])
+    p.add_argument("--self", dest="me", default="tutti", help="the system the ratios are of (tutti, torch-tutti)")
     p.add_argument("--peers", default="openmpi,mpich")
     p.add_argument("--worst", action="store_true", help="each peer's worst ratio up to 64 KiB and from 1 MiB")
     a = p.parse_args()
     wanted = a.peers.split(",")
+    merged = {}  # (coll, n) -> (median by system, dates)
+    for d_ in a.results:
+        for path in glob.glob(os.path.join(d_, "*_n*.json")):
+            m = re.match(r"(.+)_n(\d+)\.json$", os.path.basename(path))
+            if not m or m.group(1) not in ORDER:
+                continue
+            with open(path) as f:
+                d = json.load(f)
+            med, dates = merged.setdefault((m.group(1), int(m.group(2))), ({}, []))
+            for s, rows in d["median"].items():
+                # Our own system under the name "tutti" from here on.
+                med.setdefault("tutti" if s == a.me else s, {}).update(rows)
+            dates.append(d.get("date", ""))
     tables = []
-    for path in glob.glob(os.path.join(a.results, "*_n*.json")):
-        m = re.match(r"(.+)_n(\d+)\.json$", os.path.basename(path))
-        if not m or m.group(1) not in ORDER:
-            continue
-        with open(path) as f:
-            d = json.load(f)
-        med = d["median"]
+    for (coll, n), (med, dates) in merged.items():
         peers = [s for s in wanted if s in med and med[s]]
         if "tutti" not in med or not peers:
             continue
-        tables.append((ORDER.index(m.group(1)), int(m.group(2)), m.group(1), med, peers, d.get("date", "")))
+        tables.append((ORDER.index(coll), n, coll, med, peers, min(dates)))
     tables.sort()
     if a.worst:
         return worst(tables, wanted)
