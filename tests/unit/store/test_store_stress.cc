@@ -151,15 +151,18 @@ TEST(TcpStoreStressTest, FourThousandConcurrentAuthenticatedClients) {
   std::vector<Client> clients(kClients);
   std::vector<pthread_t> threads;
   threads.reserve(kClients);
-  for (int i = 0; i < kClients; ++i) {
+  int create_error = 0;
+  for (int i = 0; i < kClients && create_error == 0; ++i) {
     clients[i] = {&s, i};
     pthread_t t;
-    int rc = pthread_create(&t, &attr, run_client, &clients[i]);
-    ASSERT_EQ(rc, 0) << "pthread_create of client " << i << ": " << rc;
-    threads.push_back(t);
+    create_error = pthread_create(&t, &attr, run_client, &clients[i]);
+    if (create_error == 0) threads.push_back(t);
   }
   pthread_attr_destroy(&attr);
+  // Without every client the gate never opens: the others fail at their
+  // wait's timeout, and are joined before the test fails.
   for (pthread_t t : threads) pthread_join(t, nullptr);
+  ASSERT_EQ(create_error, 0) << "pthread_create of client " << threads.size() << " failed: " << create_error;
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
   for (const auto& f : s.failures) ADD_FAILURE() << f;
