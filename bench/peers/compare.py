@@ -277,8 +277,8 @@ def fault_notes(a, runs):
     if not per:
         return []
     lo, hi = runs[0]["sweeps"][-1][:2]
-    return [f"page faults per operation from {fmt_size(parse_size(lo))} to {fmt_size(parse_size(hi))} (whole process tree, "
-            "median over the repetitions): " + ", ".join(f"{s} {statistics.median(v):,.0f}" for s, v in per.items())]
+    return [f"page faults per operation from {fmt_size(parse_size(lo))} to {fmt_size(parse_size(hi))} (whole process tree, start-up and "
+            "first touch of the buffers included; median over the repetitions): " + ", ".join(f"{s} {statistics.median(v):,.0f}" for s, v in per.items())]
 
 
 def direct_notes(a, med, direct, unverified):
