@@ -39,6 +39,12 @@ class Store {
   //  - key missing, expected non-empty: stores nothing and returns `expected`
   //    (the key stays missing; there is no "value now stored" to return).
   virtual Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) = 0;
+  // Waits (up to the store timeout) until every key exists, then returns their
+  // values in the order of `keys`; throws Error(Timeout) naming the missing
+  // keys. One request to a TCP store however many keys (up to 65,536 a
+  // request, and values that fit in one reply of 160 MiB), so that a rank can
+  // read every other rank's record at once.
+  virtual std::vector<Bytes> multi_get(const std::vector<std::string>& keys);
   // Waits until every key exists; throws Error(Timeout) naming the missing keys.
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }

@@ -802,6 +802,17 @@ PYBIND11_MODULE(_tutti, m) {
              }
              return from_bytes(b);
            })
+      .def("multi_get",
+           [](Store& s, const std::vector<std::string>& keys) {
+             std::vector<Bytes> values;
+             {
+               py::gil_scoped_release r;
+               values = s.multi_get(keys);
+             }
+             py::list out;
+             for (const Bytes& b : values) out.append(from_bytes(b));
+             return out;
+           })
       .def("add",
            [](Store& s, const std::string& k, std::int64_t d) {
              py::gil_scoped_release r;

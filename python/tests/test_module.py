@@ -28,6 +28,11 @@ def test_store_with_another_secret_is_unauthenticated():
     good = tutti.tcp_store_client("127.0.0.1", server.port, timeout=5, secret="right")
     good.set("k", b"v")
     assert good.get("k") == b"v"
+    good.set("k2", b"\x00w")
+    assert good.multi_get(["k2", "k"]) == [b"\x00w", b"v"]
+    good.timeout = 0.2
+    with pytest.raises(tutti.Timeout, match="missing keys: 'absent'"):
+        good.multi_get(["k", "absent"])
     for wrong in ("wrong", ""):
         try:
             tutti.tcp_store_client("127.0.0.1", server.port, timeout=5, secret=wrong)

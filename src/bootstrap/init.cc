@@ -134,8 +134,9 @@ Communicator init(const InitOptions& options) {
       job->store->set("tutti/link_key", link_key);
       job->store->set("tutti/job_id", std::to_string(job->job_id));
     } else {
-      job->job_id = std::stoull(job->store->get_string("tutti/job_id"));
-      link_key = job->store->get_string("tutti/link_key");
+      const std::vector<Bytes> v = job->store->multi_get({"tutti/job_id", "tutti/link_key"});
+      job->job_id = std::stoull(std::string(v[0].begin(), v[0].end()));
+      link_key.assign(v[1].begin(), v[1].end());
     }
     // With a store of the caller's, the route to the store's host tells
     // which local address peers can reach: options.master_addr (the caller
@@ -171,7 +172,14 @@ Communicator init(const InitOptions& options) {
                            << congestion
                            << (job->config.tcp_congestion.empty() ? " in place of the kernel's default" : ""));
   }
-  // Every rank has published its host before its address, so these do not wait.
+  // Every rank has published its host before its address, so this does not
+  // wait; one request for all of them.
+  std::vector<Bytes> host_records;
+  if (size > 1) {
+    std::vector<std::string> keys;
+    for (int r = 0; r < size; ++r) keys.push_back("tutti/host/" + std::to_string(r));
+    host_records = job->store->multi_get(keys);
+  }
   std::vector<std::string> hosts;
   std::vector<std::string> host_settings;  // per host: its first rank's settings
   std::vector<int> host_first_rank;
@@ -179,7 +187,8 @@ Communicator init(const InitOptions& options) {
   for (int r = 0; r < size; ++r) {
     std::string h = my_host, settings = my_settings;
     if (size > 1) {
-      h = job->store->get_string("tutti/host/" + std::to_string(r));
+      const Bytes& rec = host_records[static_cast<std::size_t>(r)];
+      h.assign(rec.begin(), rec.end());
       const std::size_t nl = h.find('\n');
       settings = nl == std::string::npos ? std::string() : h.substr(nl + 1);
       h.resize(std::min(nl, h.size()));

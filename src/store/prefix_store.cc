@@ -27,6 +27,12 @@ class PrefixStore final : public Store {
     return base_->get(k(key));
   }
 
+  std::vector<Bytes> multi_get(const std::vector<std::string>& keys) override {
+    const std::chrono::milliseconds timeout = this->timeout();
+    if (timeout != base_->timeout()) base_->wait(ks(keys), timeout);
+    return base_->multi_get(ks(keys));
+  }
+
   std::int64_t add(const std::string& key, std::int64_t delta) override { return base_->add(k(key), delta); }
 
   Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override {

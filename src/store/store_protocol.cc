@@ -56,6 +56,8 @@ const char* store_op_name(std::uint8_t op) {
       return "delete_key";
     case StoreOp::NumKeys:
       return "num_keys";
+    case StoreOp::MultiGet:
+      return "multi_get";
   }
   return "unknown op";
 }
@@ -64,7 +66,7 @@ void encode_store_frame(std::uint32_t magic, const StoreFrame& frame, Bytes& out
   if (frame.keys.size() > kStoreMaxKeys)
     throw Error(ErrorKind::InvalidArgument, "a store request may name at most " + std::to_string(kStoreMaxKeys) +
                                                 " keys, got " + std::to_string(frame.keys.size()));
-  if (frame.values.size() > kStoreMaxValues)
+  if (frame.values.size() > (magic == kStoreRequestMagic ? kStoreMaxRequestValues : kStoreMaxValues))
     throw Error(ErrorKind::Internal, "store frame with " + std::to_string(frame.values.size()) + " values");
   std::uint64_t total = kStoreHeaderBytes;
   for (const auto& k : frame.keys) {
@@ -120,8 +122,9 @@ DecodeResult decode_store_frame(const std::uint8_t* data, std::size_t len, std::
   std::uint32_t nvalues = get_u32(data + 12);
   if (nkeys > kStoreMaxKeys)
     return invalid(std::to_string(nkeys) + " keys, more than the limit of " + std::to_string(kStoreMaxKeys));
-  if (nvalues > kStoreMaxValues)
-    return invalid(std::to_string(nvalues) + " values, more than the limit of " + std::to_string(kStoreMaxValues));
+  const std::uint32_t max_values = magic == kStoreRequestMagic ? kStoreMaxRequestValues : kStoreMaxValues;
+  if (nvalues > max_values)
+    return invalid(std::to_string(nvalues) + " values, more than the limit of " + std::to_string(max_values));
 
   // First pass: walk the lengths, checking each before trusting it. Every
   // step keeps pos <= kStoreMaxFrameBytes, so nothing below can overflow.
@@ -205,6 +208,11 @@ std::string validate_store_request(const StoreFrame& r) {
       return shape(1, 0);
     case StoreOp::NumKeys:
       return shape(0, 0);
+    case StoreOp::MultiGet: {
+      if (r.keys.empty()) return "multi_get request without keys";
+      if (!r.values.empty()) return "multi_get request with values";
+      return timeout_ok();
+    }
   }
   return "unknown op code " + std::to_string(r.code);
 }
@@ -231,16 +239,12 @@ StoreOutcome execute_store_request(KeyValueMap& kv, StoreFrame& req) {
       kv[req.keys[0]] = std::move(req.values[0]);
       o.changed = true;
       break;
-    case StoreOp::Get: {
-      auto it = kv.find(req.keys[0]);
-      if (it != kv.end()) {
-        rep.values.push_back(it->second);
-      } else {
-        o.park = true;
-        o.missing = {req.keys[0]};
-      }
+    case StoreOp::Get:
+    case StoreOp::MultiGet:
+      o.missing = missing_keys(kv, req.keys);
+      o.park = !o.missing.empty();
+      if (!o.park) rep = store_values_reply(kv, req.keys);
       break;
-    }
     case StoreOp::Add:
       try {
         rep.arg = apply_add(kv, req.keys[0], req.arg);
@@ -272,6 +276,25 @@ StoreOutcome execute_store_request(KeyValueMap& kv, StoreFrame& req) {
       break;
   }
   return o;
+}
+
+StoreFrame store_values_reply(const KeyValueMap& kv, const std::vector<std::string>& keys) {
+  StoreFrame rep;
+  rep.code = static_cast<std::uint8_t>(StoreStatus::Ok);
+  std::uint64_t total = kStoreHeaderBytes;
+  for (const auto& k : keys) total += 8 + kv.at(k).size();
+  if (total > kStoreMaxFrameBytes) {
+    rep.code = static_cast<std::uint8_t>(StoreStatus::Error);
+    rep.arg = static_cast<std::int64_t>(ErrorKind::InvalidArgument);
+    std::string msg = "store multi_get of " + std::to_string(keys.size()) + " keys: their values take " +
+                      std::to_string(total) + " bytes, more than the limit of one reply (" +
+                      std::to_string(kStoreMaxFrameBytes) + ")";
+    rep.values.emplace_back(msg.begin(), msg.end());
+    return rep;
+  }
+  rep.values.reserve(keys.size());
+  for (const auto& k : keys) rep.values.push_back(kv.at(k));
+  return rep;
 }
 
 bool parse_decimal(const Bytes& value, std::int64_t* out) {

@@ -9,7 +9,7 @@
 //   u8  code      an Op (request) or a Status (reply)
 //   u8  zero[3]   reserved, must be zero
 //   u32 nkeys     <= kMaxKeys
-//   u32 nvalues   <= kMaxValues
+//   u32 nvalues   <= kMaxRequestValues (request), kMaxValues (reply)
 //   i64 arg       request: timeout in ms (get, wait) or delta (add);
 //                 reply: the result (add, check, delete_key, num_keys) or the
 //                 ErrorKind of a Status::Error reply
@@ -39,8 +39,10 @@ inline constexpr std::size_t kStoreHeaderBytes = 24;
 inline constexpr std::uint32_t kStoreMaxKeyBytes = 4096;
 inline constexpr std::uint64_t kStoreMaxValueBytes = std::uint64_t{64} << 20;
 inline constexpr std::uint32_t kStoreMaxKeys = 65536;
-// compare_set carries two values (expected, desired); nothing carries more.
-inline constexpr std::uint32_t kStoreMaxValues = 2;
+// A request carries at most two values (compare_set's expected and desired);
+// a reply one per key (multi_get).
+inline constexpr std::uint32_t kStoreMaxRequestValues = 2;
+inline constexpr std::uint32_t kStoreMaxValues = kStoreMaxKeys;
 // Two maximal values plus room for many keys; also caps wait/check key lists.
 inline constexpr std::uint64_t kStoreMaxFrameBytes = std::uint64_t{160} << 20;
 // The longest a parked request may wait; longer timeouts are clamped so that
@@ -56,6 +58,7 @@ enum class StoreOp : std::uint8_t {
   Check = 6,       // keys ks                       -> Ok arg 0/1
   DeleteKey = 7,   // keys {k}                      -> Ok arg 0/1
   NumKeys = 8,     // nothing                       -> Ok arg count
+  MultiGet = 9,    // keys ks,  arg timeout ms      -> Ok values vs (in key order) | Timeout keys missing
 };
 
 enum class StoreStatus : std::uint8_t {
@@ -139,10 +142,15 @@ std::vector<std::string> missing_keys(const KeyValueMap& kv, const std::vector<s
 // The deadline `timeout_ms` from `now`, clamped to [0, kStoreMaxTimeoutMs].
 TimePoint store_deadline(TimePoint now, std::int64_t timeout_ms);
 
+// The reply to a get or multi_get whose keys are all in `kv`: their values in
+// key order, or an InvalidArgument error where they would not fit in one
+// frame (kStoreMaxFrameBytes).
+StoreFrame store_values_reply(const KeyValueMap& kv, const std::vector<std::string>& keys);
+
 // What the TCP store server does with one well-formed request (one that
 // validate_store_request accepts), applied to `kv`.
 struct StoreOutcome {
-  // A get or wait whose keys are not all there: park the request until
+  // A get, multi_get or wait whose keys are not all there: park the request until
   // `missing` exist or its deadline passes. Otherwise: answer `reply`.
   bool park = false;
   std::vector<std::string> missing;

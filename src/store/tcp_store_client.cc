@@ -5,6 +5,7 @@
 // leaves the stream at an unknown point, so the connection is then closed and
 // every later call fails with PeerLost naming the first failure.
 
+#include <algorithm>
 #include <mutex>
 
 #include "net/auth.h"
@@ -68,6 +69,26 @@ class TcpStoreClient final : public Store {
                                           detail::quote_key(key) + " (" + name_ + ")");
     expect_ok(rep, 1, "get");
     return std::move(rep.values[0]);
+  }
+
+  std::vector<Bytes> multi_get(const std::vector<std::string>& keys) override {
+    std::vector<Bytes> out;
+    out.reserve(keys.size());
+    // One request per kStoreMaxKeys keys.
+    for (std::size_t first = 0; first < keys.size(); first += detail::kStoreMaxKeys) {
+      const std::size_t n = std::min<std::size_t>(detail::kStoreMaxKeys, keys.size() - first);
+      std::vector<std::string> part(keys.begin() + static_cast<std::ptrdiff_t>(first),
+                                    keys.begin() + static_cast<std::ptrdiff_t>(first + n));
+      StoreFrame req = request(StoreOp::MultiGet, part);
+      req.arg = timeout().count();
+      StoreFrame rep = call(req, "store multi_get of keys " + detail::quote_keys(req.keys), req.arg);
+      if (rep.code == static_cast<std::uint8_t>(StoreStatus::Timeout))
+        throw Error(ErrorKind::Timeout, "store multi_get: Timed out after " + std::to_string(req.arg) +
+                                            " ms; missing keys: " + detail::quote_keys(rep.keys) + " (" + name_ + ")");
+      expect_ok(rep, n, "multi_get");
+      for (auto& v : rep.values) out.push_back(std::move(v));
+    }
+    return out;
   }
 
   std::int64_t add(const std::string& key, std::int64_t delta) override {

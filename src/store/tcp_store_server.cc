@@ -1,7 +1,7 @@
 // TcpStoreServer: one thread, one epoll set, non-blocking sockets.
 //
 // Each connection runs one request at a time, in order: while a request is
-// parked (a get or wait whose keys are missing) or a reply is still being
+// parked (a get, multi_get or wait whose keys are missing) or a reply is still being
 // written, later bytes from that client are buffered but not decoded. Parked
 // requests are indexed by the keys they miss (woken when a key is created) and
 // by deadline (answered TIMEOUT by the server itself, so a client never gets a
@@ -36,7 +36,7 @@
 namespace tutti {
 namespace detail {
 
-// A get or wait waiting for keys.
+// A get, multi_get or wait waiting for keys.
 struct StoreParkedRequest {
   StoreOp op = StoreOp::Get;
   std::vector<std::string> keys;
@@ -401,8 +401,10 @@ struct TcpStoreServer::Impl {
     StoreFrame rep;
     auto missing = detail::missing_keys(kv, p.keys);
     if (missing.empty()) {
-      rep.code = static_cast<std::uint8_t>(StoreStatus::Ok);
-      if (p.op == StoreOp::Get) rep.values.push_back(kv.at(p.keys[0]));
+      if (p.op == StoreOp::Wait)
+        rep.code = static_cast<std::uint8_t>(StoreStatus::Ok);
+      else
+        rep = detail::store_values_reply(kv, p.keys);  // get, multi_get
     } else {
       rep.code = static_cast<std::uint8_t>(StoreStatus::Timeout);
       rep.arg = p.timeout_ms;

@@ -51,6 +51,7 @@ void store_seeds(const fs::path& dir) {
   request(all, Op::CompareSet, {"cas"}, {Bytes{}, bytes("first")});
   request(all, Op::CompareSet, {"cas"}, {bytes("first"), bytes("second")});
   request(all, Op::Wait, {"tutti/tcp/0", "counter"}, {}, 1000);
+  request(all, Op::MultiGet, {"tutti/tcp/0", "counter", "tutti/tcp/0"}, {}, 1000);
   request(all, Op::Check, {"cas", "missing"});
   request(all, Op::DeleteKey, {"cas"});
   request(all, Op::NumKeys, {});
@@ -67,6 +68,7 @@ void store_seeds(const fs::path& dir) {
   Bytes wait{3};
   request(wait, Op::Set, {"a"}, {bytes("1")});
   request(wait, Op::Wait, {"a", "b", "c", "b"}, {}, 50);
+  request(wait, Op::MultiGet, {"c", "a"}, {}, 50);
   write(dir, "wait-parks", wait);
   Bytes add{0};
   request(add, Op::Set, {"text"}, {bytes("not a number")});

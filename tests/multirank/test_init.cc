@@ -5,6 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -40,6 +43,97 @@ TEST(Init, ThreadsMeetThroughAMemoryStore) {
   }
   for (auto& t : ts) t.join();
   for (int r = 0; r < n; ++r) EXPECT_EQ(result[r], 33);
+}
+
+// A store that counts the requests made through it (one per call).
+class CountingStore final : public Store {
+ public:
+  explicit CountingStore(std::shared_ptr<Store> base) : base_(std::move(base)) { set_timeout(base_->timeout()); }
+  using Store::set;
+  using Store::wait;
+  void set(const std::string& k, const Bytes& v) override {
+    ++n_;
+    base_->set(k, v);
+  }
+  Bytes get(const std::string& k) override {
+    ++n_;
+    return base_->get(k);
+  }
+  std::vector<Bytes> multi_get(const std::vector<std::string>& ks) override {
+    ++n_;
+    return base_->multi_get(ks);
+  }
+  std::int64_t add(const std::string& k, std::int64_t d) override {
+    ++n_;
+    return base_->add(k, d);
+  }
+  Bytes compare_set(const std::string& k, const Bytes& e, const Bytes& d) override {
+    ++n_;
+    return base_->compare_set(k, e, d);
+  }
+  void wait(const std::vector<std::string>& ks, std::chrono::milliseconds t) override {
+    ++n_;
+    base_->wait(ks, t);
+  }
+  bool check(const std::vector<std::string>& ks) override {
+    ++n_;
+    return base_->check(ks);
+  }
+  bool delete_key(const std::string& k) override {
+    ++n_;
+    return base_->delete_key(k);
+  }
+  std::int64_t num_keys() override {
+    ++n_;
+    return base_->num_keys();
+  }
+  int requests() const { return n_; }
+
+ private:
+  std::shared_ptr<Store> base_;
+  std::atomic<int> n_{0};
+};
+
+// Start-up traffic to the store does not grow with the job: every rank's
+// records (addresses, hosts and settings, shared-memory probes) are read in
+// one request each, so a rank makes as many requests in a job of 12 as in
+// one of 3.
+TEST(Init, StoreRequestsPerRankDoNotGrowWithTheJob) {
+  ::setenv("TUTTI_ADVERTISE_ADDR", "127.0.0.1", 1);
+  std::vector<int> most;  // per job size: the most requests any rank made
+  for (int n : {3, 6, 12}) {
+    auto store = make_memory_store();
+    std::vector<std::shared_ptr<CountingStore>> counted;
+    for (int r = 0; r < n; ++r)
+      counted.push_back(std::make_shared<CountingStore>(make_prefix_store("n" + std::to_string(n), store)));
+    std::vector<std::int64_t> result(n, 0);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; ++r) {
+      ts.emplace_back([&, r] {
+        InitOptions o;
+        o.rank = r;
+        o.world_size = n;
+        o.store = counted[r];
+        o.timeout = std::chrono::seconds(60);
+        Communicator c = init(o);
+        std::int64_t v = 1 + r;
+        c.all_reduce(&v, &v, 1, DataType::Int64, ReduceOp::SUM);
+        result[r] = v;
+      });
+    }
+    for (auto& t : ts) t.join();
+    int m = 0;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(result[r], n * (n + 1) / 2) << "rank " << r << " of " << n;
+      m = std::max(m, counted[r]->requests());
+    }
+    most.push_back(m);
+  }
+  std::printf("store requests of the busiest rank: %d with 3 ranks, %d with 6, %d with 12\n", most[0], most[1],
+              most[2]);
+  EXPECT_EQ(most[0], most[1]) << "3 ranks: " << most[0] << " requests, 6 ranks: " << most[1];
+  EXPECT_EQ(most[1], most[2]) << "6 ranks: " << most[1] << " requests, 12 ranks: " << most[2];
+  EXPECT_LE(most[2], 16);
 }
 
 TEST(Init, MissingRanksAreNamedAtTheDeadline) {

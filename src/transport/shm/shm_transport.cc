@@ -67,10 +67,20 @@ std::shared_ptr<Transport> ShmTransport::create(std::shared_ptr<Transport> net, 
   const std::string prefix = "tutti/p2p/";
   store.set(prefix + "probe/" + std::to_string(rank),
             std::to_string(::getpid()) + " " + std::to_string(reinterpret_cast<std::uintptr_t>(&probe)));
+  // Every record in one request each time (store traffic per rank does not
+  // grow with the job).
+  auto every = [&](const std::string& what) {
+    std::vector<std::string> keys;
+    for (int p = 0; p < size; ++p) keys.push_back(prefix + what + std::to_string(p));
+    std::vector<std::string> out;
+    for (const Bytes& v : store.multi_get(keys)) out.emplace_back(v.begin(), v.end());
+    return out;
+  };
+  const std::vector<std::string> probes = every("probe/");
   std::vector<int> pids(size);
   bool ok = true;
   for (int p = 0; p < size; ++p) {
-    std::istringstream in(store.get_string(prefix + "probe/" + std::to_string(p)));
+    std::istringstream in(probes[static_cast<std::size_t>(p)]);
     std::uintptr_t addr = 0;
     in >> pids[p] >> addr;
     if (p == rank || !ok) continue;
@@ -82,7 +92,7 @@ std::shared_ptr<Transport> ShmTransport::create(std::shared_ptr<Transport> net, 
                                                         << "); point-to-point stays on the network transport");
   }
   store.set(prefix + "ok/" + std::to_string(rank), ok ? "1" : "0");
-  for (int p = 0; p < size; ++p) ok = store.get_string(prefix + "ok/" + std::to_string(p)) == "1" && ok;
+  for (const std::string& verdict : every("ok/")) ok = verdict == "1" && ok;
   if (!ok) return net;
   auto t = std::make_shared<ShmTransport>(std::move(net), name, std::move(pids), deadline);
   t->thread_ = std::thread([raw = t.get()] { raw->progress_thread(); });

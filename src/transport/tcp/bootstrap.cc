@@ -65,8 +65,11 @@ std::vector<std::vector<Fd>> connect_mesh(Store& store, int rank, int size, std:
   hello.rank = rank;
   hello.world_size = size;
   hello.job_id = job_id;
+  // The lower ranks' addresses in one request, whatever their number.
+  std::vector<Bytes> lower;
+  if (rank > 0) lower = store.multi_get(std::vector<std::string>(keys.begin(), keys.begin() + rank));
   for (int r = 0; r < rank; ++r) {
-    std::string v = store.get_string(addr_key(r));
+    std::string v(lower[static_cast<std::size_t>(r)].begin(), lower[static_cast<std::size_t>(r)].end());
     auto sp = v.rfind(' ');
     std::string peer_host = v.substr(0, sp);
     int peer_port = std::stoi(v.substr(sp + 1));

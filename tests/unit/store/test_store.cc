@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -174,6 +175,63 @@ TEST_P(StoreTest, GetTimesOutNamingTheKey) {
   double ms = ms_since(t0);
   EXPECT_EQ(e.kind(), ErrorKind::Timeout) << e.what();
   EXPECT_NE(e.message().find(key), std::string::npos) << e.message();
+  EXPECT_GE(ms, 90);
+  EXPECT_LT(ms, 1500);
+}
+
+TEST_P(StoreTest, MultiGetReturnsEveryValueInKeyOrder) {
+  std::vector<std::string> keys;
+  std::vector<Bytes> values;
+  for (int i = 0; i < 40; ++i) {
+    keys.push_back(random_key("m" + std::to_string(i)));
+    values.push_back(random_bytes(rand_u64() % 300));  // some empty
+    store_->set(keys.back(), values.back());
+  }
+  // Another connection reads them, in an order of its own, one key twice.
+  std::vector<std::string> asked = keys;
+  std::shuffle(asked.begin(), asked.end(), rng());
+  asked.push_back(keys[7]);
+  auto other = open();
+  std::vector<Bytes> got = other->multi_get(asked);
+  ASSERT_EQ(got.size(), asked.size());
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    auto at = static_cast<std::size_t>(std::find(keys.begin(), keys.end(), asked[i]) - keys.begin());
+    EXPECT_EQ(got[i], values[at]) << asked[i];
+  }
+  EXPECT_TRUE(other->multi_get({}).empty());
+}
+
+TEST_P(StoreTest, MultiGetWaitsForTheLastKey) {
+  std::vector<std::string> keys = {random_key("a"), random_key("b"), random_key("c")};
+  Bytes late = random_bytes(17);
+  store_->set(keys[0], "x");
+  store_->set(keys[2], "z");
+  auto other = open();
+  std::thread setter([&] {
+    std::this_thread::sleep_for(50ms);
+    other->set(keys[1], late);
+  });
+  auto t0 = Clock::now();
+  std::vector<Bytes> got = store_->multi_get(keys);
+  double ms = ms_since(t0);
+  setter.join();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], Bytes({'x'}));
+  EXPECT_EQ(got[1], late);
+  EXPECT_EQ(got[2], Bytes({'z'}));
+  EXPECT_GE(ms, 40);
+}
+
+TEST_P(StoreTest, MultiGetTimesOutNamingOnlyTheMissingKeys) {
+  std::string present = random_key("present"), missing = random_key("missing");
+  store_->set(present, random_bytes(3));
+  store_->set_timeout(100ms);
+  auto t0 = Clock::now();
+  Error e = expect_error([&] { store_->multi_get({present, missing}); });
+  double ms = ms_since(t0);
+  EXPECT_EQ(e.kind(), ErrorKind::Timeout) << e.what();
+  EXPECT_NE(e.message().find(missing), std::string::npos) << e.message();
+  EXPECT_EQ(e.message().find(present), std::string::npos) << e.message();
   EXPECT_GE(ms, 90);
   EXPECT_LT(ms, 1500);
 }
@@ -776,6 +834,13 @@ TEST(StoreProtocolTest, RejectsBrokenLimitsFromTheHeaderAlone) {
   EXPECT_EQ(status(key4097), DecodeStatus::Invalid);
   EXPECT_EQ(status(raw_header(kMagic, 5, 65537, 0, 0)), DecodeStatus::Invalid);
   EXPECT_EQ(status(raw_header(kMagic, 4, 1, 3, 0)), DecodeStatus::Invalid);
+  // A reply may carry a value per key (multi_get), and no more.
+  auto reply_status = [&](const Bytes& b) {
+    return decode_store_frame(b.data(), b.size(), tutti::detail::kStoreReplyMagic, nullptr).status;
+  };
+  EXPECT_EQ(reply_status(raw_header(tutti::detail::kStoreReplyMagic, 0, 0, 3, 0)), DecodeStatus::NeedMore);
+  EXPECT_EQ(reply_status(raw_header(tutti::detail::kStoreReplyMagic, 0, 0, 65536, 0)), DecodeStatus::NeedMore);
+  EXPECT_EQ(reply_status(raw_header(tutti::detail::kStoreReplyMagic, 0, 0, 65537, 0)), DecodeStatus::Invalid);
   EXPECT_EQ(status(raw_header(kMagic, 5, 65536, 0, 0)), DecodeStatus::NeedMore);
   Bytes reserved = raw_header(kMagic, 1, 0, 0, 0);
   reserved[6] = 1;
@@ -884,6 +949,48 @@ TEST(StoreProtocolTest, ExecutesRequestsLikeTheServer) {
   EXPECT_EQ(run(frame(StoreOp::DeleteKey, {"k"})).reply.arg, 1);
   EXPECT_EQ(run(frame(StoreOp::DeleteKey, {"k"})).reply.arg, 0);
   EXPECT_EQ(run(frame(StoreOp::NumKeys, {})).reply.arg, 1);
+  auto multi = run(frame(StoreOp::MultiGet, {"s", "k", "s"}, {}, 5));
+  EXPECT_TRUE(multi.park);
+  EXPECT_EQ(multi.missing, std::vector<std::string>{"k"});
+  run(frame(StoreOp::Set, {"k"}, {Bytes{}}));
+  multi = run(frame(StoreOp::MultiGet, {"s", "k", "s"}, {}, 5));
+  ASSERT_FALSE(multi.park);
+  EXPECT_EQ(multi.reply.code, ok);
+  EXPECT_EQ(multi.reply.values, (std::vector<Bytes>{Bytes{'x'}, Bytes{}, Bytes{'x'}}));
+}
+
+// A multi_get whose values would not fit in one reply is refused, naming the
+// limit, instead of sending a frame the client must reject.
+TEST(StoreProtocolTest, MultiGetRepliesWithinTheFrameLimit) {
+  tutti::detail::KeyValueMap kv;
+  const std::size_t big = tutti::detail::kStoreMaxValueBytes;  // 64 MiB; three exceed 160 MiB
+  std::vector<std::string> keys = {"a", "b", "c"};
+  for (const auto& k : keys) kv[k] = Bytes(big, static_cast<std::uint8_t>(k[0]));
+  StoreFrame rep = tutti::detail::store_values_reply(kv, keys);
+  EXPECT_EQ(rep.code, static_cast<std::uint8_t>(tutti::detail::StoreStatus::Error));
+  EXPECT_EQ(rep.arg, static_cast<std::int64_t>(ErrorKind::InvalidArgument));
+  ASSERT_EQ(rep.values.size(), 1u);
+  std::string msg(rep.values[0].begin(), rep.values[0].end());
+  EXPECT_CONTAINS(msg, "multi_get of 3 keys");
+  EXPECT_CONTAINS(msg, "more than the limit of one reply");
+  rep = tutti::detail::store_values_reply(kv, {"a", "b"});  // 128 MiB fits
+  ASSERT_EQ(rep.code, static_cast<std::uint8_t>(tutti::detail::StoreStatus::Ok));
+  ASSERT_EQ(rep.values.size(), 2u);
+  EXPECT_EQ(rep.values[1], kv["b"]);
+  // And the reply of 4,096 small values decodes whole.
+  tutti::detail::KeyValueMap small;
+  std::vector<std::string> many;
+  for (int i = 0; i < 4096; ++i) {
+    many.push_back("addr/" + std::to_string(i));
+    small[many.back()] = random_bytes(1 + rand_u64() % 40);
+  }
+  rep = tutti::detail::store_values_reply(small, many);
+  Bytes wire = tutti::detail::encode_store_frame(tutti::detail::kStoreReplyMagic, rep);
+  StoreFrame back;
+  auto r = tutti::detail::decode_store_frame(wire.data(), wire.size(), tutti::detail::kStoreReplyMagic, &back);
+  ASSERT_EQ(r.status, DecodeStatus::Complete) << r.error;
+  ASSERT_EQ(back.values.size(), many.size());
+  for (std::size_t i = 0; i < many.size(); ++i) EXPECT_EQ(back.values[i], small[many[i]]) << many[i];
 }
 
 TEST(StoreProtocolTest, ValidatesRequestShapes) {
@@ -892,6 +999,10 @@ TEST(StoreProtocolTest, ValidatesRequestShapes) {
   EXPECT_NE(validate_store_request(frame(StoreOp::Set, {"k"})), "");
   EXPECT_NE(validate_store_request(frame(StoreOp::Get, {"k"}, {}, -1)), "");
   EXPECT_EQ(validate_store_request(frame(StoreOp::Wait, {"a", "b"}, {}, 5)), "");
+  EXPECT_EQ(validate_store_request(frame(StoreOp::MultiGet, {"a", "b"}, {}, 5)), "");
+  EXPECT_NE(validate_store_request(frame(StoreOp::MultiGet, {}, {}, 5)), "");
+  EXPECT_NE(validate_store_request(frame(StoreOp::MultiGet, {"a"}, {Bytes{1}}, 5)), "");
+  EXPECT_NE(validate_store_request(frame(StoreOp::MultiGet, {"a"}, {}, -1)), "");
   EXPECT_NE(validate_store_request(frame(StoreOp::CompareSet, {"k"}, {Bytes{}})), "");
   EXPECT_NE(validate_store_request(frame(StoreOp::NumKeys, {"k"})), "");
   EXPECT_NE(validate_store_request(frame(StoreOp(0), {})), "");

@@ -1,6 +1,6 @@
 // The TCP store under the load of a large job's rendezvous: 4,096 authenticated
 // clients connected at once, each on its own thread, each doing set, add,
-// wait and get while all the others do. The server is one thread with one
+// wait, get and multi_get while all the others do. The server is one thread with one
 // epoll set; every client must be served, every value must come back intact,
 // and no request may stall.
 
@@ -122,6 +122,18 @@ void* run_client(void* arg) {
       if (got != value_of(s.seed, j))
         s.fail("client " + std::to_string(i) + ": value of client " + std::to_string(j) + " came back wrong");
     }
+    // And 64 others' at once, in one request.
+    std::vector<std::string> keys;
+    std::vector<int> whose;
+    for (int k = 0; k < 64; ++k) {
+      whose.push_back(static_cast<int>(g() % kClients));
+      keys.push_back("stress/value/" + std::to_string(whose.back()));
+    }
+    std::vector<Bytes> got = timed(s, i, "multi_get", [&] { return store->multi_get(keys); });
+    for (std::size_t k = 0; k < keys.size(); ++k)
+      if (k >= got.size() || got[k] != value_of(s.seed, whose[k]))
+        s.fail("client " + std::to_string(i) + ": multi_get's value of client " + std::to_string(whose[k]) +
+               " came back wrong");
     if (!timed(s, i, "check", [&] { return store->check({mine, "stress/gate"}); }))
       s.fail("client " + std::to_string(i) + ": check found its own key missing");
     timed(s, i, "add done", [&] { store->add("stress/done", 1); });
@@ -174,8 +186,8 @@ TEST(TcpStoreStressTest, FourThousandConcurrentAuthenticatedClients) {
   EXPECT_EQ(check->add("stress/done", 0), kClients);
   // Every value, the gate and the two counters.
   EXPECT_EQ(check->num_keys(), kClients + 3);
-  std::printf("test_store_stress: %d clients in %.2f s, slowest request (set, add, get, check) %.1f ms\n", kClients,
-              seconds, static_cast<double>(s.slowest_ns.load()) / 1e6);
+  std::printf("test_store_stress: %d clients in %.2f s, slowest request (set, add, get, multi_get, check) %.1f ms\n",
+              kClients, seconds, static_cast<double>(s.slowest_ns.load()) / 1e6);
 }
 
 }  // namespace
