@@ -157,19 +157,22 @@ Communicator init(const InitOptions& options) {
   const std::string my_host = host_identity();
   // Published with the host: the settings every rank must share.
   const std::string my_settings = job->config.shared_settings();
-  if (size > 1) job->store->set("tutti/host/" + std::to_string(rank), my_host + '\n' + my_settings);
-  std::vector<std::vector<Fd>> peers(size);
+  // "pid host\nsettings"
+  if (size > 1)
+    job->store->set("tutti/host/" + std::to_string(rank),
+                    std::to_string(::getpid()) + ' ' + my_host + '\n' + my_settings);
+  TcpPeers peers;
   if (size > 1) {
-    // (A congestion control the kernel refuses fails here, before any
-    // connection is made.)
-    const std::string congestion = choose_congestion(job->config.tcp_congestion);
-    peers =
-        connect_mesh(*job->store, rank, size, job->job_id, secret + "/" + link_key, job->config, host, port, deadline);
-    for (auto& links : peers)
-      for (Fd& fd : links) set_congestion(fd.get(), congestion);
-    if (!congestion.empty())
+    // Addresses only: each connection is made when an operation first needs
+    // it (tcp_transport.h). (A congestion control the kernel refuses fails
+    // here, before anything is sent.)
+    peers = gather_peer_addresses(*job->store, rank, size, job->config, host, port);
+    peers.key = secret + "/" + link_key;
+    peers.job_id = job->job_id;
+    peers.congestion = choose_congestion(job->config.tcp_congestion);
+    if (!peers.congestion.empty())
       TUTTI_LOG(Debug, "peer connections use TCP congestion control "
-                           << congestion
+                           << peers.congestion
                            << (job->config.tcp_congestion.empty() ? " in place of the kernel's default" : ""));
   }
   // Every rank has published its host before its address, so this does not
@@ -186,9 +189,13 @@ Communicator init(const InitOptions& options) {
   std::string disagreement;
   for (int r = 0; r < size; ++r) {
     std::string h = my_host, settings = my_settings;
+    int pid = static_cast<int>(::getpid());
     if (size > 1) {
       const Bytes& rec = host_records[static_cast<std::size_t>(r)];
       h.assign(rec.begin(), rec.end());
+      const std::size_t sp = h.find(' ');
+      pid = std::atoi(h.substr(0, sp).c_str());
+      h.erase(0, sp == std::string::npos ? h.size() : sp + 1);
       const std::size_t nl = h.find('\n');
       settings = nl == std::string::npos ? std::string() : h.substr(nl + 1);
       h.resize(std::min(nl, h.size()));
@@ -206,6 +213,7 @@ Communicator init(const InitOptions& options) {
       host_first_rank.push_back(r);
     }
     job->host_of.push_back(static_cast<int>(it - hosts.begin()));
+    job->pid_of.push_back(pid);
     if (it == hosts.end()) hosts.push_back(h);
   }
   if (!disagreement.empty()) {
@@ -223,8 +231,24 @@ Communicator init(const InitOptions& options) {
   }
   job->env_local_rank = launch.local_rank;
   job->env_local_size = launch.local_size;
-  job->transport = std::make_shared<TcpTransport>(rank, size, std::move(peers), job->config.socket_buffer_bytes,
-                                                  job->config.socket_stripe_bytes);
+  if (size > 1) {
+    auto tcp = std::make_shared<TcpTransport>(rank, size, std::move(peers), job->config.socket_buffer_bytes,
+                                              job->config.socket_stripe_bytes);
+    // The connections to the two ring neighbours now, so that a rank that
+    // cannot be reached or does not hold the job's secret fails init, on
+    // both sides of the pair (and no rank leaves init before its
+    // neighbours are up). The others are made on first use.
+    for (const int peer : {(rank + 1) % size, (rank + size - 1) % size}) {
+      ErrorKind kind = ErrorKind::PeerLost;
+      if (std::string bad = tcp->connect_now(peer, deadline, &kind); !bad.empty())
+        throw Error(kind, "init: rank " + std::to_string(rank) +
+                              (kind == ErrorKind::Unauthenticated ? " connecting to " : ": ") + bad);
+    }
+    job->transport = std::move(tcp);
+  } else {
+    job->transport = std::make_shared<TcpTransport>(rank, size, std::vector<std::vector<Fd>>(1),
+                                                    job->config.socket_buffer_bytes, job->config.socket_stripe_bytes);
+  }
   const bool single_host =
       std::all_of(job->host_of.begin(), job->host_of.end(), [&](int h) { return h == job->host_of[0]; });
   // One host: point-to-point through shared memory (the network transport

@@ -221,7 +221,8 @@ void detail::CommunicatorImpl::create_shm(const OpContext& ctx) {
   shm_name_ = name;
   const detail::TimePoint deadline = ctx.start_tick ? detail::deadline_after(timeout.load()) : ctx.deadline;
   try {
-    shm_ = std::make_unique<detail::ShmGroup>(name, rank, size, job->config.shm_slot_bytes, deadline, &aborted_flag);
+    shm_ = std::make_unique<detail::ShmGroup>(name, rank, size, job->config.shm_slot_bytes, deadline, &aborted_flag,
+                                              creator_pid(), creator_name());
   } catch (const Error& e) {
     throw Error(e.kind(), ctx.where() + e.message());
   }
@@ -282,7 +283,7 @@ void* detail::CommunicatorImpl::alloc_shared(OpContext& x, std::size_t bytes) {
   std::unique_ptr<detail::SharedSegment> seg;
   try {
     seg = std::make_unique<detail::SharedSegment>(name, rank, size, total, total ^ (serial << 48), deadline,
-                                                  &aborted_flag, /*reserve=*/true);
+                                                  &aborted_flag, /*reserve=*/true, creator_pid(), creator_name());
   } catch (const Error& e) {
     throw Error(e.kind(), x.where() + e.message());
   }

@@ -47,6 +47,8 @@ struct JobState {
   std::uint64_t job_id = 0;
   // host_of[world rank]: a small id per distinct host.
   std::vector<int> host_of;
+  // pid_of[world rank]: its process (meaningful on the same host).
+  std::vector<int> pid_of;
   // LOCAL_RANK / LOCAL_WORLD_SIZE from the launcher, or -1.
   int env_local_rank = -1;
   int env_local_size = -1;
@@ -271,6 +273,13 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   // Called from a catch block: aborts as fail-stop requires, then rethrows.
   [[noreturn]] void fail_inline(const detail::OpContext& ctx, std::uint64_t trace);
   void create_shm(const detail::OpContext& ctx);
+  // Who creates this communicator's shared-memory segments (member 0), for
+  // members that wait for them: its process and its name in messages.
+  int creator_pid() const {
+    const std::size_t w = static_cast<std::size_t>(world[0]);
+    return w < job->pid_of.size() ? job->pid_of[w] : 0;
+  }
+  std::string creator_name() const { return "rank " + std::to_string(world[0]); }
 
  public:
   // Communicator::alloc_shared / free_shared inside their operation.

@@ -1,6 +1,7 @@
 #include "shm/segment.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,7 +33,8 @@ static_assert(sizeof(Header) <= SharedSegment::kHeaderBytes);
 }  // namespace
 
 SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::size_t bytes, std::uint64_t layout,
-                             TimePoint deadline, const std::atomic<bool>* abort_flag, bool reserve)
+                             TimePoint deadline, const std::atomic<bool>* abort_flag, bool reserve, int creator_pid,
+                             const std::string& creator)
     : name_(name), size_(size), bytes_(bytes) {
   int fd = -1;
   if (rank == 0) {
@@ -56,6 +58,7 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
     }
   } else {
     // Member 0 creates it; wait for the name and its final size.
+    unsigned looks = 0;
     while (true) {
       fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
       if (fd >= 0) {
@@ -74,6 +77,10 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
                                             ": rank 0 did not take part in this operation");
       if (abort_flag && abort_flag->load())
         throw Error(ErrorKind::Aborted, "aborted while waiting for rank 0 to create shared memory segment " + name);
+      // (Every 64th look: about every 13 ms.)
+      if (creator_pid > 0 && (++looks & 63) == 0 && ::kill(creator_pid, 0) != 0 && errno == ESRCH)
+        throw Error(ErrorKind::PeerLost, creator + " (pid " + std::to_string(creator_pid) +
+                                             ") exited before it created shared memory segment " + name);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }

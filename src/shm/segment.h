@@ -24,8 +24,11 @@ class SharedSegment {
   // `reserve`: member 0 allocates every page at creation (posix_fallocate),
   // so a /dev/shm too small for it fails here, not with SIGBUS at a first
   // touch later.
+  // `creator_pid`: member 0's process (0: unknown); a member waiting for it
+  // fails with PeerLost naming `creator` once that process is gone.
   SharedSegment(const std::string& name, int rank, int size, std::size_t bytes, std::uint64_t layout,
-                TimePoint deadline, const std::atomic<bool>* abort_flag = nullptr, bool reserve = false);
+                TimePoint deadline, const std::atomic<bool>* abort_flag = nullptr, bool reserve = false,
+                int creator_pid = 0, const std::string& creator = "rank 0");
   ~SharedSegment();
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;

@@ -36,13 +36,13 @@ int ShmGroup::spin_limit(int local_ranks) {
 }
 
 ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot_bytes, TimePoint deadline,
-                   const std::atomic<bool>* abort_flag)
+                   const std::atomic<bool>* abort_flag, int creator_pid, const std::string& creator)
     : rank_(rank),
       size_(size),
       slot_bytes_(round_up(std::max<std::size_t>(slot_bytes, 16 * size), 64)),
       area_bytes_(kCtrlBytes + 4 * slot_bytes_ + kRing * kRingBytes),
       map_bytes_(SharedSegment::kHeaderBytes + static_cast<std::size_t>(size) * area_bytes_),
-      segment_(name, rank, size, map_bytes_, slot_bytes_, deadline, abort_flag),
+      segment_(name, rank, size, map_bytes_, slot_bytes_, deadline, abort_flag, false, creator_pid, creator),
       base_(segment_.base()) {
   spins_ = spin_limit(size);
   begun_seen_.assign(static_cast<std::size_t>(size), 0);

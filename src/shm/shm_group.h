@@ -52,7 +52,7 @@ class ShmGroup {
   // Collective over the members (every member calls it). `name` must be the
   // same on every member and unique on the host.
   ShmGroup(const std::string& name, int rank, int size, std::size_t slot_bytes, TimePoint deadline,
-           const std::atomic<bool>* abort_flag = nullptr);
+           const std::atomic<bool>* abort_flag = nullptr, int creator_pid = 0, const std::string& creator = "rank 0");
   ~ShmGroup();
   ShmGroup(const ShmGroup&) = delete;
   ShmGroup& operator=(const ShmGroup&) = delete;

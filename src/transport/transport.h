@@ -72,6 +72,11 @@ class Transport {
   using CommFailedHandler = std::function<void(std::uint64_t comm_id, ErrorKind kind, const std::string& why)>;
   virtual void set_comm_failed_handler(CommFailedHandler handler) { comm_failed_ = std::move(handler); }
 
+  // Makes sure a loss of `peer` is noticed here: a transport that connects
+  // on first use (TCP) connects to it. Called by a transport layered on this
+  // one (shared memory) for the peers it exchanges messages with.
+  virtual void watch_peer(int peer) { (void)peer; }
+
   // Words for a signature in Mismatch messages (set once at init).
   using DescribeSignature = std::string (*)(std::uint64_t signature);
   virtual void set_signature_describer(DescribeSignature d) { describe_signature_ = d; }

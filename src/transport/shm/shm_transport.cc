@@ -115,6 +115,7 @@ ShmTransport::ShmTransport(std::shared_ptr<Transport> net, const std::string& na
       pending_(size_),
       outstanding_(size_),
       lost_(size_) {
+  watched_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size_));
   static_assert(sizeof(RankCtrl) <= kCtrlBytes);
   static_assert(sizeof(Desc) == 128);
   static_assert(sizeof(Ring) == 41728, "docs/architecture.md states the segment size");
@@ -193,6 +194,7 @@ bool ShmTransport::aborted_locked(std::uint64_t comm, const RequestPtr& req) con
 RequestPtr ShmTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_t tag, const void* buf, std::size_t len,
                                    std::uint64_t signature) {
   RequestPtr req = make_request();
+  watch(peer);
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_locked(comm_id, req)) return req;
   if (signature) match_.note_operation(comm_id, tag, signature);
@@ -262,6 +264,7 @@ bool ShmTransport::try_post_locked(SendOp& op) {
 RequestPtr ShmTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len,
                                    std::uint64_t signature) {
   RequestPtr req = make_request();
+  watch(peer);
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_locked(comm_id, req)) return req;
   PostedRecv r{peer, comm_id, tag, static_cast<char*>(buf), len, req, signature};

@@ -135,6 +135,13 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
   RequestPtr make_request();
   void progress_thread();
 
+  // Peers net_ watches (connects to) for this transport: those it has
+  // exchanged messages with (watch).
+  std::unique_ptr<std::atomic<bool>[]> watched_;
+  void watch(int peer) {
+    if (peer >= 0 && peer < size_ && peer != rank_ && !watched_[peer].exchange(true, std::memory_order_relaxed))
+      net_->watch_peer(peer);
+  }
   std::shared_ptr<Transport> net_;
   int rank_, size_;
   std::vector<int> pids_;

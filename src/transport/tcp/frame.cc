@@ -8,11 +8,13 @@ std::string validate_frame_header(const FrameHeader& h) {
   if (h.magic != kFrameMagic) return "bad frame magic " + std::to_string(h.magic);
   if (h.version != kFrameVersion) return "unsupported frame version " + std::to_string(h.version);
   if (h.bytes > kMaxFrameBytes) return "frame claims " + std::to_string(h.bytes) + " bytes";
-  if (h.flags & ~(kFrameGoodbye | kFrameLostNotice | kFrameCommFailed | kFrameStriped))
+  if (h.flags & ~(kFrameGoodbye | kFrameLostNotice | kFrameCommFailed | kFrameStriped | kFrameLanesReady))
     return "unknown frame flags " + std::to_string(h.flags);
   if ((h.flags & kFrameCommFailed) && h.bytes > kMaxNoticeBytes)
     return "communicator-failure notice of " + std::to_string(h.bytes) + " bytes";
   if ((h.flags & kFrameGoodbye) && h.bytes != 0) return "goodbye frame with a payload";
+  if ((h.flags & kFrameLanesReady) && (h.bytes != 0 || h.flags != kFrameLanesReady))
+    return "malformed data-connections-ready frame";
   if ((h.flags & kFrameStriped) && (h.flags & ~kFrameStriped)) return "striped frame with other flags";
   if ((h.flags & kFrameLostNotice) && h.bytes > kMaxNoticeBytes)
     return "lost-peer notice of " + std::to_string(h.bytes) + " bytes";
@@ -43,8 +45,7 @@ std::string validate_hello(const Hello& h, int world_size, std::uint64_t job_id)
 
 std::string check_incoming_hello(const Hello& h, int rank, int world_size, std::uint64_t job_id) {
   std::string bad = validate_hello(h, world_size, job_id);
-  if (bad.empty() && h.rank <= rank)
-    bad = "rank " + std::to_string(h.rank) + " must not connect to rank " + std::to_string(rank);
+  if (bad.empty() && h.rank == rank) bad = "peer claims this rank's own number " + std::to_string(rank);
   return bad;
 }
 

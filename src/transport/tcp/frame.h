@@ -29,6 +29,10 @@ inline constexpr std::uint16_t kFrameCommFailed = 4;
 // stripe i of every such message goes on data connection i, in the order of
 // their headers here (stripe_extents says where each stripe lies).
 inline constexpr std::uint16_t kFrameStriped = 8;
+// flags: a frame without payload from the rank that opened the pair's
+// connections: it has every data connection (TUTTI_SOCKETS_PER_PEER) in
+// place, so the receiver may stripe messages to it from now on.
+inline constexpr std::uint16_t kFrameLanesReady = 16;
 
 struct FrameHeader {
   std::uint32_t magic = kFrameMagic;
@@ -44,7 +48,8 @@ static_assert(sizeof(FrameHeader) == 40, "frame header is 40 bytes on the wire")
 // Returns "" when the header is well formed, else what is wrong with it.
 std::string validate_frame_header(const FrameHeader& h);
 
-// The first message on every peer connection, from the connecting side.
+// The first message on every peer connection, from the connecting side,
+// right after authentication (net/auth.h).
 inline constexpr std::uint32_t kHelloMagic = 0x4F4C4548;  // "HELO"
 struct Hello {
   std::uint32_t magic = kHelloMagic;
@@ -73,8 +78,19 @@ StripeExtent stripe_extent(std::size_t bytes, int stripes, int i);
 
 std::string validate_hello(const Hello& h, int world_size, std::uint64_t job_id);
 // What rank `rank` checks of the hello of a peer that connected to it: the
-// checks of validate_hello, and that the peer is a higher rank (every rank
-// connects to the lower ranks only). "" when the peer is accepted.
+// checks of validate_hello, and that the peer is another rank. "" when the
+// hello is acceptable (whether the connection is kept is the transport's
+// decision: see Verdict).
 std::string check_incoming_hello(const Hello& h, int rank, int world_size, std::uint64_t job_id);
+
+// The accepting side's answer to a hello (connections are made on first use
+// from either side; when both sides connect at once, the connection opened by
+// the lower rank is kept and the other refused: tcp_transport.h).
+inline constexpr std::uint32_t kVerdictMagic = 0x56545554;  // "TUTV"
+struct Verdict {
+  std::uint32_t magic = kVerdictMagic;
+  std::uint32_t accepted = 0;  // 1: kept; 0: refused, the peer's own connection is the pair's
+};
+static_assert(sizeof(Verdict) == 8, "verdict is 8 bytes on the wire");
 
 }  // namespace tutti::detail

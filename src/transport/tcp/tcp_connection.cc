@@ -19,7 +19,8 @@ namespace tutti::detail {
 
 using namespace tcp;
 
-bool TcpTransport::flush(Conn& c) { return flush_queue(c, c.fd.get(), c.sendq); }
+// (Sends to a peer whose connection is being made wait for it: attach.)
+bool TcpTransport::flush(Conn& c) { return c.link != Link::Ready || c.doomed || flush_queue(c, c.fd.get(), c.sendq); }
 
 bool TcpTransport::flush_queue(Conn& c, int fd, std::deque<SendOp>& q) {
   while (!q.empty()) {
@@ -49,7 +50,7 @@ bool TcpTransport::flush_queue(Conn& c, int fd, std::deque<SendOp>& q) {
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      fail_conn(c, "sending to rank " + std::to_string(c.peer) + " failed: " + errno_text(errno));
+      lose_conn(c, "sending to rank " + std::to_string(c.peer) + " failed: " + errno_text(errno));
       return false;
     }
     op.off += static_cast<std::size_t>(w);
@@ -68,7 +69,7 @@ bool TcpTransport::flush_queue(Conn& c, int fd, std::deque<SendOp>& q) {
 
 void TcpTransport::update_lane(Conn& c, std::size_t lane) {
   Lane& l = c.lanes[lane];
-  if (!l.fd.valid()) return;
+  if (!l.fd.valid() || c.doomed) return;
   const std::uint32_t want = (l.rxq.empty() ? 0u : EPOLLIN | EPOLLRDHUP) | (l.sendq.empty() ? 0u : EPOLLOUT);
   if (want == l.events) return;
   epoll_event ev{};
@@ -87,7 +88,7 @@ void TcpTransport::update_epoll(Conn& c, bool want_out) {
 }
 
 void TcpTransport::apply_epoll(Conn& c) {
-  if (!c.fd.valid() || c.draining) return;
+  if (!c.fd.valid() || c.draining || c.doomed) return;
   // While a caller drives the connection, or it is parked, the progress
   // thread only flushes it.
   const std::uint32_t want = (c.driven || c.parked ? 0u : EPOLLIN | EPOLLRDHUP) | (c.want_out ? EPOLLOUT : 0u);
@@ -142,14 +143,46 @@ void TcpTransport::abort_sends(Conn& c, std::uint64_t comm_id, ErrorKind kind, c
   drop(c.sendq);
 }
 
+void TcpTransport::lose_conn(Conn& c, const std::string& why) {
+  if (!c.alive || c.doomed) return;
+  if (stop_ || c.said_goodbye) {
+    fail_conn(c, why);
+    return;
+  }
+  c.doomed = true;
+  c.doom_at = Clock::now() + kLossHoldOff;
+  c.doom_why = why;
+  ++doomed_;
+  c.stage_off = c.stage_len = 0;
+  drop_handshakes(c.peer);
+  // Nothing more is read or written on it.
+  if (c.fd.valid() && c.link == Link::Ready) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+  for (Lane& l : c.lanes) {
+    if (l.events) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.fd.get(), nullptr);
+    l.events = 0;
+  }
+  TUTTI_LOG(Debug, "peer rank " << c.peer << ": " << why << "; reported lost in " << kLossHoldOff.count()
+                                << " ms unless another loss is reported first");
+  wake_progress();  // it keeps the time (this may be a caller's thread)
+}
+
 void TcpTransport::fail_conn(Conn& c, const std::string& why) {
   if (!c.alive) return;
   c.alive = false;
+  if (c.doomed) {
+    c.doomed = false;
+    --doomed_;
+  }
+  if (c.link == Link::Connecting) {
+    --connecting_;
+    c.link = Link::Idle;
+  }
+  drop_handshakes(c.peer);
   c.failure = why;
   c.stage_off = c.stage_len = 0;
-  if (!c.said_goodbye && !stop_) lost_unreported_.emplace_back(c.peer, why);
+  if (!c.said_goodbye && !stop_ && !c.quiet) lost_unreported_.emplace_back(c.peer, why);
   TUTTI_LOG(Info, "peer rank " << c.peer << ": " << why);
-  if (c.fd.valid()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+  if (c.fd.valid() && c.link == Link::Ready) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
   c.fd.reset();
   match_.fail_posted_if([&](const PostedRecv& r) { return r.peer == c.peer; }, ErrorKind::PeerLost, why);
   if (c.rx_req) c.rx_req->fail(ErrorKind::PeerLost, why);
@@ -183,6 +216,19 @@ void TcpTransport::on_header(Conn& c) {
   }
   if (c.hdr.flags & kFrameGoodbye) {
     c.said_goodbye = true;
+    c.rx = Rx::Header;
+    c.hdr_got = 0;
+    return;
+  }
+  if (c.hdr.flags & kFrameLanesReady) {
+    // The opener has every data connection: stripe to it from now on.
+    if (c.opener != c.peer || c.lanes.empty() ||
+        !std::all_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return l.fd.valid(); })) {
+      fail_conn(c, "corrupt frame from rank " + std::to_string(c.peer) +
+                       ": it announced data connections this rank does not have");
+      return;
+    }
+    c.lanes_usable = true;
     c.rx = Rx::Header;
     c.hdr_got = 0;
     return;
@@ -308,9 +354,9 @@ void TcpTransport::finish_stripe(Conn& c, InStripe& m) {
 }
 
 void TcpTransport::handle_lane_readable(Conn& c, std::size_t lane) {
-  if (reports_pending()) return;  // as handle_readable
+  if (reports_pending() || c.doomed) return;  // as handle_readable
   std::size_t budget = kReadBudget;
-  while (c.alive && budget > 0 && !c.lanes[lane].rxq.empty()) {
+  while (c.alive && !c.doomed && budget > 0 && !c.lanes[lane].rxq.empty()) {
     Lane& l = c.lanes[lane];
     StripeRx& x = l.rxq.front();
     InStripe& m = *x.msg;
@@ -337,13 +383,13 @@ void TcpTransport::handle_lane_readable(Conn& c, std::size_t lane) {
     }
     ssize_t n = ::recv(l.fd.get(), dst, want, MSG_DONTWAIT);
     if (n == 0) {
-      fail_conn(c, "rank " + std::to_string(c.peer) + " closed its connection in the middle of a message");
+      lose_conn(c, "rank " + std::to_string(c.peer) + " closed its connection in the middle of a message");
       return;
     }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      fail_conn(c, "connection to rank " + std::to_string(c.peer) + " failed: " + errno_text(errno));
+      lose_conn(c, "connection to rank " + std::to_string(c.peer) + " failed: " + errno_text(errno));
       return;
     }
     budget -= std::min(budget, static_cast<std::size_t>(n));
@@ -354,7 +400,7 @@ void TcpTransport::handle_lane_readable(Conn& c, std::size_t lane) {
       if (--done->left == 0) finish_stripe(c, *done);
     }
   }
-  if (!c.alive) return;
+  if (!c.alive || c.doomed) return;
   update_lane(c, lane);
   if (c.draining && std::all_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return l.rxq.empty(); }))
     fail_conn(c, "rank " + std::to_string(c.peer) + " has shut down");
@@ -403,12 +449,12 @@ void TcpTransport::handle_readable(Conn& c) {
   // Nothing is read past a loss or failure until it is reported, by
   // whichever thread read it: what follows (peers shutting down after it)
   // must not become the cause.
-  if (reports_pending()) return;
+  if (reports_pending() || c.doomed) return;
   std::size_t budget = kReadBudget;
   c.yield = false;
   // Bytes already read into the stage are taken first, whatever the budget:
   // no readiness would announce them.
-  while (c.alive && !c.yield && (budget > 0 || staged(c))) {
+  while (c.alive && !c.doomed && !c.yield && (budget > 0 || staged(c))) {
     char* dst;
     std::size_t want;
     if (c.rx == Rx::Header) {
@@ -466,17 +512,18 @@ void TcpTransport::handle_readable(Conn& c) {
           c.draining = true;
           return;
         }
-        fail_conn(c, !clean ? "rank " + std::to_string(c.peer) + " closed its connection in the middle of a message"
-                     : c.said_goodbye
-                         ? "rank " + std::to_string(c.peer) + " has shut down"
-                         : "rank " + std::to_string(c.peer) +
-                               " closed its connection without shutting down (it exited, crashed or was killed)");
+        if (clean && c.said_goodbye)
+          fail_conn(c, "rank " + std::to_string(c.peer) + " has shut down");
+        else
+          lose_conn(c, !clean ? "rank " + std::to_string(c.peer) + " closed its connection in the middle of a message"
+                              : "rank " + std::to_string(c.peer) +
+                                    " closed its connection without shutting down (it exited, crashed or was killed)");
         return;
       }
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        fail_conn(c, "connection to rank " + std::to_string(c.peer) + " failed: " + errno_text(errno));
+        lose_conn(c, "connection to rank " + std::to_string(c.peer) + " failed: " + errno_text(errno));
         return;
       }
       budget -= std::min(budget, static_cast<std::size_t>(n));

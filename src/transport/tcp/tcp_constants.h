@@ -14,12 +14,25 @@
 namespace tutti::detail::tcp {
 
 inline constexpr std::uint32_t kWakeIndex = 0xffffffffu;
+inline constexpr std::uint32_t kListenIndex = 0xfffffffeu;
 // epoll data of a connection: the peer's rank in the low 24 bits, above them
 // 0 for the header connection or 1 + the index of a data connection.
 inline constexpr int kLaneShift = 24;
 inline std::uint32_t epoll_index(int peer, std::size_t lane_plus_one) {
   return static_cast<std::uint32_t>(peer) | static_cast<std::uint32_t>(lane_plus_one << kLaneShift);
 }
+// A connection being made: kHandshakeLane above, the handshake's number below.
+inline constexpr std::uint32_t kHandshakeLane = 0xfe;
+inline constexpr std::uint32_t kHandshakeIds = 1u << kLaneShift;
+// How long a connection that has not said who it is may take to do so.
+inline constexpr auto kStrangerBudget = std::chrono::seconds(10);
+// How long after its connection breaks a peer is reported lost (lose_conn).
+inline constexpr auto kLossHoldOff = std::chrono::milliseconds(250);
+// How long a transport being destroyed waits for connections still being
+// made to carry the loss notices queued on them.
+inline constexpr auto kNoticeGrace = std::chrono::milliseconds(500);
+// How often connections being made are checked against their deadline.
+inline constexpr auto kConnectCheck = std::chrono::milliseconds(100);
 // Bytes one connection may read per readiness event before others get a turn.
 inline constexpr std::size_t kReadBudget = 8u << 20;
 // An unexpected message's buffer is allocated up to this size when its

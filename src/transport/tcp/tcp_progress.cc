@@ -65,7 +65,7 @@ void TcpTransport::look_parked() {
   tick_fds_.clear();
   tick_peers_.clear();
   for (const Conn& c : conns_)
-    if (c.parked && !c.driven && c.alive && c.fd.valid()) {
+    if (c.parked && !c.driven && c.alive && !c.doomed && c.fd.valid()) {
       tick_fds_.push_back(pollfd{c.fd.get(), POLLIN | POLLRDHUP, 0});
       tick_peers_.push_back(c.peer);
     }
@@ -73,7 +73,7 @@ void TcpTransport::look_parked() {
   for (std::size_t i = 0; i < tick_fds_.size(); ++i) {
     Conn& c = conns_[tick_peers_[i]];
     // (Reading one may have failed or unparked another.)
-    if (tick_fds_[i].revents == 0 || !c.parked || c.driven || !c.alive) continue;
+    if (tick_fds_[i].revents == 0 || !c.parked || c.driven || !c.alive || c.doomed) continue;
     handle_readable(c);
     if (!may_park(c)) unpark(c);
   }
@@ -84,7 +84,8 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     Conn& c = conns_[peer];
-    if (req.done() || stop_ || !c.alive || c.draining || c.driven || !c.fd.valid()) return;
+    if (req.done() || stop_ || !c.alive || c.doomed || c.draining || c.driven || !c.fd.valid() || c.link != Link::Ready)
+      return;
     c.driven = true;
     c.parked = false;
     ++drives_;
@@ -125,7 +126,7 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
       std::lock_guard<std::mutex> lock(mu_);
       Conn& c = conns_[peer];
       // (A connection that failed meanwhile has no descriptor left to read.)
-      if (c.alive && ready > 0) handle_readable(c);
+      if (c.alive && ready > 0) handle_readable(c);  // (nothing once doomed)
       report = reports_pending();
       staged_left = c.alive && staged(c);
       // An empty look without sleeping ends the drive only at the deadline
@@ -138,8 +139,8 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
       // ExchangesWakeTheirWaiters, striped).
       const bool stripes_due =
           std::any_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return !l.rxq.empty(); });
-      more =
-          c.alive && !c.draining && !req.done() && !stripes_due && !(ready == 0 && ms == 0 && Clock::now() >= deadline);
+      more = c.alive && !c.doomed && !c.draining && !req.done() && !stripes_due &&
+             !(ready == 0 && ms == 0 && Clock::now() >= deadline);
       if (!more && c.alive && c.driven) {
         c.driven = false;
         if (req.done()) {
@@ -177,10 +178,23 @@ void TcpTransport::report_lost() {
       if (lost_reported_[peer]) continue;
       lost_reported_[peer] = 1;
       lost.emplace_back(peer, why);
-      // Tell every other rank, ahead of anything this rank sends later
-      // (such as its own goodbye when it shuts down after the failure).
+      // Tell every rank connected to this one, ahead of anything this rank
+      // sends later (such as its own goodbye when it shuts down after the
+      // failure), and the neighbours of this rank in a ring and a hypercube
+      // (rank XOR 2^k), connecting to them if need be: every rank that
+      // learns of a loss does the same, once, so that it reaches every
+      // rank, connected to the lost one or not, within about log2(p) hops,
+      // each rank opening at most log2(p) + 2 connections for it.
+      if (lazy_) {
+        auto near = [&](int q) {
+          if (q != rank_ && q != peer && q >= 0 && q < size_) connect_to(conns_[q], true);
+        };
+        near((rank_ + 1) % size_);
+        near((rank_ + size_ - 1) % size_);
+        for (int bit = 1; bit < size_; bit <<= 1) near(rank_ ^ bit);
+      }
       for (Conn& c : conns_) {
-        if (c.peer == rank_ || c.peer == peer || !c.alive) continue;
+        if (c.peer == rank_ || c.peer == peer || !c.alive || c.doomed || c.link == Link::Idle) continue;
         queue_notice(c, kFrameLostNotice, 0, static_cast<std::uint64_t>(peer), why);
       }
     }
@@ -229,8 +243,16 @@ void TcpTransport::progress_loop() {
           (void)ignored;
           continue;
         }
+        if (idx == kListenIndex) {
+          accept_peers();
+          continue;
+        }
+        if ((idx >> kLaneShift) == kHandshakeLane) {
+          on_handshake(idx & (kHandshakeIds - 1), events[i].events);
+          continue;
+        }
         Conn& c = conns_[idx & ((1u << kLaneShift) - 1)];
-        if (!c.alive) continue;
+        if (!c.alive || c.doomed) continue;
         if (const std::size_t lane = idx >> kLaneShift; lane > 0) {
           if (lane > c.lanes.size()) continue;
           if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
@@ -238,7 +260,7 @@ void TcpTransport::progress_loop() {
             if (!c.lanes[lane - 1].rxq.empty()) {
               handle_lane_readable(c, lane - 1);
             } else if (events[i].events & (EPOLLHUP | EPOLLERR)) {
-              fail_conn(c, "a data connection to rank " + std::to_string(c.peer) + " failed");
+              lose_conn(c, "a data connection to rank " + std::to_string(c.peer) + " failed");
             }
           }
           if (c.alive && (events[i].events & EPOLLOUT) &&
@@ -247,7 +269,7 @@ void TcpTransport::progress_loop() {
           continue;
         }
         if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) handle_readable(c);
-        if (c.alive && (events[i].events & EPOLLOUT)) {
+        if (c.alive && !c.doomed && (events[i].events & EPOLLOUT)) {
           if (flush(c) && c.sendq.empty()) update_epoll(c, false);
         }
       }
@@ -255,10 +277,11 @@ void TcpTransport::progress_loop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (ticking_ && Clock::now() >= next_tick_) tick();
+      if (!handshakes_.empty() || connecting_ > 0 || doomed_ > 0) check_connect_deadlines();
       // What a driver or this thread left in a stage when reading stopped
       // at a notice (once it is reported).
       for (Conn& c : conns_)
-        if (staged(c) && !c.driven && c.alive) handle_readable(c);
+        if (staged(c) && !c.driven && c.alive && !c.doomed) handle_readable(c);
     }
     report_lost();
     bool pending;
@@ -272,6 +295,11 @@ void TcpTransport::progress_loop() {
                                                      std::max(next_tick_ - Clock::now(), Clock::duration::zero()))
                                                      .count())
                                : -1;
+      // Connections being made are checked against their deadlines.
+      if (!staged_left && (!handshakes_.empty() || connecting_ > 0 || doomed_ > 0)) {
+        const int check = static_cast<int>(kConnectCheck.count());
+        timeout_ms = timeout_ms < 0 ? check : std::min(timeout_ms, check);
+      }
     }
     if (pending) ::sched_yield();  // a caller is reporting: it is short
   }

@@ -34,7 +34,12 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<Fd> peers, std::size_
 
 TcpTransport::TcpTransport(int rank, int size, std::vector<std::vector<Fd>> links, std::size_t socket_buffer_bytes,
                            std::size_t stripe_bytes)
+    : TcpTransport(rank, size, std::move(links), socket_buffer_bytes, stripe_bytes, nullptr) {}
+
+TcpTransport::TcpTransport(int rank, int size, std::vector<std::vector<Fd>> links, std::size_t socket_buffer_bytes,
+                           std::size_t stripe_bytes, TcpPeers* lazy)
     : rank_(rank), size_(size), stripe_bytes_(stripe_bytes), conns_(size), match_(size), discard_(64 << 10) {
+  socket_buffer_bytes_ = socket_buffer_bytes;
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_.valid() || !wake_.valid()) throw Error(ErrorKind::Internal, "epoll/eventfd: " + errno_text(errno));
@@ -42,11 +47,34 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<std::vector<Fd>> link
   ev.events = EPOLLIN;
   ev.data.u32 = kWakeIndex;
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+  if (lazy) {
+    lazy_ = true;
+    listener_ = std::move(lazy->listener);
+    addresses_ = std::move(lazy->addresses);
+    key_ = std::move(lazy->key);
+    job_id_ = lazy->job_id;
+    links_ = lazy->links;
+    congestion_ = std::move(lazy->congestion);
+    connect_timeout_ = lazy->connect_timeout;
+    if (addresses_.size() != static_cast<std::size_t>(size) || !listener_.valid())
+      throw Error(ErrorKind::Internal, "the TCP transport needs a listener and every rank's address");
+    set_nonblocking(listener_.get(), true);
+    epoll_event lev{};
+    lev.events = EPOLLIN;
+    lev.data.u32 = kListenIndex;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &lev);
+  }
   for (int p = 0; p < size; ++p) {
     Conn& c = conns_[p];
     c.peer = p;
     if (p == rank) {
       c.alive = true;  // loopback to self never fails
+      continue;
+    }
+    if (lazy_) {
+      c.alive = true;  // until a connection to it fails
+      c.link = Link::Idle;
+      c.events = 0;
       continue;
     }
     if (links[p].empty()) throw Error(ErrorKind::Internal, "no connection to rank " + std::to_string(p));
@@ -60,6 +88,7 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<std::vector<Fd>> link
     c.fd = std::move(links[p][0]);
     c.stage.resize(kStageBytes);
     c.alive = true;
+    c.lanes_usable = true;
     epoll_event pev{};
     pev.events = EPOLLIN | EPOLLRDHUP;
     pev.data.u32 = epoll_index(p, 0);
@@ -70,7 +99,20 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<std::vector<Fd>> link
 
 TcpTransport::~TcpTransport() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    // Loss notices queued on connections still being made get a short
+    // chance to leave (the progress thread makes them).
+    const TimePoint until = Clock::now() + kNoticeGrace;
+    auto notices_waiting = [&] {
+      return std::any_of(conns_.begin(), conns_.end(), [](const Conn& c) {
+        return c.link == Link::Connecting && c.alive && !c.doomed && !c.sendq.empty();
+      });
+    };
+    while (lazy_ && notices_waiting() && Clock::now() < until) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      lock.lock();
+    }
     stop_ = true;
   }
   wake_progress();
@@ -86,6 +128,7 @@ void TcpTransport::say_goodbye() {
     return std::all_of(c.lanes.begin(), c.lanes.end(), [](const Lane& l) { return l.sendq.empty(); });
   };
   for (Conn& c : conns_) {
+    if (c.doomed || c.link != Link::Ready) continue;
     while (c.peer != rank_ && c.alive && c.fd.valid() && !c.sendq.empty() && Clock::now() < until) {
       if (!flush(c) || c.sendq.empty()) break;
       pollfd p{c.fd.get(), POLLOUT, 0};
@@ -103,7 +146,9 @@ void TcpTransport::say_goodbye() {
   h.flags = kFrameGoodbye;
   for (Conn& c : conns_) {
     // Only between frames: a half-sent message is not followed by anything.
-    if (c.peer == rank_ || !c.alive || !c.fd.valid() || !c.sendq.empty() || !lanes_idle(c)) continue;
+    if (c.peer == rank_ || !c.alive || c.doomed || c.link != Link::Ready || !c.fd.valid() || !c.sendq.empty() ||
+        !lanes_idle(c))
+      continue;
     ssize_t n = ::send(c.fd.get(), &h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n;  // a full socket buffer or a dead peer: it learns from the close
   }
@@ -117,10 +162,11 @@ void TcpTransport::shutdown_connections() {
   say_goodbye();
   std::vector<pollfd> fds;
   for (Conn& c : conns_) {
-    if (c.peer == rank_ || !c.alive || !c.fd.valid()) continue;
+    if (c.peer == rank_ || !c.alive || c.doomed || c.link != Link::Ready || !c.fd.valid()) continue;
     ::shutdown(c.fd.get(), SHUT_WR);
     fds.push_back(pollfd{c.fd.get(), POLLIN, 0});
     for (Lane& l : c.lanes) {
+      if (!l.fd.valid()) continue;  // (one still being made)
       ::shutdown(l.fd.get(), SHUT_WR);
       fds.push_back(pollfd{l.fd.get(), POLLIN, 0});
     }
@@ -178,6 +224,11 @@ RequestPtr TcpTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_
     req->complete(rank_, len);
     return req;
   }
+  connect_to(c);
+  if (!c.alive) {  // its connection could not even be started
+    req->fail(ErrorKind::PeerLost, c.failure);
+    return req;
+  }
   SendOp op;
   op.hdr.comm_id = comm_id;
   op.hdr.tag = tag;
@@ -186,7 +237,7 @@ RequestPtr TcpTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_
   op.buf = static_cast<const char*>(buf);
   op.len = len;
   op.req = req;
-  if (!c.lanes.empty() && len >= stripe_bytes_) {
+  if (c.lanes_usable && !c.lanes.empty() && len >= stripe_bytes_) {
     // The header here, the payload in stripes on the data connections.
     auto st = std::make_shared<OutStripe>();
     st->comm = comm_id;
@@ -237,6 +288,8 @@ RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
     unpark(conns_[peer]);
   }
   if (comm_aborted(comm_id, &req)) return req;
+  // Either side connects: a peer that is gone is then named at once.
+  if (peer != kAnyPeer && peer != rank_) connect_to(conns_[peer]);
   PostedRecv r{peer, comm_id, tag, static_cast<char*>(buf), len, req, signature};
   const std::string bad = match_.check_post(comm_id, tag, signature);
   if (!bad.empty()) {
@@ -368,7 +421,9 @@ void TcpTransport::notify_comm_failed(std::uint64_t comm_id, const std::vector<i
                                       const std::string& message) {
   std::lock_guard<std::mutex> lock(mu_);
   for (int m : members) {
-    if (m == rank_ || m < 0 || m >= size_ || !conns_[m].alive) continue;
+    // Not to members never connected: a member that waits on this rank has
+    // connected to it, and the others learn from those they wait on.
+    if (m == rank_ || m < 0 || m >= size_ || !conns_[m].alive || conns_[m].link == Link::Idle) continue;
     queue_notice(conns_[m], kFrameCommFailed, comm_id, static_cast<std::uint64_t>(kind), message);
   }
 }

@@ -2,6 +2,23 @@
 // TCP transport: one connection per peer pair (or several, see below), driven by one epoll progress
 // thread per process.
 //
+// Connections on first use. A pair's connection is made when an operation
+// first needs it: a send to the peer, or a receive from it, on either side
+// (tcp_handshake.cc). The progress thread makes it without blocking: a
+// non-blocking connect, then authentication (net/auth.h), the hello and the
+// accepting side's verdict, each step as its socket becomes ready, so that
+// no rank ever waits on a peer while connecting. Sends posted meanwhile
+// queue and leave once it is made. When both sides connect at once, the
+// connection opened by the lower rank is kept: the lower rank refuses a
+// hello from a higher one while its own attempt is under way, and the
+// higher one takes the lower one's in place of its own. A receive from any
+// source connects nothing: a message from a peer not connected yet arrives
+// when that peer's send opens the connection, which this rank accepts. A
+// peer's loss is learnt on its connection (closed, refused when first
+// needed), from lost-peer notices (every rank passes each loss on, once, to
+// every peer it is connected to) and from failed-communicator notices of
+// the members it waits on (docs/architecture.md, "Failure detection").
+//
 // With TUTTI_SOCKETS_PER_PEER = N > 1 a pair of ranks has N + 1
 // connections: the first carries every header and small message as before;
 // a message of at least TUTTI_SOCKET_STRIPE_BYTES sends only its header
@@ -36,6 +53,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "net/auth.h"
 #include "net/socket.h"
 #include "transport/matching.h"
 #include "transport/tcp/frame.h"
@@ -44,17 +62,23 @@
 
 namespace tutti::detail {
 
-// Builds the full mesh of peer connections through `store`: every rank
-// listens, publishes its address under "tutti/tcp/<rank>", connects to lower
-// ranks and accepts higher ones. Fails with Timeout naming the ranks that
-// never published or connected before `deadline`. Returns the
-// connections to each peer (index = rank; none for the own entry): one, or
-// config.sockets_per_peer + 1 when that is above 1 (the connecting rank's
-// setting decides for the pair).
-// Every connection authenticates with `key` (net/auth.h) before its hello.
-std::vector<std::vector<Fd>> connect_mesh(Store& store, int rank, int size, std::uint64_t job_id,
-                                          const std::string& key, const Config& config, const std::string& store_host,
-                                          int store_port, TimePoint deadline);
+// What a rank needs to connect to its peers on first use.
+struct TcpPeers {
+  Fd listener;                         // where this rank accepts its peers
+  std::vector<std::string> addresses;  // every rank's "host port"
+  std::string key;                     // every connection authenticates with it (net/auth.h)
+  std::uint64_t job_id = 0;
+  int links = 1;                                 // connections this rank opens to a peer (TUTTI_SOCKETS_PER_PEER)
+  std::string congestion;                        // TCP congestion control of every connection ("": the kernel's)
+  std::chrono::milliseconds connect_timeout{0};  // how long a connection may take to be made
+};
+
+// Listens, publishes this rank's address under "tutti/tcp/<rank>" and reads
+// every rank's in one store request (which waits until all have published).
+// Fails with Timeout naming the ranks that never published within the
+// store's timeout. Makes no connection.
+TcpPeers gather_peer_addresses(Store& store, int rank, int size, const Config& config, const std::string& store_host,
+                               int store_port);
 
 class TcpTransport final : public Transport, public std::enable_shared_from_this<TcpTransport> {
  public:
@@ -64,6 +88,8 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
                std::size_t stripe_bytes);
   // One connection per peer.
   TcpTransport(int rank, int size, std::vector<Fd> peers, std::size_t socket_buffer_bytes);
+  // No connection yet: each is made on first use (see above).
+  TcpTransport(int rank, int size, TcpPeers peers, std::size_t socket_buffer_bytes, std::size_t stripe_bytes);
   ~TcpTransport() override;
 
   int rank() const override { return rank_; }
@@ -84,6 +110,14 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   void set_comm_failed_handler(CommFailedHandler handler) override;
   void notify_comm_failed(std::uint64_t comm_id, const std::vector<int>& members, ErrorKind kind,
                           const std::string& message) override;
+  void watch_peer(int peer) override;
+  // Connects to `peer` now and waits until the connection is made (by
+  // either side) or `deadline`: "" once it was made (the peer may have shut
+  // down since), else why not, with its kind in *kind (Unauthenticated when
+  // the peer does not know the job's key).
+  std::string connect_now(int peer, TimePoint deadline, ErrorKind* kind);
+  // Peers this rank has a connection to (made or being made), for tests.
+  int connected_peers() const;
 
  private:
   struct PostedRecv {
@@ -170,10 +204,29 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
     std::uint32_t events = 0;  // what epoll watches (0: not registered)
   };
   enum class Rx { Header, Payload };
+  // Idle: no connection, none wanted yet; Connecting: being made (one of
+  // ours is under way, or ours was refused and the peer's is coming);
+  // Ready: made, frames flow.
+  enum class Link : std::uint8_t { Idle, Connecting, Ready };
   struct Conn {
     int peer = -1;
     Fd fd;
     bool alive = false;
+    ErrorKind fail_kind = ErrorKind::PeerLost;  // what `failure` is
+    Link link = Link::Ready;
+    bool made = false;          // its connection was made (it may be gone again)
+    int opener = -1;            // the rank whose connections the pair kept
+    bool lanes_usable = false;  // messages may be striped across the data connections
+    int lanes_pending = 0;      // data connections of ours still being made
+    TimePoint connect_deadline{};
+    // Made only to pass on a loss (report_lost): failing to make it is not
+    // itself reported as a loss.
+    bool quiet = false;
+    // Broken, and reported lost at doom_at unless something else (a loss
+    // reported by another rank) fails its operations first (lose_conn).
+    bool doomed = false;
+    TimePoint doom_at{};
+    std::string doom_why;
     bool said_goodbye = false;  // the peer is shutting down in order
     bool draining = false;      // ...and closed; stripes are still being read
     bool driven = false;        // a waiting caller reads this connection (drive)
@@ -207,7 +260,60 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
     std::vector<Lane> lanes;  // data connections, stripe i on lanes[i]
   };
 
+  // Either of the public ones: connections given (`lazy` null), or none yet.
+  TcpTransport(int rank, int size, std::vector<std::vector<Fd>> links, std::size_t socket_buffer_bytes,
+               std::size_t stripe_bytes, TcpPeers* lazy);
   void progress_loop();
+
+  // Making connections (tcp_handshake.cc). A connection being made, in
+  // either direction, until it is kept (attach) or refused.
+  enum class Step : std::uint8_t {
+    Connect,    // ours: waiting for connect() to finish
+    Answer,     // ours: sent the auth hello, waiting for the server's answer
+    Verdict,    // ours: sent the proof and hello, waiting for the verdict
+    AuthHello,  // theirs: waiting for the client's auth hello
+    Proof,      // theirs: sent the answer, waiting for the proof and hello
+  };
+  struct Handshake {
+    Fd fd;
+    int peer = -1;  // ours: the peer; theirs: -1 until its hello
+    int index = 0;  // ours: which of the pair's connections
+    Step step = Step::Connect;
+    std::uint8_t in[kAuthAnswerBytes + sizeof(Hello)] = {};
+    std::size_t got = 0, want = 0;
+    Nonce client_nonce{};
+    AuthServerState server{};
+    TimePoint deadline{};
+  };
+  void connect_to(Conn& c, bool quiet = false);
+  void open_link(Conn& c, int index);
+  void accept_peers();
+  void on_handshake(std::uint32_t id, std::uint32_t events);
+  // Reads the rest of the step's bytes; false while they are not all in
+  // (or the handshake ended: `gone`).
+  bool handshake_read(std::uint32_t id, Handshake& h, bool* gone);
+  void end_handshake(std::uint32_t id);
+  Fd take_handshake(std::uint32_t id);  // ends it, keeping its connection
+  void drop_handshakes(int peer);
+  void step_ours(std::uint32_t id, Handshake& h);
+  bool superseded(const Handshake& h) const;
+  void step_theirs(std::uint32_t id, Handshake& h);
+  // The pair's connection `index` (of `count`) is made: frames may flow.
+  void attach(Conn& c, Fd fd, int index, int count, int opener);
+  void check_connect_deadlines();
+  std::string who(int peer) const;  // "rank 3 (10.0.0.2:4711)"
+  bool lazy_ = false;
+  Fd listener_;
+  std::vector<std::string> addresses_;
+  std::string key_;
+  std::uint64_t job_id_ = 0;
+  int links_ = 1;
+  std::string congestion_;
+  std::chrono::milliseconds connect_timeout_{0};
+  std::size_t socket_buffer_bytes_ = 0;
+  std::unordered_map<std::uint32_t, Handshake> handshakes_;
+  std::uint32_t next_handshake_ = 0;
+  int connecting_ = 0;  // peers in Link::Connecting
   // Peers lost without a goodbye, reported to peer_lost_ outside the lock.
   std::vector<std::pair<int, std::string>> lost_unreported_;
   std::vector<char> lost_reported_;  // per peer: reported (to the handler, or kept for it)
@@ -278,6 +384,13 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   std::vector<pollfd> tick_fds_;
   std::vector<int> tick_peers_;  // the peer of each tick_fds_ entry
   void fail_conn(Conn& c, const std::string& why);
+  // The connection broke (closed without a goodbye, reset, refused): the
+  // peer is reported lost kLossHoldOff later. A rank that fails because of
+  // another's loss, and exits, breaks its connections too; the hold-off
+  // lets the first loss, which reaches every rank through the notices,
+  // remain the cause everywhere.
+  void lose_conn(Conn& c, const std::string& why);
+  int doomed_ = 0;  // connections in the hold-off
   void deliver_local(std::uint64_t comm, std::uint64_t tag, const char* buf, std::size_t len);
   void finish_recv(const PostedRecv& r, int from, const char* data, std::size_t bytes);
   bool comm_aborted(std::uint64_t comm, RequestPtr* fail_with) const;

@@ -100,10 +100,11 @@ TEST(CoreFrame, HelloRejectsBadFields) {
   EXPECT_EQ(d::validate_hello(h, 4, 42), "peer belongs to another job");
 }
 
-TEST(CoreFrame, IncomingHelloMustComeFromAHigherRank) {
+TEST(CoreFrame, IncomingHelloMustComeFromAnotherRank) {
+  // Either side of a pair connects (on first use).
   EXPECT_EQ(d::check_incoming_hello(good_hello(3, 4, 42), 1, 4, 42), "");
-  EXPECT_EQ(d::check_incoming_hello(good_hello(1, 4, 42), 1, 4, 42), "rank 1 must not connect to rank 1");
-  EXPECT_EQ(d::check_incoming_hello(good_hello(0, 4, 42), 2, 4, 42), "rank 0 must not connect to rank 2");
+  EXPECT_EQ(d::check_incoming_hello(good_hello(0, 4, 42), 2, 4, 42), "");
+  EXPECT_EQ(d::check_incoming_hello(good_hello(1, 4, 42), 1, 4, 42), "peer claims this rank's own number 1");
   // validate_hello's checks come first.
   EXPECT_EQ(d::check_incoming_hello(good_hello(3, 4, 43), 1, 4, 42), "peer belongs to another job");
   EXPECT_EQ(d::check_incoming_hello(good_hello(-1, 4, 42), 1, 4, 42), "peer claims rank -1");
