@@ -1,0 +1,115 @@
+#pragma once
+// The model behind tutti-sim (main.cc says how to run it): every network
+// algorithm's schedule replayed round by round on hosts and links, the
+// shared-memory steps of one host as a cost per step and per byte, and the
+// library's own table (plan/planner.h) deciding what runs.
+//
+// Hosts and links. n ranks, `per_host` consecutive ranks on each host (as
+// tuttirun places them), one link per host, full duplex: what the host's
+// ranks send to other hosts shares its outgoing direction, what they
+// receive its incoming one.
+//
+// A round is a set of transfers that run at once (one step of an
+// algorithm: every rank's sends and receives of that step). Its time:
+//
+//   latency   alpha if any transfer crosses hosts, else shm_alpha if any
+//             stays within one (0 for a round with no transfer)
+//   + max(    beta * the most bytes through one direction of one host's
+//             link (less `burst`, the bytes a link carries at no cost after
+//             the round's latency: a token bucket's credit; 0 on a plain NIC),
+//             shm_beta * the most bytes one rank receives from ranks of its
+//             own host,
+//             `overhead` per message of the rank with the most, beyond one
+//             send and one receive (a rank that posts many messages at once
+//             pays for each while its link drains) )
+//   + the most CPU time of one rank outside the transfers: gamma per byte
+//     it reduces, shm_beta per byte it copies locally (packing, rotations).
+//
+// A schedule's time is the sum of its rounds' (the latency measure: one
+// operation alone). Pipelined schedules (a broadcast or reduce in chunks)
+// are their one-chunk rounds once, then the steady state, where every
+// stage holds a chunk, for each further chunk: the rounds merged into one.
+//
+// The stream measure is what back-to-back operations cost each when nothing
+// holds the next one back (tutti-bench times a loop of them; a broadcast's
+// root starts the next as soon as its sends are out): the busiest resource
+// per operation, a host link's bytes in one direction times beta or one
+// rank's CPU time (overhead per message, the copies and the reductions).
+//
+// Shared-memory collectives (one host, and the local steps of the
+// two-level forms) cost shm_alpha per synchronizing step, shm_beta per byte
+// a rank copies and gamma per byte it reduces (sim.cc, shm_time).
+//
+// Two-level forms (hierarchy/hierarchy.cc) are those local steps and the
+// step across hosts: a network algorithm among one rank of each host, as
+// that communicator's own table picks it. The all_reduce's slices run the
+// L cross all_reduces at once, sharing each host's link; in pieces, one
+// piece's local steps overlap another's step across hosts.
+//
+// A timed choice (algorithms/tuner.h, and the two-level all_reduce's)
+// settles on what the model finds faster: the other alternative where it
+// saves at least the tuner's margin of the preferred one's time.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plan/registry.h"
+
+namespace tutti::sim {
+
+// The defaults: the network test-bed's fit (netbed_1gbit.params), rounded.
+struct Params {
+  double alpha = 30.0e-6;       // s: latency of a round of network messages
+  double beta = 8.355e-9;       // s per byte through one direction of a host's link
+  double gamma = 0.0794e-9;     // s per byte a rank reduces
+  double overhead = 11.6e-6;    // s: a rank's CPU time per message (see above)
+  double shm_alpha = 63.7e-6;   // s: one step of shared memory, or a round of messages within a host
+  double shm_beta = 0.0769e-9;  // s per byte copied within a host
+  double burst = 3069;          // bytes a link carries at no cost per round
+
+  // "name = value" lines (# starts a comment); false with `error` set on
+  // an unknown name or a value that is not a number.
+  bool read(const std::string& path, std::string* error);
+  bool set(const std::string& name, double value);
+  std::string text() const;  // the lines read() reads
+};
+
+enum class Measure {
+  Latency,  // one operation alone
+  Stream,   // each of many back-to-back operations
+  Bench,    // as tutti-bench times it: Stream for rooted collectives, Latency otherwise
+};
+
+struct Result {
+  bool modeled = false;  // false: no model for this algorithm (or it cannot run on this shape)
+  double seconds = 0;
+  std::string what;  // the algorithm, and the timed choice's pick where one was made
+};
+
+class Simulator {
+ public:
+  explicit Simulator(const Params& p);
+  ~Simulator();
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  // `bytes` as the table counts them (plan/registry.h, When): the buffer of
+  // all_reduce, broadcast and reduce, a rank's block of all_gather, gather,
+  // scatter and reduce_scatter, a rank's whole send buffer of all_to_all.
+  // algo null: what the library runs (the table with TUTTI_* settings of
+  // the environment, and its timed choices); else that algorithm, as
+  // TUTTI_ALGO would force it (no timed choice).
+  Result run(detail::Collective c, std::size_t bytes, int ranks, int per_host, const detail::Algorithm* algo,
+             Measure m);
+  // The algorithms of `c` that can run on this shape (shared memory on one
+  // host, the two-level form where it applies, every network algorithm).
+  std::vector<const detail::Algorithm*> candidates(detail::Collective c, int ranks, int per_host) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tutti::sim
