@@ -18,7 +18,10 @@ int main() {
                    static_cast<long long>(n * (n + 1) / 2));
       return 1;
     }
-    if (c.rank() == 0) std::printf("startup ok: %lld ranks\n", static_cast<long long>(n));
+    if (c.rank() == 0) {
+      std::printf("startup ok: %lld ranks\n", static_cast<long long>(n));
+      std::fflush(stdout);
+    }
     return 0;
   } catch (const tutti::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "algorithms/signature.h"
@@ -58,6 +59,27 @@ std::string host_identity() {
   for (char& c : id)
     if (c == '\n') c = ' ';
   return id;
+}
+
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// The lines of Config::shared_settings() of one scope ('J' job, 'H' host).
+std::string settings_lines(const std::string& settings, char scope) {
+  std::string out;
+  std::size_t at = 0;
+  for (std::size_t nl; (nl = settings.find('\n', at)) != std::string::npos; at = nl + 1)
+    if (settings[at] == scope) out.append(settings, at, nl + 1 - at);
+  return out;
 }
 
 std::uint64_t random_u64() {
@@ -157,10 +179,15 @@ Communicator init(const InitOptions& options) {
   const std::string my_host = host_identity();
   // Published with the host: the settings every rank must share.
   const std::string my_settings = job->config.shared_settings();
-  // "pid host\nsettings"
-  if (size > 1)
-    job->store->set("tutti/host/" + std::to_string(rank),
-                    std::to_string(::getpid()) + ' ' + my_host + '\n' + my_settings);
+  // Every rank's record is short, whatever the settings (each rank reads
+  // all of them): "pid host-hash job-settings-hash host-settings-hash";
+  // the settings themselves are read only from a rank whose hash differs.
+  if (size > 1) {
+    job->store->set("tutti/settings/" + std::to_string(rank), my_settings);
+    job->store->set("tutti/host/" + std::to_string(rank), std::to_string(::getpid()) + ' ' + hex64(fnv1a(my_host)) +
+                                                              ' ' + hex64(fnv1a(settings_lines(my_settings, 'J'))) +
+                                                              ' ' + hex64(fnv1a(settings_lines(my_settings, 'H'))));
+  }
   TcpPeers peers;
   if (size > 1) {
     // Addresses only: each connection is made when an operation first needs
@@ -183,38 +210,46 @@ Communicator init(const InitOptions& options) {
     for (int r = 0; r < size; ++r) keys.push_back("tutti/host/" + std::to_string(r));
     host_records = job->store->multi_get(keys);
   }
-  std::vector<std::string> hosts;
-  std::vector<std::string> host_settings;  // per host: its first rank's settings
+  std::vector<std::string> hosts;        // per host: its hash
+  std::vector<std::string> host_hashes;  // per host: its first rank's host-settings hash
   std::vector<int> host_first_rank;
-  std::string disagreement;
+  const std::string my_job_hash = hex64(fnv1a(settings_lines(my_settings, 'J')));
+  // The first difference found: job-wide settings against this rank's, a
+  // host's against its first rank's (so every rank finds any difference
+  // anywhere); (rank, rank it differs from, same host).
+  struct Difference {
+    int a = -1, b = -1;
+    bool same_host = false;
+  } diff;
   for (int r = 0; r < size; ++r) {
-    std::string h = my_host, settings = my_settings;
+    std::string h = hex64(fnv1a(my_host)), job_hash = my_job_hash;
+    std::string host_hash = hex64(fnv1a(settings_lines(my_settings, 'H')));
     int pid = static_cast<int>(::getpid());
     if (size > 1) {
       const Bytes& rec = host_records[static_cast<std::size_t>(r)];
-      h.assign(rec.begin(), rec.end());
-      const std::size_t sp = h.find(' ');
-      pid = std::atoi(h.substr(0, sp).c_str());
-      h.erase(0, sp == std::string::npos ? h.size() : sp + 1);
-      const std::size_t nl = h.find('\n');
-      settings = nl == std::string::npos ? std::string() : h.substr(nl + 1);
-      h.resize(std::min(nl, h.size()));
+      std::istringstream in(std::string(rec.begin(), rec.end()));
+      in >> pid >> h >> job_hash >> host_hash;
     }
     auto it = std::find(hosts.begin(), hosts.end(), h);
-    // Job-wide settings against this rank's; a host's against its first
-    // rank's (so every rank finds any difference anywhere).
-    if (disagreement.empty()) disagreement = settings_disagreement(my_settings, settings, false, rank, r);
-    if (disagreement.empty() && it != hosts.end()) {
-      const auto first = static_cast<std::size_t>(it - hosts.begin());
-      disagreement = settings_disagreement(host_settings[first], settings, true, host_first_rank[first], r);
-    }
+    if (diff.a < 0 && job_hash != my_job_hash) diff = {rank, r, false};
+    if (diff.a < 0 && it != hosts.end() && host_hashes[static_cast<std::size_t>(it - hosts.begin())] != host_hash)
+      diff = {host_first_rank[static_cast<std::size_t>(it - hosts.begin())], r, true};
     if (it == hosts.end()) {
-      host_settings.push_back(settings);
+      host_hashes.push_back(host_hash);
       host_first_rank.push_back(r);
     }
     job->host_of.push_back(static_cast<int>(it - hosts.begin()));
     job->pid_of.push_back(pid);
     if (it == hosts.end()) hosts.push_back(h);
+  }
+  std::string disagreement;
+  if (diff.a >= 0) {
+    auto settings_of = [&](int r) {
+      if (r == rank) return my_settings;
+      const Bytes v = job->store->get("tutti/settings/" + std::to_string(r));
+      return std::string(v.begin(), v.end());
+    };
+    disagreement = settings_disagreement(settings_of(diff.a), settings_of(diff.b), diff.same_host, diff.a, diff.b);
   }
   if (!disagreement.empty()) {
     // Every rank finds one (each compares every rank's). Rank 0 usually

@@ -233,12 +233,17 @@ void write_full(int fd, const void* buf, std::size_t len, TimePoint deadline, co
 }
 
 void read_full(int fd, void* buf, std::size_t len, TimePoint deadline, const std::string& what) {
+  read_at_least(fd, buf, len, len, deadline, what);
+}
+
+std::size_t read_at_least(int fd, void* buf, std::size_t least, std::size_t most, TimePoint deadline,
+                          const std::string& what) {
   char* p = static_cast<char*>(buf);
-  while (len > 0) {
-    ssize_t n = ::recv(fd, p, len, MSG_DONTWAIT);
+  std::size_t got = 0;
+  while (got < least) {
+    ssize_t n = ::recv(fd, p + got, most - got, MSG_DONTWAIT);
     if (n > 0) {
-      p += n;
-      len -= static_cast<std::size_t>(n);
+      got += static_cast<std::size_t>(n);
       continue;
     }
     if (n == 0) throw Error(ErrorKind::PeerLost, "connection to " + what + " closed by the peer");
@@ -251,6 +256,7 @@ void read_full(int fd, void* buf, std::size_t len, TimePoint deadline, const std
     }
     throw_errno(ErrorKind::PeerLost, "connection to " + what + " failed while reading", errno);
   }
+  return got;
 }
 
 std::string route_source_address(const std::string& host, int port) {

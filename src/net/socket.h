@@ -90,6 +90,10 @@ std::string congestion_of(int fd);
 // `what` names the peer in messages.
 void write_full(int fd, const void* buf, std::size_t len, TimePoint deadline, const std::string& what);
 void read_full(int fd, void* buf, std::size_t len, TimePoint deadline, const std::string& what);
+// Reads at least `least` and at most `most` bytes (what is there beyond
+// `least` comes along in the same calls); returns how many.
+std::size_t read_at_least(int fd, void* buf, std::size_t least, std::size_t most, TimePoint deadline,
+                          const std::string& what);
 
 // The local address of a connection to `host:port` (no packet is sent: a
 // UDP connect only picks a route). Used to advertise an address peers can reach.

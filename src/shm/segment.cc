@@ -15,6 +15,13 @@
 #include "tutti/error.h"
 
 namespace tutti::detail {
+
+namespace {
+// The longest sleep of a member waiting for member 0 (see the waits below):
+// 10 ms, longer in large groups, whose waiters together would otherwise look
+// thousands of times a second (50 us a member: 51 ms for 1,024).
+std::chrono::microseconds nap_max(int size) { return std::chrono::microseconds(std::max(10000, 50 * size)); }
+}  // namespace
 namespace {
 
 constexpr std::uint64_t kMagic = 0x314d485349545554ull;  // "TUTISHM1"
@@ -57,8 +64,11 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
       }
     }
   } else {
-    // Member 0 creates it; wait for the name and its final size.
-    unsigned looks = 0;
+    // Member 0 creates it; wait for the name and its final size, looking
+    // less and less often (200 us doubling to 10 ms): hundreds of members
+    // looking every 200 us would take the CPUs from the one that creates it.
+    auto nap = std::chrono::microseconds(200);
+    const auto max_nap = nap_max(size);
     while (true) {
       fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
       if (fd >= 0) {
@@ -77,11 +87,11 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
                                             ": rank 0 did not take part in this operation");
       if (abort_flag && abort_flag->load())
         throw Error(ErrorKind::Aborted, "aborted while waiting for rank 0 to create shared memory segment " + name);
-      // (Every 64th look: about every 13 ms.)
-      if (creator_pid > 0 && (++looks & 63) == 0 && ::kill(creator_pid, 0) != 0 && errno == ESRCH)
+      if (creator_pid > 0 && nap >= max_nap && ::kill(creator_pid, 0) != 0 && errno == ESRCH)
         throw Error(ErrorKind::PeerLost, creator + " (pid " + std::to_string(creator_pid) +
                                              ") exited before it created shared memory segment " + name);
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, max_nap);
     }
   }
   void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -109,12 +119,15 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
     h->layout = layout;
     h->ready.store(1, std::memory_order_release);
   } else {
+    auto nap = std::chrono::microseconds(100);
+    const auto max_nap = nap_max(size);
     while (h->ready.load(std::memory_order_acquire) != 1) {
       if (Clock::now() >= deadline)
         throw Error(ErrorKind::Timeout, "Timed out waiting for rank 0 to initialize shared memory segment " + name);
       if (abort_flag && abort_flag->load())
         throw Error(ErrorKind::Aborted, "aborted while waiting for rank 0 to initialize shared memory segment " + name);
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, max_nap);
     }
     if (h->magic != kMagic || h->size != static_cast<std::uint32_t>(size) || h->layout != layout)
       throw Error(ErrorKind::Mismatch,

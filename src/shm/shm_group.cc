@@ -18,6 +18,12 @@
 #include "tutti/error.h"
 
 namespace tutti::detail {
+
+namespace {
+// Members up to which a new group faults in the peers' control lines and
+// rings as well as its own (ShmGroup's constructor).
+constexpr int kFaultInPeersMax = 64;
+}  // namespace
 namespace {
 
 std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
@@ -71,9 +77,12 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
   // ring 32). Without this, the ring's faults made the first couple of dozen
   // all_gathers of 8 KiB blocks on 4 ranks sharing 2 cores far slower than
   // warm ones (tuttirun -n 4 tutti-bench all_gather -b 32K -e 32K -w 0 -n 30
-  // on 2 cores, against a build without it).
+  // on 2 cores, against a build without it). The peers' pages only up to
+  // kFaultInPeersMax members: beyond, n * 37 pages a rank, n^2 * 37 in all,
+  // would dominate a large job's start (bench/startup/run.sh 512).
   auto fault_in = [this](std::size_t begin, std::size_t bytes) {
     for (int r = 0; r < size_; ++r) {
+      if (r != rank_ && size_ > kFaultInPeersMax) continue;
       volatile char* a = area(r) + begin;
       for (std::size_t off = 0; off < bytes; off += 4096) {
         if (r == rank_)
@@ -304,7 +313,11 @@ void ShmGroup::negotiate_cma(std::size_t min_bytes) {
     light = light && ctrl(p)->membarrier == 1;
     std::uint64_t remote[2], value = 0;
     std::memcpy(remote, inline_slot(p, k), sizeof remote);
-    if (!ok) continue;
+    // The two ring neighbours only: what stops one member reading or
+    // writing another's memory (another user, a ptrace or seccomp rule)
+    // stops a neighbour too, and round 2 spreads every verdict; O(1) system
+    // calls a member instead of O(n).
+    if (!ok || (p != (rank_ + 1) % size_ && p != (rank_ + size_ - 1) % size_)) continue;
     iovec local_iov{&value, sizeof value}, remote_iov{reinterpret_cast<void*>(remote[0]), sizeof value};
     ok = ::process_vm_readv(ctrl(p)->pid, &local_iov, 1, &remote_iov, 1, 0) == sizeof value && value == kCmaProbe;
     // Writes are checked too (a seccomp filter may allow one and not the other).

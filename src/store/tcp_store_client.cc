@@ -164,9 +164,13 @@ class TcpStoreClient final : public Store {
         if (r.status == DecodeStatus::Complete) break;
         if (r.status == DecodeStatus::Invalid)
           throw Error(ErrorKind::Internal, name_ + " sent a malformed reply: " + r.error);
-        std::size_t old = buf.size();
-        buf.resize(static_cast<std::size_t>(r.size));
-        detail::read_full(fd_.get(), buf.data() + old, buf.size() - old, deadline, name_);
+        // The decoder asks for the next length field or the rest; reading
+        // what is there beyond it too keeps a reply of many values from
+        // being decoded again from its start for each one (one reply per
+        // request: nothing past this frame can come).
+        const std::size_t old = buf.size(), need = static_cast<std::size_t>(r.size) - old;
+        buf.resize(old + std::max<std::size_t>(need, 256u << 10));
+        buf.resize(old + detail::read_at_least(fd_.get(), buf.data() + old, need, buf.size() - old, deadline, name_));
       }
     } catch (const Error& e) {
       lost_ = e.message();

@@ -405,12 +405,15 @@ TEST(Init, ARankWithAnotherSecretIsRefusedByThePeers) {
   EXPECT_NE(errors[1]->message().find("init: rank 1 connecting to rank 0 (127.0.0.1:"), std::string::npos)
       << errors[1]->message();
   EXPECT_NE(errors[1]->message().find("does not know this job's secret"), std::string::npos) << errors[1]->message();
-  // Rank 0 connects to rank 1 at init too (every rank to the next), and
-  // finds that it does not know the secret.
-  EXPECT_EQ(errors[0]->kind(), ErrorKind::Unauthenticated) << what_of(*errors[0]);
-  EXPECT_NE(errors[0]->message().find("init: rank 0 connecting to rank 1 (127.0.0.1:"), std::string::npos)
-      << errors[0]->message();
-  EXPECT_NE(errors[0]->message().find("does not know this job's secret"), std::string::npos) << errors[0]->message();
+  // Rank 0 connects to rank 1 at init too (every rank to its neighbours):
+  // it finds that rank 1 does not know the secret, or, when rank 1 has
+  // already given up and closed its side, that rank 1 is gone.
+  EXPECT_TRUE(errors[0]->kind() == ErrorKind::Unauthenticated || errors[0]->kind() == ErrorKind::PeerLost)
+      << what_of(*errors[0]);
+  EXPECT_NE(errors[0]->message().find("rank 1 (127.0.0.1:"), std::string::npos) << errors[0]->message();
+  if (errors[0]->kind() == ErrorKind::Unauthenticated) {
+    EXPECT_NE(errors[0]->message().find("does not know this job's secret"), std::string::npos) << errors[0]->message();
+  }
   EXPECT_NE(log.find("refused a peer connection from 127.0.0.1:"), std::string::npos) << log;
 }
 
@@ -450,20 +453,28 @@ TEST(Init, PeerConnectionsGetTheCongestionControlAsked) {
     spawn(
         3,
         [&](Communicator& comm) {
-          // Connections are made on first use: an all_to_all makes every one.
+          // Connections are made on first use: an all_to_all makes every one
+          // (the data connections follow the first within moments).
           std::vector<float> a(3 * 1000, 1.f), b(3 * 1000);
           comm.all_to_all(a.data(), b.data(), 1000, DataType::Float32);
-          int asked = 0, other = 0;
-          for (int fd = 0; fd < 4096; ++fd) {
-            sockaddr_storage peer{};
-            socklen_t len = sizeof peer;
-            if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;  // not a connected socket
-            const std::string cc = detail::congestion_of(fd);
-            if (cc.empty()) continue;  // not TCP
-            (cc == want ? asked : other) += 1;
-            EXPECT_TRUE(cc == want || cc == system) << cc;
-          }
           const int per = std::string(per_peer) == "1" ? 1 : 3;  // the header connection and two data connections
+          int asked = 0, other = 0;
+          for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);;) {
+            asked = other = 0;
+            for (int fd = 0; fd < 4096; ++fd) {
+              sockaddr_storage peer{};
+              socklen_t len = sizeof peer;
+              if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;  // not connected
+              const std::string cc = detail::congestion_of(fd);
+              if (cc.empty()) continue;  // not TCP
+              (cc == want ? asked : other) += 1;
+              EXPECT_TRUE(cc == want || cc == system) << cc;
+            }
+            if (asked >= per * (comm.size() - 1) || std::chrono::steady_clock::now() > until) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          }
+          // (Nobody closes a connection before all have counted: the
+          // all_reduce below needs every rank.)
           EXPECT_EQ(asked, per * (comm.size() - 1));
           EXPECT_GE(other, 1);  // the store connection
           CaseInfo c;

@@ -53,16 +53,24 @@ ShmTransport::RankCtrl* ShmTransport::ctrl(int r) const {
   return reinterpret_cast<RankCtrl*>(segment_.base() + SharedSegment::kHeaderBytes + r * area_bytes_);
 }
 
+std::atomic<std::uint64_t>* ShmTransport::senders(int receiver) const {
+  return reinterpret_cast<std::atomic<std::uint64_t>*>(segment_.base() + SharedSegment::kHeaderBytes +
+                                                       receiver * area_bytes_ + kCtrlBytes);
+}
+
 ShmTransport::Ring* ShmTransport::ring(int receiver, int sender) const {
   return reinterpret_cast<Ring*>(segment_.base() + SharedSegment::kHeaderBytes + receiver * area_bytes_ + kCtrlBytes +
-                                 sender * sizeof(Ring));
+                                 senders_bytes_ + sender * sizeof(Ring));
 }
 
 std::shared_ptr<Transport> ShmTransport::create(std::shared_ptr<Transport> net, Store& store, const std::string& name,
                                                 TimePoint deadline) {
   const int rank = net->rank(), size = net->size();
   // Every rank publishes its pid and the address of a known value; every
-  // rank tries to read every other's; all publish their verdict.
+  // rank tries to read its two ring neighbours' (what stops one rank
+  // reading another's memory, another user or a ptrace restriction, stops
+  // a neighbour too: O(1) system calls a rank, not O(p)); all publish their
+  // verdict.
   static const std::uint64_t probe = 0x5032504954545554ull;  // "TUTTIP2P"
   const std::string prefix = "tutti/p2p/";
   store.set(prefix + "probe/" + std::to_string(rank),
@@ -83,7 +91,7 @@ std::shared_ptr<Transport> ShmTransport::create(std::shared_ptr<Transport> net, 
     std::istringstream in(probes[static_cast<std::size_t>(p)]);
     std::uintptr_t addr = 0;
     in >> pids[p] >> addr;
-    if (p == rank || !ok) continue;
+    if (p == rank || !ok || (p != (rank + 1) % size && p != (rank + size - 1) % size)) continue;
     std::uint64_t value = 0;
     iovec local{&value, sizeof value}, remote{reinterpret_cast<void*>(addr), sizeof value};
     ok = ::process_vm_readv(pids[p], &local, 1, &remote, 1, 0) == sizeof value && value == probe;
@@ -105,9 +113,10 @@ ShmTransport::ShmTransport(std::shared_ptr<Transport> net, const std::string& na
       rank_(net_->rank()),
       size_(net_->size()),
       pids_(std::move(pids)),
-      area_bytes_(kCtrlBytes + static_cast<std::size_t>(size_) * sizeof(Ring)),
+      senders_bytes_((static_cast<std::size_t>(size_) + 511) / 512 * 64),
+      area_bytes_(kCtrlBytes + senders_bytes_ + static_cast<std::size_t>(size_) * sizeof(Ring)),
       segment_(name, rank_, size_, SharedSegment::kHeaderBytes + static_cast<std::size_t>(size_) * area_bytes_,
-               0x70327000u + kSlots, deadline),
+               0x70328000u + kSlots, deadline),
       head_(size_, 0),
       data_head_(size_, 0),
       tail_(size_, 0),
@@ -115,6 +124,8 @@ ShmTransport::ShmTransport(std::shared_ptr<Transport> net, const std::string& na
       pending_(size_),
       outstanding_(size_),
       lost_(size_) {
+  announced_.assign(static_cast<std::size_t>(size_), 0);
+  seen_words_.assign((static_cast<std::size_t>(size_) + 63) / 64, 0);
   watched_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size_));
   static_assert(sizeof(RankCtrl) <= kCtrlBytes);
   static_assert(sizeof(Desc) == 128);
@@ -215,6 +226,12 @@ RequestPtr ShmTransport::post_send(int peer, std::uint64_t comm_id, std::uint64_
 }
 
 bool ShmTransport::try_post_locked(SendOp& op) {
+  if (!announced_[static_cast<std::size_t>(op.peer)]) {
+    // Before the first descriptor: the receiver then looks at this ring
+    // from its next look on (the doorbell below brings that look).
+    senders(op.peer)[rank_ / 64].fetch_or(std::uint64_t(1) << (rank_ % 64), std::memory_order_seq_cst);
+    announced_[static_cast<std::size_t>(op.peer)] = 1;
+  }
   Ring* out = ring(op.peer, rank_);
   const std::uint64_t h = head_[op.peer];
   const Kind kind = op.len <= kInlineBytes ? kInline : op.len <= kEagerBytes ? kEager : kRemote;
@@ -292,8 +309,23 @@ RequestPtr ShmTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
 }
 
 void ShmTransport::progress_locked() {
-  for (int s = 0; s < size_; ++s) {
-    if (s == rank_) continue;
+  // New senders (bits are only ever set).
+  std::atomic<std::uint64_t>* bits = senders(rank_);
+  bool grew = false;
+  for (std::size_t w = 0; w < seen_words_.size(); ++w) {
+    const std::uint64_t v = bits[w].load(std::memory_order_seq_cst);
+    if (v != seen_words_[w]) {
+      seen_words_[w] = v;
+      grew = true;
+    }
+  }
+  if (grew) {
+    active_.clear();
+    for (std::size_t w = 0; w < seen_words_.size(); ++w)
+      for (std::uint64_t v = seen_words_[w]; v; v &= v - 1)
+        active_.push_back(static_cast<int>(w * 64) + __builtin_ctzll(v));
+  }
+  for (const int s : active_) {
     // Incoming messages from s.
     Ring* in = ring(rank_, s);
     const std::uint64_t h = in->head.load(std::memory_order_acquire);
@@ -324,6 +356,9 @@ void ShmTransport::progress_locked() {
         ring_doorbell(s);
       }
     }
+  }
+  for (int s = 0; s < size_; ++s) {
+    if (s == rank_ || !announced_[static_cast<std::size_t>(s)]) continue;
     // Acknowledgements of our large messages to s.
     auto& outs = outstanding_[s];
     if (!outs.empty()) {
@@ -452,8 +487,10 @@ void ShmTransport::fail_peer_locked(int peer, const std::string& why) {
 }
 
 void ShmTransport::check_peers_locked() {
+  // The peers this rank exchanges messages with (the others' losses reach
+  // it through the network transport's notices).
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || !lost_[p].empty()) continue;
+    if (p == rank_ || !lost_[p].empty() || !watched_[p].load(std::memory_order_relaxed)) continue;
     std::string why = net_->peer_failure(p);
     if (why.empty() && ::kill(pids_[p], 0) != 0 && errno == ESRCH)
       why = "rank " + std::to_string(p) + " (pid " + std::to_string(pids_[p]) + ") exited";

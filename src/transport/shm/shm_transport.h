@@ -145,8 +145,18 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
   std::shared_ptr<Transport> net_;
   int rank_, size_;
   std::vector<int> pids_;
+  std::size_t senders_bytes_;  // the bitmap of senders in each rank's area
   std::size_t area_bytes_;
   SharedSegment segment_;
+  // Senders: a bit per rank in each receiver's area, set by a sender before
+  // its first message there. A receiver looks only at the rings of the
+  // senders set, so the pages of pairs that never talk are never touched
+  // (a ring read is a page of the segment), and a look costs O(senders),
+  // not O(p).
+  std::atomic<std::uint64_t>* senders(int receiver) const;
+  std::vector<char> announced_;            // per receiver: this rank's bit is set there
+  std::vector<int> active_;                // senders seen in this rank's bitmap, in rank order
+  std::vector<std::uint64_t> seen_words_;  // the bitmap as last read
 
   mutable std::mutex mu_;
   std::vector<std::uint64_t> head_;                                     // per receiver: descriptors this rank wrote

@@ -150,6 +150,7 @@ void TcpTransport::lose_conn(Conn& c, const std::string& why) {
     return;
   }
   c.doomed = true;
+  made_.notify_all();
   c.doom_at = Clock::now() + kLossHoldOff;
   c.doom_why = why;
   ++doomed_;
@@ -169,6 +170,7 @@ void TcpTransport::lose_conn(Conn& c, const std::string& why) {
 void TcpTransport::fail_conn(Conn& c, const std::string& why) {
   if (!c.alive) return;
   c.alive = false;
+  made_.notify_all();
   if (c.doomed) {
     c.doomed = false;
     --doomed_;

@@ -64,11 +64,7 @@ std::string TcpTransport::connect_now(int peer, TimePoint deadline, ErrorKind* k
   std::unique_lock<std::mutex> lock(mu_);
   Conn& c = conns_[peer];
   connect_to(c);
-  while (!c.made && c.alive && !c.doomed && Clock::now() < deadline) {
-    lock.unlock();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    lock.lock();
-  }
+  made_.wait_until(lock, deadline, [&] { return c.made || !c.alive || c.doomed; });
   if (c.made) return "";
   *kind = c.alive ? (c.doomed ? ErrorKind::PeerLost : ErrorKind::Timeout) : c.fail_kind;
   return !c.alive ? c.failure : c.doomed ? c.doom_why : "timed out connecting to " + who(peer);
@@ -388,6 +384,7 @@ void TcpTransport::attach(Conn& c, Fd fd, int index, int count, int opener) {
   if (c.link == Link::Connecting) --connecting_;
   c.link = Link::Ready;
   c.made = true;
+  made_.notify_all();
   c.parked = c.driven = false;
   c.events = EPOLLIN | EPOLLRDHUP;
   c.want_out = false;

@@ -42,6 +42,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <list>
@@ -313,7 +314,8 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   std::size_t socket_buffer_bytes_ = 0;
   std::unordered_map<std::uint32_t, Handshake> handshakes_;
   std::uint32_t next_handshake_ = 0;
-  int connecting_ = 0;  // peers in Link::Connecting
+  int connecting_ = 0;            // peers in Link::Connecting
+  std::condition_variable made_;  // a connection was made or failed (connect_now waits on it)
   // Peers lost without a goodbye, reported to peer_lost_ outside the lock.
   std::vector<std::pair<int, std::string>> lost_unreported_;
   std::vector<char> lost_reported_;  // per peer: reported (to the handler, or kept for it)
