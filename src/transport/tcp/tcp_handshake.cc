@@ -254,7 +254,7 @@ void TcpTransport::on_handshake(std::uint32_t id, std::uint32_t events) {
 
 void TcpTransport::step_ours(std::uint32_t id, Handshake& h) {
   Conn& c = conns_[h.peer];
-  const std::string who = this->who(c.peer);
+  const std::string name = who(c.peer);
   // (Superseded at the answer, it goes on: the peer then refuses it, rather
   // than seeing it break off.)
   if (h.step == Step::Verdict && superseded(h)) {
@@ -267,7 +267,7 @@ void TcpTransport::step_ours(std::uint32_t id, Handshake& h) {
     if (!bad.empty()) {
       end_handshake(id);
       c.fail_kind = ErrorKind::Unauthenticated;
-      fail_conn(c, who + " " + bad);
+      fail_conn(c, name + " " + bad);
       return;
     }
     Hello hello;
@@ -280,7 +280,7 @@ void TcpTransport::step_ours(std::uint32_t id, Handshake& h) {
     std::memcpy(out + kAuthProofBytes, &hello, sizeof hello);
     if (::send(h.fd.get(), out, sizeof out, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof out)) {
       end_handshake(id);
-      lose_conn(c, "connecting to " + who + " failed: " + errno_text(errno));
+      lose_conn(c, "connecting to " + name + " failed: " + errno_text(errno));
       return;
     }
     h.step = Step::Verdict;
@@ -292,20 +292,21 @@ void TcpTransport::step_ours(std::uint32_t id, Handshake& h) {
   std::memcpy(&v, h.in, sizeof v);
   if (v.magic != kVerdictMagic) {
     end_handshake(id);
-    fail_conn(c, "connecting to " + who + ": not a tutti peer (bad verdict)");
+    fail_conn(c, "connecting to " + name + ": not a tutti peer (bad verdict)");
     return;
   }
   if (v.accepted != 1) {
     // Refused: the peer's own connection is the pair's (it is the lower
     // rank and started first); it is on its way, or here already.
+    const int index = h.index;
     end_handshake(id);
-    if (h.index != 0 || c.peer > rank_)
-      fail_conn(c, "connecting to " + who + ": it refused connection " + std::to_string(h.index) + " of the pair");
+    if (index != 0 || c.peer > rank_)
+      fail_conn(c, "connecting to " + name + ": it refused connection " + std::to_string(index) + " of the pair");
     return;
   }
-  const int index = h.index;
+  const int ours = h.index;
   Fd fd = take_handshake(id);
-  attach(c, std::move(fd), index, links_, rank_);
+  attach(c, std::move(fd), ours, links_, rank_);
 }
 
 void TcpTransport::step_theirs(std::uint32_t id, Handshake& h) {
