@@ -147,8 +147,16 @@ void TcpTransport::accept_peers() {
     Fd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd.valid()) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        TUTTI_LOG(Warn, "accepting a peer connection failed: " << errno_text(errno));
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        // Out of descriptors, say: the connection waits in the backlog.
+        // Stop watching the listener for a while (it would stay readable
+        // and spin this thread), and look again then.
+        TUTTI_LOG(Warn, "accepting a peer connection failed: " << errno_text(errno) << "; trying again in "
+                                                               << kConnectCheck.count() << " ms");
+        ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
+        listener_paused_ = true;
+        listener_resume_ = Clock::now() + kConnectCheck;
+      }
       return;
     }
     const std::uint32_t id = next_handshake_++ % kHandshakeIds;
@@ -405,6 +413,13 @@ void TcpTransport::attach(Conn& c, Fd fd, int index, int count, int opener) {
 
 void TcpTransport::check_connect_deadlines() {
   const TimePoint now = Clock::now();
+  if (listener_paused_ && now >= listener_resume_) {
+    listener_paused_ = false;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = kListenIndex;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &ev);
+  }
   for (auto it = handshakes_.begin(); it != handshakes_.end();) {
     Handshake& h = it->second;
     if (now < h.deadline) {

@@ -277,7 +277,7 @@ void TcpTransport::progress_loop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (ticking_ && Clock::now() >= next_tick_) tick();
-      if (!handshakes_.empty() || connecting_ > 0 || doomed_ > 0) check_connect_deadlines();
+      if (!handshakes_.empty() || connecting_ > 0 || doomed_ > 0 || listener_paused_) check_connect_deadlines();
       // What a driver or this thread left in a stage when reading stopped
       // at a notice (once it is reported).
       for (Conn& c : conns_)
@@ -296,7 +296,7 @@ void TcpTransport::progress_loop() {
                                                      .count())
                                : -1;
       // Connections being made are checked against their deadlines.
-      if (!staged_left && (!handshakes_.empty() || connecting_ > 0 || doomed_ > 0)) {
+      if (!staged_left && (!handshakes_.empty() || connecting_ > 0 || doomed_ > 0 || listener_paused_)) {
         const int check = static_cast<int>(kConnectCheck.count());
         timeout_ms = timeout_ms < 0 ? check : std::min(timeout_ms, check);
       }

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -58,6 +59,17 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<std::vector<Fd>> link
     connect_timeout_ = lazy->connect_timeout;
     if (addresses_.size() != static_cast<std::size_t>(size) || !listener_.valid())
       throw Error(ErrorKind::Internal, "the TCP transport needs a listener and every rank's address");
+    // A rank may come to hold a connection (or links_) to every peer (an
+    // all_to_all): raise the soft limit on descriptors towards what that
+    // needs, within the hard limit.
+    rlimit lim{};
+    const rlim_t need = static_cast<rlim_t>(size) * static_cast<rlim_t>(links_) + 256;
+    if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < need) {
+      const rlim_t was = lim.rlim_cur;
+      lim.rlim_cur = std::min(need, lim.rlim_max);
+      if (lim.rlim_cur > was && ::setrlimit(RLIMIT_NOFILE, &lim) == 0)
+        TUTTI_LOG(Debug, "raised the open-file limit from " << was << " to " << lim.rlim_cur);
+    }
     set_nonblocking(listener_.get(), true);
     epoll_event lev{};
     lev.events = EPOLLIN;

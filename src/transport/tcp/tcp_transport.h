@@ -315,6 +315,8 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   std::unordered_map<std::uint32_t, Handshake> handshakes_;
   std::uint32_t next_handshake_ = 0;
   int connecting_ = 0;            // peers in Link::Connecting
+  bool listener_paused_ = false;  // accept failed (out of descriptors): not watched until listener_resume_
+  TimePoint listener_resume_{};
   std::condition_variable made_;  // a connection was made or failed (connect_now waits on it)
   // Peers lost without a goodbye, reported to peer_lost_ outside the lock.
   std::vector<std::pair<int, std::string>> lost_unreported_;
