@@ -186,8 +186,9 @@ void TcpTransport::report_lost() {
       // rank, connected to the lost one or not, within about log2(p) hops,
       // each rank opening at most log2(p) + 2 connections for it.
       if (lazy_) {
+        const int lost_rank = peer;  // (clang 14 cannot capture a structured binding)
         auto near = [&](int q) {
-          if (q != rank_ && q != peer && q >= 0 && q < size_) connect_to(conns_[q], true);
+          if (q != rank_ && q != lost_rank && q >= 0 && q < size_) connect_to(conns_[q], true);
         };
         near((rank_ + 1) % size_);
         near((rank_ + size_ - 1) % size_);
