@@ -211,8 +211,9 @@ bool TcpTransport::superseded(const Handshake& h) const {
   // Ours, for a pair whose connection is the peer's (kept while this one
   // was under way; the peer refuses this one), or a lost peer's.
   const bool ours = h.step == Step::Connect || h.step == Step::Answer || h.step == Step::Verdict;
+  if (!ours || h.peer < 0) return false;
   const Conn& c = conns_[h.peer];
-  return ours && (!c.alive || c.doomed || (h.index == 0 && c.link == Link::Ready));
+  return !c.alive || c.doomed || (h.index == 0 && c.link == Link::Ready);
 }
 
 void TcpTransport::on_handshake(std::uint32_t id, std::uint32_t events) {
@@ -420,6 +421,9 @@ void TcpTransport::check_connect_deadlines() {
     ev.data.u32 = kListenIndex;
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &ev);
   }
+  // (The peers whose connection timed out are failed after the loop:
+  // failing one drops its other handshakes from the map.)
+  std::vector<int> timed_out;
   for (auto it = handshakes_.begin(); it != handshakes_.end();) {
     Handshake& h = it->second;
     if (now < h.deadline) {
@@ -427,14 +431,14 @@ void TcpTransport::check_connect_deadlines() {
       continue;
     }
     const bool ours = (h.step == Step::Connect || h.step == Step::Answer || h.step == Step::Verdict) && !superseded(h);
-    const int peer = h.peer;
+    if (ours) timed_out.push_back(h.peer);
     if (h.fd.valid()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, h.fd.get(), nullptr);
     if (h.peer < 0) TUTTI_LOG(Warn, "refused a peer connection: it said nothing for too long");
     it = handshakes_.erase(it);
-    if (ours)
-      lose_conn(conns_[peer],
-                "connecting to " + who(peer) + " timed out after " + std::to_string(connect_timeout_.count()) + " ms");
   }
+  for (const int peer : timed_out)
+    lose_conn(conns_[peer],
+              "connecting to " + who(peer) + " timed out after " + std::to_string(connect_timeout_.count()) + " ms");
   if (connecting_ == 0 && doomed_ == 0) return;
   for (Conn& c : conns_) {
     if (c.doomed && now >= c.doom_at) {
