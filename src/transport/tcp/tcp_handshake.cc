@@ -40,14 +40,6 @@ TcpTransport::TcpTransport(int rank, int size, TcpPeers peers, std::size_t socke
     : TcpTransport(rank, size, std::vector<std::vector<Fd>>(static_cast<std::size_t>(size)), socket_buffer_bytes,
                    stripe_bytes, &peers) {}
 
-int TcpTransport::connected_peers() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  int n = 0;
-  for (const Conn& c : conns_)
-    if (c.peer != rank_ && c.link != Link::Idle) ++n;
-  return n;
-}
-
 void TcpTransport::watch_peer(int peer) {
   if (peer < 0 || peer >= size_ || peer == rank_) return;
   std::lock_guard<std::mutex> lock(mu_);

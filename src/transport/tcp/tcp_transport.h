@@ -117,8 +117,6 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   // down since), else why not, with its kind in *kind (Unauthenticated when
   // the peer does not know the job's key).
   std::string connect_now(int peer, TimePoint deadline, ErrorKind* kind);
-  // Peers this rank has a connection to (made or being made), for tests.
-  int connected_peers() const;
 
  private:
   struct PostedRecv {
