@@ -190,8 +190,8 @@ bool TcpTransport::handshake_read(std::uint32_t id, Handshake& h, bool* gone) {
     } else {
       Conn& c = conns_[h.peer];
       end_handshake(id);
-      lose_conn(c, "connecting to " + who(c.peer) + " failed: it " +
-                       (n == 0 ? why + " (it exited, crashed or was killed)" : why));
+      lose_conn(c, "connecting to " + who(c.peer) +
+                       " failed: " + (n == 0 ? "it " + why + " (it exited, crashed or was killed)" : why));
     }
     *gone = true;
     return false;
