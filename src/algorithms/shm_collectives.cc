@@ -403,6 +403,14 @@ bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t co
 
 void shm_all_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
                     std::size_t one_shot_bytes) {
+  // A one-shot all_reduce has every member read every input: n^2 waits.
+  // In a large group, a reduce to member 0 and a broadcast from it instead
+  // (plan/thresholds.h, flat_members_max).
+  if (g.size() > g.thresholds().flat_members_max && count * elem_size(dtype) <= one_shot_bytes) {
+    reduce_rounds(g, static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, 0, one_shot_bytes);
+    shm_broadcast(g, recv, count * elem_size(dtype), 0);
+    return;
+  }
   reduce_rounds(g, static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, -1, one_shot_bytes);
 }
 
@@ -781,11 +789,6 @@ void shm_all_to_all_v(ShmGroup& g, const char* send, std::span<const std::size_t
   all_to_all_blocks(g, send, recv, VarBlocks{send_bytes, send_displs, recv_bytes, recv_displs}, global_max);
 }
 
-void shm_barrier(ShmGroup& g) {
-  const std::uint64_t k = g.begin_round(false);
-  g.publish_input(k);
-  for (int p = 0; p < g.size(); ++p)
-    if (p != g.rank()) g.wait_input(p, k);
-}
+void shm_barrier(ShmGroup& g) { g.and_over_members(0); }
 
 }  // namespace tutti::detail

@@ -38,6 +38,13 @@ struct ShmThresholds {
   // two-shot reduction's chunk (bench/reduce_bench.cc, the cache sizes).
   std::size_t one_shot_stage_bytes = std::size_t{256} << 10;
   std::size_t two_shot_chunk_bytes = std::size_t{64} << 10;
+  // Up to this many members a barrier, a one-shot all_reduce and the
+  // group's own agreements have every member wait for every other (one
+  // hop); above, the members meet at member 0, which then releases them
+  // (two hops, but n waits in all instead of n^2, each a context switch
+  // when members outnumber the cores). bench/startup/run.sh 64 128 256,
+  // against builds with other values.
+  int flat_members_max = 64;
 };
 
 // Two-level all_reduce (hierarchy/hierarchy.cc).

@@ -60,7 +60,6 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
   // tutti-bench all_reduce -b 128K -e 1M on 2 cores, against a build that
   // fences here too).
   sleeps_fenced_ = spins_ > 0 && membarrier_registered();
-  ctrl(rank)->membarrier = sleeps_fenced_ ? 1 : 0;
   cpu_set_t set;
   if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1) {
     for (int i = 0; i < CPU_SETSIZE; ++i) {
@@ -299,25 +298,22 @@ std::uint64_t cma_write_probe;
 
 void ShmGroup::negotiate_cma(std::size_t min_bytes) {
   if (size_ == 1) return;
-  // Round 1: publish where the probe lies; read every peer's.
-  std::uint64_t k = begin_round(false);
+  // Round 1: publish where the probe lies; read the two ring neighbours'.
+  // What stops one member reading or writing another's memory (another
+  // user, a ptrace or seccomp rule) stops a neighbour too, and round 2
+  // spreads every verdict: O(1) system calls and waits a member instead of
+  // O(n).
+  const std::uint64_t k = begin_round(false);
   const std::uint64_t addrs[2] = {reinterpret_cast<std::uint64_t>(&kCmaProbe),
                                   reinterpret_cast<std::uint64_t>(&cma_write_probe)};
   std::memcpy(inline_slot(rank_, k), addrs, sizeof addrs);
   publish_input(k);
   bool ok = min_bytes > 0;
-  bool light = sleeps_fenced_;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
+  for (const int p : {(rank_ + 1) % size_, (rank_ + size_ - 1) % size_}) {
     wait_input(p, k);
-    light = light && ctrl(p)->membarrier == 1;
+    if (!ok) continue;
     std::uint64_t remote[2], value = 0;
     std::memcpy(remote, inline_slot(p, k), sizeof remote);
-    // The two ring neighbours only: what stops one member reading or
-    // writing another's memory (another user, a ptrace or seccomp rule)
-    // stops a neighbour too, and round 2 spreads every verdict; O(1) system
-    // calls a member instead of O(n).
-    if (!ok || (p != (rank_ + 1) % size_ && p != (rank_ + size_ - 1) % size_)) continue;
     iovec local_iov{&value, sizeof value}, remote_iov{reinterpret_cast<void*>(remote[0]), sizeof value};
     ok = ::process_vm_readv(ctrl(p)->pid, &local_iov, 1, &remote_iov, 1, 0) == sizeof value && value == kCmaProbe;
     // Writes are checked too (a seccomp filter may allow one and not the other).
@@ -328,19 +324,46 @@ void ShmGroup::negotiate_cma(std::size_t min_bytes) {
                            << p << " not possible (" << std::strerror(errno)
                            << "); shared-memory collectives copy through the segment");
   }
-  // Every member's waits now make this rank's stores visible before they
-  // sleep (Ctrl::membarrier was written before the round it published).
-  light_publish_ = light;
-  // Round 2: everyone's verdict; all must agree.
-  k = begin_round(false);
-  inline_slot(rank_, k)[0] = ok ? 1 : 0;
-  publish_input(k);
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    wait_input(p, k);
-    ok = ok && inline_slot(p, k)[0] == 1;
+  // Round 2: every member's verdict and whether it fences before it sleeps
+  // (sleeps_fenced_); all must agree. After it every member's waits make
+  // this rank's stores visible before they sleep, if all fence.
+  const std::uint64_t all = and_over_members((ok ? 1u : 0u) | (sleeps_fenced_ ? 2u : 0u));
+  light_publish_ = (all & 2) != 0;
+  cma_agreed_ = cma_min_bytes_ = (all & 1) != 0 ? min_bytes : SIZE_MAX;
+}
+
+std::uint64_t ShmGroup::and_over_members(std::uint64_t flags) {
+  const std::uint64_t k = begin_round(false);
+  auto flags_of = [&](int p) {
+    std::uint64_t v;
+    std::memcpy(&v, inline_slot(p, k), sizeof v);
+    return v;
+  };
+  if (size_ <= thresholds_.flat_members_max) {
+    std::memcpy(inline_slot(rank_, k), &flags, sizeof flags);
+    publish_input(k);
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      wait_input(p, k);
+      flags &= flags_of(p);
+    }
+    return flags;
   }
-  cma_agreed_ = cma_min_bytes_ = ok ? min_bytes : SIZE_MAX;
+  // Member 0 gathers, then publishes the AND as its output; the others wait
+  // for that output alone (a counter they all sleep on, one wake-up).
+  if (rank_ == 0) {
+    for (int p = 1; p < size_; ++p) {
+      wait_input(p, k);
+      flags &= flags_of(p);
+    }
+    std::memcpy(inline_slot(0, k), &flags, sizeof flags);
+    publish_output(k);
+    return flags;
+  }
+  std::memcpy(inline_slot(rank_, k), &flags, sizeof flags);
+  publish_input(k);
+  wait_output(0, k);
+  return flags_of(0);
 }
 
 void ShmGroup::read_peer(int peer, void* dst, std::uint64_t remote, std::size_t bytes) {

@@ -147,6 +147,11 @@ class ShmGroup {
     return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(round + 1)) << 32) | tag;
   }
 
+  // One round in which every member brings `flags` and gets the AND of all
+  // members' (collective; thresholds().flat_members_max says how they meet).
+  // A barrier too: no member returns before every member has called it.
+  std::uint64_t and_over_members(std::uint64_t flags);
+
   // Waits until peer's input / output of `round` is in place.
   // Both check that the peer's round belongs to an operation with the same
   // signature, else Mismatch naming both operations.
@@ -219,9 +224,9 @@ class ShmGroup {
   // process_vm_writev (same user, no
   // ptrace restriction, same PID namespace), and all agree. Afterwards
   // cma_min_bytes() is `min_bytes` if every member allows it and wants it
-  // (min_bytes > 0), else SIZE_MAX. Its first round also tells every member
-  // whether all run membarrier_global() before they sleep; if so, it
-  // publishes its later rounds without a fence (see publish()).
+  // (min_bytes > 0), else SIZE_MAX. It also tells every member whether all
+  // run membarrier_global() before they sleep; if so, each publishes its
+  // later rounds without a fence (see publish()).
   void negotiate_cma(std::size_t min_bytes);
   std::size_t cma_min_bytes() const { return cma_min_bytes_; }
   // Whether this member publishes without a fence (negotiate_cma()).
@@ -284,9 +289,6 @@ class ShmGroup {
     alignas(64) Packed packed[kLines];
     alignas(64) std::atomic<std::uint32_t> sleepers;  // waiters sleeping on a counter
     std::int32_t pid;
-    // 1 if the rank runs membarrier_global() before every sleep (futex.h;
-    // sleeps_fenced_); written before its first round.
-    std::int32_t membarrier;
     // 1 + the only CPU the rank may run on, 0 when it may run on several
     // (or has not said yet). Apart from `sleepers`, which waiters update.
     alignas(64) std::atomic<std::int32_t> cpu;
@@ -299,12 +301,15 @@ class ShmGroup {
   void publish(std::uint64_t value) {
     Ctrl* c = ctrl(rank_);
     Line& line = c->line[((value - 1) / 2) % kLines];
-    if (value & 1) {
+    // The round's input value (2k+1): an output may be published without it
+    // (and_over_members' member 0).
+    const auto input = static_cast<std::uint32_t>((value - 1) / 2 * 2 + 1);
+    if ((value & 1) || line.counter.load(std::memory_order_relaxed) != input) {
       // A new round on this line: first a value between the old round's
       // and the new one's (reached for waiters of the old, not of the new),
       // so that check_previous_round never pairs the old counter with the
       // new signature.
-      line.counter.store(static_cast<std::uint32_t>(value - 1), std::memory_order_relaxed);
+      line.counter.store(input - 1, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_release);
     }
     line.sig.store(sig_, std::memory_order_relaxed);
@@ -412,8 +417,8 @@ class ShmGroup {
   // This rank runs membarrier_global() before it sleeps: its process is
   // registered and the group has no more members than the host has cores.
   bool sleeps_fenced_ = false;
-  // Publish without a fence: every member said Ctrl::membarrier (learnt in
-  // negotiate_cma's first round).
+  // Publish without a fence: every member fences before it sleeps (learnt
+  // in negotiate_cma).
   bool light_publish_ = false;
   ShmThresholds thresholds_;
   std::size_t cma_min_bytes_ = SIZE_MAX;

@@ -6,7 +6,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -74,6 +77,115 @@ TEST(Shm, ControlLinesAndRingAreMappedInAtCreation) {
     }
     ::close(pagemap);
   });
+  EXPECT_TRUE(shm_segments(prefix).empty());
+}
+
+// ShmGroup::and_over_members, the round that barriers and the group's own
+// agreements use: every member gets the AND of every member's flags, and
+// none returns before every member has called it, whether members wait for
+// each other (flat) or meet at member 0 (above flat_members_max). Members
+// come late by a random 0-300 us in some rounds.
+TEST(Shm, AgreementsAreRightAndNoMemberLeavesEarly) {
+  const std::string prefix = shm_prefix_for("agree");
+  for (const int flat_max : {64, 1}) {
+    spawn(5, [&](Communicator& world) {
+      const int r = world.rank(), n = world.size();
+      detail::ShmGroup g("/" + prefix + "-" + std::to_string(flat_max), r, n, 64 << 10,
+                         detail::Clock::now() + std::chrono::seconds(60), nullptr);
+      detail::ShmThresholds t;
+      t.flat_members_max = flat_max;
+      g.set_thresholds(t);
+      constexpr int kRounds = 300;
+      auto flags_of = [](int rank, int round) {
+        std::mt19937_64 rng(static_cast<std::uint64_t>(round) * 977 + static_cast<std::uint64_t>(rank));
+        return rng() | rng();  // mostly ones: ANDs of 5 that are not all zero
+      };
+      std::mt19937 late(99u + static_cast<unsigned>(r));
+      std::vector<std::int64_t> arrived(kRounds), left(kRounds);
+      auto now_ns = [] {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+      };
+      int nonzero = 0;
+      for (int i = 0; i < kRounds; ++i) {
+        if (late() % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(late() % 300));
+        std::uint64_t want = ~std::uint64_t{0};
+        for (int p = 0; p < n; ++p) want &= flags_of(p, i);
+        arrived[static_cast<std::size_t>(i)] = now_ns();
+        const std::uint64_t got = g.and_over_members(flags_of(r, i));
+        left[static_cast<std::size_t>(i)] = now_ns();
+        ASSERT_EQ(got, want) << "round " << i << " with flat_members_max " << flat_max;
+        nonzero += want != 0;
+      }
+      EXPECT_GT(nonzero, kRounds / 2);
+      // Every member's arrival and departure times (one clock: one host).
+      std::vector<std::int64_t> all_arrived(static_cast<std::size_t>(n * kRounds)), all_left(all_arrived.size());
+      world.all_gather(arrived.data(), all_arrived.data(), kRounds, DataType::Int64);
+      world.all_gather(left.data(), all_left.data(), kRounds, DataType::Int64);
+      for (int i = 0; i < kRounds; ++i) {
+        std::int64_t last_in = 0, first_out = INT64_MAX;
+        for (int p = 0; p < n; ++p) {
+          last_in = std::max(last_in, all_arrived[static_cast<std::size_t>(p * kRounds + i)]);
+          first_out = std::min(first_out, all_left[static_cast<std::size_t>(p * kRounds + i)]);
+        }
+        ASSERT_GE(first_out, last_in) << "round " << i << ": a member left before the last arrived";
+      }
+    });
+  }
+  EXPECT_TRUE(shm_segments(prefix).empty());
+}
+
+// Above flat_members_max (64) members, a barrier meets at member 0 and a
+// one-shot all_reduce is a reduce to member 0 and a broadcast: 72 ranks on
+// one host run both, and a half of them (36, flat) too; every element is
+// checked, sums exactly.
+TEST(Shm, SeventyTwoRanksReduceAndMeet) {
+  const std::string prefix = shm_prefix_for("large");
+  SpawnOptions o;
+  o.env = {{"TUTTI_SHM_PREFIX", prefix}};
+  spawn(
+      72,
+      [&](Communicator& world) {
+        auto check = [](Communicator& c, int salt) {
+          const int n = c.size(), r = c.rank();
+          auto value = [&](int rank, std::size_t i) {  // splitmix64 of (salt, rank, i)
+            std::uint64_t z = (static_cast<std::uint64_t>(salt) << 48) + (static_cast<std::uint64_t>(rank) << 32) + i;
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull + 0x9e3779b97f4a7c15ull;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+            return static_cast<std::int64_t>((z ^ (z >> 31)) % 2000001) - 1000000;
+          };
+          // Up to 2,048 elements: 16 KiB, the one-shot limit (TUTTI_SHM_ONESHOT_BYTES).
+          for (const std::size_t count : {std::size_t{1}, std::size_t{29}, std::size_t{300}, std::size_t{2048}}) {
+            std::vector<std::int64_t> sum(count), mx(count);
+            std::vector<double> avg(count);
+            for (std::size_t i = 0; i < count; ++i) {
+              sum[i] = mx[i] = value(r, i);
+              avg[i] = static_cast<double>(value(r, i)) / 4;
+            }
+            c.barrier();
+            c.all_reduce(sum.data(), sum.data(), count, DataType::Int64, ReduceOp::SUM);
+            c.all_reduce(mx.data(), mx.data(), count, DataType::Int64, ReduceOp::MAX);
+            c.all_reduce(avg.data(), avg.data(), count, DataType::Float64, ReduceOp::AVG);
+            for (std::size_t i = 0; i < count; ++i) {
+              std::int64_t want_sum = 0, want_max = INT64_MIN;
+              for (int p = 0; p < n; ++p) {
+                want_sum += value(p, i);
+                want_max = std::max(want_max, value(p, i));
+              }
+              ASSERT_EQ(sum[i], want_sum) << n << " ranks, " << count << " elements, element " << i;
+              ASSERT_EQ(mx[i], want_max) << n << " ranks, " << count << " elements, element " << i;
+              const double want_avg = static_cast<double>(want_sum) / 4 / n;
+              ASSERT_NEAR(avg[i], want_avg, 1e-9 * std::max(1.0, std::abs(want_avg)))
+                  << n << " ranks, " << count << " elements, element " << i;
+            }
+          }
+        };
+        check(world, 1);
+        auto half = world.split(world.rank() % 2, world.rank());
+        check(*half, 2 + world.rank() % 2);
+        world.barrier();
+      },
+      o);
   EXPECT_TRUE(shm_segments(prefix).empty());
 }
 
