@@ -4,10 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-#include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "algorithms/signature.h"
@@ -80,6 +81,31 @@ std::string settings_lines(const std::string& settings, char scope) {
   for (std::size_t nl; (nl = settings.find('\n', at)) != std::string::npos; at = nl + 1)
     if (settings[at] == scope) out.append(settings, at, nl + 1 - at);
   return out;
+}
+
+// A rank's host record, "pid host-hash job-settings-hash host-settings-hash"
+// (written by init below), into its four fields.
+void parse_host_record(std::string_view s, int r, int& pid, std::string& host, std::string& job_hash,
+                       std::string& host_hash) {
+  std::string_view f[4];
+  int fields = 0;
+  for (std::size_t at = 0; fields < 4; ++fields) {
+    std::size_t end = s.find(' ', at);
+    if ((fields == 3) != (end == std::string_view::npos)) break;  // three spaces, no more
+    if (end == std::string_view::npos) end = s.size();
+    if (end == at) break;
+    f[fields] = s.substr(at, end - at);
+    at = end + 1;
+  }
+  const char* const pid_end = f[0].data() + f[0].size();
+  const auto [next, ec] = std::from_chars(f[0].data(), pid_end, pid);
+  if (fields != 4 || ec != std::errc() || next != pid_end)
+    throw Error(ErrorKind::InvalidArgument, "init: rank " + std::to_string(r) + "'s host record \"" + std::string(s) +
+                                                "\" is not \"pid host job-settings host-settings\": is it a build "
+                                                "of another tutti version?");
+  host = f[1];
+  job_hash = f[2];
+  host_hash = f[3];
 }
 
 std::uint64_t random_u64() {
@@ -179,21 +205,23 @@ Communicator init(const InitOptions& options) {
   const std::string my_host = host_identity();
   // Published with the host: the settings every rank must share.
   const std::string my_settings = job->config.shared_settings();
-  // Every rank's record is short, whatever the settings (each rank reads
-  // all of them): "pid host-hash job-settings-hash host-settings-hash";
-  // the settings themselves are read only from a rank whose hash differs.
-  if (size > 1) {
-    job->store->set("tutti/settings/" + std::to_string(rank), my_settings);
-    job->store->set("tutti/host/" + std::to_string(rank), std::to_string(::getpid()) + ' ' + hex64(fnv1a(my_host)) +
-                                                              ' ' + hex64(fnv1a(settings_lines(my_settings, 'J'))) +
-                                                              ' ' + hex64(fnv1a(settings_lines(my_settings, 'H'))));
-  }
+  const std::string my_host_hash = hex64(fnv1a(my_host));
+  const std::string my_job_hash = hex64(fnv1a(settings_lines(my_settings, 'J')));
+  const std::string my_host_settings_hash = hex64(fnv1a(settings_lines(my_settings, 'H')));
+  // The settings themselves are read only from a rank whose hash (in its
+  // host record, below) differs.
+  if (size > 1) job->store->set("tutti/settings/" + std::to_string(rank), my_settings);
   TcpPeers peers;
+  std::vector<std::string> host_records;
   if (size > 1) {
     // Addresses only: each connection is made when an operation first needs
     // it (tcp_transport.h). (A congestion control the kernel refuses fails
-    // here, before anything is sent.)
-    peers = gather_peer_addresses(*job->store, rank, size, job->config, host, port);
+    // here, before anything is sent.) Each address carries its rank's host
+    // record, short whatever the settings (each rank reads all of them):
+    // "pid host-hash job-settings-hash host-settings-hash".
+    const std::string record =
+        std::to_string(::getpid()) + ' ' + my_host_hash + ' ' + my_job_hash + ' ' + my_host_settings_hash;
+    peers = gather_peer_addresses(*job->store, rank, size, job->config, host, port, record, host_records);
     peers.key = secret + "/" + link_key;
     peers.job_id = job->job_id;
     peers.congestion = choose_congestion(job->config.tcp_congestion);
@@ -202,18 +230,9 @@ Communicator init(const InitOptions& options) {
                            << peers.congestion
                            << (job->config.tcp_congestion.empty() ? " in place of the kernel's default" : ""));
   }
-  // Every rank has published its host before its address, so this does not
-  // wait; one request for all of them.
-  std::vector<Bytes> host_records;
-  if (size > 1) {
-    std::vector<std::string> keys;
-    for (int r = 0; r < size; ++r) keys.push_back("tutti/host/" + std::to_string(r));
-    host_records = job->store->multi_get(keys);
-  }
   std::vector<std::string> hosts;        // per host: its hash
   std::vector<std::string> host_hashes;  // per host: its first rank's host-settings hash
   std::vector<int> host_first_rank;
-  const std::string my_job_hash = hex64(fnv1a(settings_lines(my_settings, 'J')));
   // The first difference found: job-wide settings against this rank's, a
   // host's against its first rank's (so every rank finds any difference
   // anywhere); (rank, rank it differs from, same host).
@@ -222,14 +241,9 @@ Communicator init(const InitOptions& options) {
     bool same_host = false;
   } diff;
   for (int r = 0; r < size; ++r) {
-    std::string h = hex64(fnv1a(my_host)), job_hash = my_job_hash;
-    std::string host_hash = hex64(fnv1a(settings_lines(my_settings, 'H')));
+    std::string h = my_host_hash, job_hash = my_job_hash, host_hash = my_host_settings_hash;
     int pid = static_cast<int>(::getpid());
-    if (size > 1) {
-      const Bytes& rec = host_records[static_cast<std::size_t>(r)];
-      std::istringstream in(std::string(rec.begin(), rec.end()));
-      in >> pid >> h >> job_hash >> host_hash;
-    }
+    if (size > 1) parse_host_record(host_records[static_cast<std::size_t>(r)], r, pid, h, job_hash, host_hash);
     auto it = std::find(hosts.begin(), hosts.end(), h);
     if (diff.a < 0 && job_hash != my_job_hash) diff = {rank, r, false};
     if (diff.a < 0 && it != hosts.end() && host_hashes[static_cast<std::size_t>(it - hosts.begin())] != host_hash)
@@ -291,7 +305,8 @@ Communicator init(const InitOptions& options) {
   if (size > 1 && single_host && job->config.transport != "tcp") {
     char ids[24];
     std::snprintf(ids, sizeof ids, "-%016llx-p2p", static_cast<unsigned long long>(job->job_id));
-    job->transport = ShmTransport::create(job->transport, *job->store, "/" + job->config.shm_prefix + ids, deadline);
+    job->transport =
+        ShmTransport::create(job->transport, *job->store, "/" + job->config.shm_prefix + ids, job->pid_of, deadline);
   }
 
   job->transport->set_signature_describer(detail::describe_signature_kind);

@@ -40,7 +40,12 @@ namespace detail {
 struct StoreParkedRequest {
   StoreOp op = StoreOp::Get;
   std::vector<std::string> keys;
-  std::unordered_set<std::string> missing;  // exactly the keys registered in waiters_
+  // It waits for one missing key at a time: keys[next], registered in
+  // waiters when `registered`. Its keys before `next` were present when
+  // looked at (a later deletion shows in the store's deletion count).
+  std::size_t next = 0;
+  bool registered = false;
+  std::uint64_t deletions = 0;  // the store's deletion count when it was parked
   TimePoint deadline;
   std::int64_t timeout_ms = 0;
 };
@@ -104,6 +109,7 @@ struct TcpStoreServer::Impl {
   std::uint64_t next_id = 2;
   detail::KeyValueMap kv;
   std::unordered_map<std::string, std::unordered_set<std::uint64_t>> waiters;
+  std::uint64_t deletions = 0;  // keys deleted so far
   std::set<std::pair<TimePoint, std::uint64_t>> deadlines;
   std::vector<std::uint64_t> ready;  // connections that may run buffered requests now
   std::vector<std::uint64_t> dead;   // connections to erase
@@ -361,34 +367,52 @@ struct TcpStoreServer::Impl {
   void handle(std::uint64_t id, StoreConnection& c, StoreFrame& req) {
     detail::StoreOutcome o = detail::execute_store_request(kv, req);
     if (o.park) {
-      park(id, c, req, o.missing);
+      park(id, c, req);
       return;
     }
+    if (static_cast<StoreOp>(req.code) == StoreOp::DeleteKey && o.reply.arg > 0) ++deletions;
     reply(id, c, o.reply);
     if (o.changed) notify(req.keys[0]);
   }
 
-  void park(std::uint64_t id, StoreConnection& c, StoreFrame& req, const std::vector<std::string>& missing) {
+  void park(std::uint64_t id, StoreConnection& c, StoreFrame& req) {
     StoreParkedRequest p;
     p.op = static_cast<StoreOp>(req.code);
     p.keys = std::move(req.keys);
     p.timeout_ms = req.arg;
     p.deadline = detail::store_deadline(Clock::now(), req.arg);
-    for (const auto& k : missing)
-      if (p.missing.insert(k).second) waiters[k].insert(id);
+    p.deletions = deletions;
+    wait_for_next(id, p, 0);  // some key is missing: that is why it parks
     deadlines.insert({p.deadline, id});
     c.parked = std::move(p);
     // A zero timeout expires at once, through the same path as any other.
   }
 
+  // Registers `p` for its first missing key from keys[from] on; false if
+  // every key from there is present. One key at a time, so that a request
+  // for thousands of keys (every rank's address) costs a lookup a key over
+  // its life, not an index entry per missing key.
+  bool wait_for_next(std::uint64_t id, StoreParkedRequest& p, std::size_t from) {
+    for (std::size_t i = from; i < p.keys.size(); ++i) {
+      if (kv.find(p.keys[i]) != kv.end()) continue;
+      p.next = i;
+      p.registered = true;
+      waiters[p.keys[i]].insert(id);
+      return true;
+    }
+    return false;
+  }
+
   // Removes a parked request from the indexes (not from the connection).
   void unpark(std::uint64_t id, StoreConnection& c) {
-    const StoreParkedRequest& p = *c.parked;
-    for (const auto& k : p.missing) {
-      auto w = waiters.find(k);
-      if (w == waiters.end()) continue;
-      w->second.erase(id);
-      if (w->second.empty()) waiters.erase(w);
+    StoreParkedRequest& p = *c.parked;
+    if (p.registered) {
+      auto w = waiters.find(p.keys[p.next]);
+      if (w != waiters.end()) {
+        w->second.erase(id);
+        if (w->second.empty()) waiters.erase(w);
+      }
+      p.registered = false;
     }
     deadlines.erase({p.deadline, id});
   }
@@ -424,16 +448,15 @@ struct TcpStoreServer::Impl {
       StoreConnection* c = live(id);
       if (!c || !c->parked) continue;
       StoreParkedRequest& p = *c->parked;
-      p.missing.erase(key);
-      if (!p.missing.empty()) continue;
-      // Recheck every key: one seen earlier may have been deleted since.
-      auto still = detail::missing_keys(kv, p.keys);
-      if (still.empty()) {
-        finish_parked(id, *c);
-      } else {
-        for (const auto& k : still)
-          if (p.missing.insert(k).second) waiters[k].insert(id);
+      p.registered = false;
+      if (wait_for_next(id, p, p.next + 1)) continue;
+      // Every key from `next` on is there; look again from the start only
+      // if a key was deleted meanwhile.
+      if (p.deletions != deletions) {
+        p.deletions = deletions;
+        if (wait_for_next(id, p, 0)) continue;
       }
+      finish_parked(id, *c);
     }
   }
 

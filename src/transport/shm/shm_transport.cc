@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
-#include <sstream>
 
 #include "common/log.h"
 #include "shm/futex.h"
@@ -64,44 +64,46 @@ ShmTransport::Ring* ShmTransport::ring(int receiver, int sender) const {
 }
 
 std::shared_ptr<Transport> ShmTransport::create(std::shared_ptr<Transport> net, Store& store, const std::string& name,
-                                                TimePoint deadline) {
+                                                std::vector<int> pids, TimePoint deadline) {
   const int rank = net->rank(), size = net->size();
-  // Every rank publishes its pid and the address of a known value; every
-  // rank tries to read its two ring neighbours' (what stops one rank
-  // reading another's memory, another user or a ptrace restriction, stops
-  // a neighbour too: O(1) system calls a rank, not O(p)); all publish their
-  // verdict.
+  // Every rank publishes the address of a known value and tries to read its
+  // two ring neighbours' (what stops one rank reading another's memory,
+  // another user or a ptrace restriction, stops a neighbour too: O(1)
+  // system calls a rank, not O(p)); then all vote.
   static const std::uint64_t probe = 0x5032504954545554ull;  // "TUTTIP2P"
-  const std::string prefix = "tutti/p2p/";
-  store.set(prefix + "probe/" + std::to_string(rank),
-            std::to_string(::getpid()) + " " + std::to_string(reinterpret_cast<std::uintptr_t>(&probe)));
-  // Every record in one request each time (store traffic per rank does not
-  // grow with the job).
-  auto every = [&](const std::string& what) {
-    std::vector<std::string> keys;
-    for (int p = 0; p < size; ++p) keys.push_back(prefix + what + std::to_string(p));
-    std::vector<std::string> out;
-    for (const Bytes& v : store.multi_get(keys)) out.emplace_back(v.begin(), v.end());
-    return out;
-  };
-  const std::vector<std::string> probes = every("probe/");
-  std::vector<int> pids(size);
+  const std::string prefix = "tutti/p2p" + name + "/";
+  store.set(prefix + "probe/" + std::to_string(rank), std::to_string(reinterpret_cast<std::uintptr_t>(&probe)));
+  const int neighbours[2] = {(rank + 1) % size, (rank + size - 1) % size};
+  const std::vector<Bytes> probes = store.multi_get(
+      {prefix + "probe/" + std::to_string(neighbours[0]), prefix + "probe/" + std::to_string(neighbours[1])});
   bool ok = true;
-  for (int p = 0; p < size; ++p) {
-    std::istringstream in(probes[static_cast<std::size_t>(p)]);
+  for (int i = 0; i < 2 && ok; ++i) {
+    const int p = neighbours[i];
+    const std::string text(probes[static_cast<std::size_t>(i)].begin(), probes[static_cast<std::size_t>(i)].end());
     std::uintptr_t addr = 0;
-    in >> pids[p] >> addr;
-    if (p == rank || !ok || (p != (rank + 1) % size && p != (rank + size - 1) % size)) continue;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), addr);
+    if (ec != std::errc() || end != text.data() + text.size())
+      throw Error(ErrorKind::Internal, "rank " + std::to_string(rank) + ": rank " + std::to_string(p) +
+                                           "'s shared-memory probe record \"" + text + "\" is not an address");
     std::uint64_t value = 0;
     iovec local{&value, sizeof value}, remote{reinterpret_cast<void*>(addr), sizeof value};
-    ok = ::process_vm_readv(pids[p], &local, 1, &remote, 1, 0) == sizeof value && value == probe;
+    ok = ::process_vm_readv(pids[static_cast<std::size_t>(p)], &local, 1, &remote, 1, 0) == sizeof value &&
+         value == probe;
     if (!ok)
       TUTTI_LOG(Info, "cannot read the memory of rank " << p << " (" << std::strerror(errno)
                                                         << "); point-to-point stays on the network transport");
   }
-  store.set(prefix + "ok/" + std::to_string(rank), ok ? "1" : "0");
-  for (const std::string& verdict : every("ok/")) ok = verdict == "1" && ok;
-  if (!ok) return net;
+  // The votes in one counter: voters in the low 32 bits, refusals above.
+  // The last voter publishes the refusals; the others wait for them.
+  const std::int64_t sum = store.add(prefix + "votes", 1 + (ok ? 0 : std::int64_t{1} << 32));
+  std::int64_t refusals = sum >> 32;
+  if ((sum & 0xffffffff) == size) {
+    store.set(prefix + "refusals", std::to_string(refusals));
+  } else {
+    const Bytes v = store.get(prefix + "refusals");
+    refusals = std::stoll(std::string(v.begin(), v.end()));
+  }
+  if (refusals > 0) return net;
   auto t = std::make_shared<ShmTransport>(std::move(net), name, std::move(pids), deadline);
   t->thread_ = std::thread([raw = t.get()] { raw->progress_thread(); });
   return t;

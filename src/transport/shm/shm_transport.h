@@ -49,12 +49,13 @@ namespace tutti::detail {
 
 class ShmTransport final : public Transport, public std::enable_shared_from_this<ShmTransport> {
  public:
-  // Collective over every rank of the job (all on this host). Returns the
-  // shared-memory transport, or `net` when some rank may not read another's
-  // memory (every rank decides the same). `net` stays in use for peer
-  // liveness and receives every abort too.
+  // Collective over every rank of the job (all on this host; `pids` holds
+  // every rank's process). Returns the shared-memory transport, or `net`
+  // when some rank may not read another's memory (every rank decides the
+  // same). `net` stays in use for peer liveness and receives every abort
+  // too. Four store requests a rank, whatever the job's size.
   static std::shared_ptr<Transport> create(std::shared_ptr<Transport> net, Store& store, const std::string& name,
-                                           TimePoint deadline);
+                                           std::vector<int> pids, TimePoint deadline);
   ~ShmTransport() override;
 
   int rank() const override { return rank_; }

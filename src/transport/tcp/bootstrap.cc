@@ -22,7 +22,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 }  // namespace
 
 TcpPeers gather_peer_addresses(Store& store, int rank, int size, const Config& config, const std::string& store_host,
-                               int store_port) {
+                               int store_port, const std::string& record, std::vector<std::string>& records) {
   TcpPeers peers;
   peers.links = config.sockets_per_peer > 1 ? config.sockets_per_peer + 1 : 1;
   peers.connect_timeout = config.timeout;
@@ -31,7 +31,8 @@ TcpPeers gather_peer_addresses(Store& store, int rank, int size, const Config& c
   const PeerAddress addr = choose_peer_address(config, store_host, store_port);
   peers.listener = listen_tcp(addr.listen, 0);
   const int port = local_address(peers.listener.get()).port();
-  store.set(addr_key(rank), addr.advertise + " " + std::to_string(port));
+  // "host port\nrecord"
+  store.set(addr_key(rank), addr.advertise + " " + std::to_string(port) + "\n" + record);
   TUTTI_LOG(Debug, "listening for peers on " << addr.advertise << ":" << port);
 
   std::vector<std::string> keys;
@@ -50,7 +51,17 @@ TcpPeers gather_peer_addresses(Store& store, int rank, int size, const Config& c
                                         std::to_string(store.timeout().count()) + " ms: " + rank_list(missing) +
                                         " never joined (world size " + std::to_string(size) + ")");
   }
-  for (const Bytes& v : all) peers.addresses.emplace_back(v.begin(), v.end());
+  records.clear();
+  for (int r = 0; r < size; ++r) {
+    const Bytes& v = all[static_cast<std::size_t>(r)];
+    const auto nl = std::find(v.begin(), v.end(), static_cast<std::uint8_t>('\n'));
+    if (nl == v.end())
+      throw Error(ErrorKind::InvalidArgument, "init: rank " + std::to_string(r) + "'s address record \"" +
+                                                  std::string(v.begin(), v.end()) +
+                                                  "\" has no host record: is it a build of another tutti version?");
+    peers.addresses.emplace_back(v.begin(), nl);
+    records.emplace_back(nl + 1, v.end());
+  }
   return peers;
 }
 

@@ -71,7 +71,10 @@ struct World {
       const std::string name = "/tutti-conformance-" + std::to_string(::getpid()) + "-" + std::to_string(serial()++);
       std::vector<std::thread> threads;
       for (int r = 0; r < kRanks; ++r)
-        threads.emplace_back([&, r] { t[r] = d::ShmTransport::create(net[r], *store, name, d::Clock::now() + 10s); });
+        threads.emplace_back([&, r] {
+          t[r] = d::ShmTransport::create(net[r], *store, name, std::vector<int>(kRanks, ::getpid()),
+                                         d::Clock::now() + 10s);
+        });
       for (auto& th : threads) th.join();
       for (int r = 0; r < kRanks; ++r)
         EXPECT_NE(dynamic_cast<d::ShmTransport*>(t[r].get()), nullptr) << "rank " << r << " fell back to TCP";
