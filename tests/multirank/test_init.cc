@@ -95,9 +95,9 @@ class CountingStore final : public Store {
 };
 
 // Start-up traffic to the store does not grow with the job: every rank's
-// records (addresses, hosts and settings, shared-memory probes) are read in
-// one request each, so a rank makes as many requests in a job of 12 as in
-// one of 3.
+// address and host record are read in one request, the shared-memory check
+// reads two neighbours' probes and votes through one counter, so a rank
+// makes as many requests in a job of 12 as in one of 3.
 TEST(Init, StoreRequestsPerRankDoNotGrowWithTheJob) {
   ::setenv("TUTTI_ADVERTISE_ADDR", "127.0.0.1", 1);
   std::vector<int> most;  // per job size: the most requests any rank made
