@@ -395,7 +395,7 @@ Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_
   OpContext c = impl_->make_context("all_to_all_v", total_send * es);
   c.dtype_name = dtype_name(dtype);
   c.varying_sizes = true;
-  Plan p = impl_->plan(c, Collective::AllToAll, total_send * es);
+  Plan p = impl_->plan(c, Collective::AllToAll, total_send * es / n);
   // Per-peer sizes: an algorithm for equal blocks only gives way to the fallback.
   if (p.algorithm->equal_blocks_only) {
     p = Plan{&fallback_algorithm(Collective::AllToAll)};
@@ -423,7 +423,7 @@ Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t c
   const std::size_t n = impl_->size;
   Validator v{impl_->rank, impl_->size, "all_to_all"};
   const std::size_t block = v.bytes(count, dtype);
-  const Plan plan = impl_->planner.plan(Collective::AllToAll, block * n);
+  const Plan plan = impl_->planner.plan(Collective::AllToAll, block);
   if (plan.algorithm->medium == Medium::Network && !plan.algorithm->equal_blocks_only) {
     // Pairwise: the per-peer form runs it.
     SmallVector<std::size_t> counts(n, count), displs(n, 0);
@@ -437,7 +437,7 @@ Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t c
   v.buffer(recvbuf, count * n, "recvbuf");
   OpContext c = impl_->make_context("all_to_all", block * n);
   c.dtype_name = dtype_name(dtype);
-  const Plan p = impl_->plan(c, Collective::AllToAll, block * n);
+  const Plan p = impl_->plan(c, Collective::AllToAll, block);
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {

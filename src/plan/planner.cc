@@ -16,6 +16,8 @@ bool holds(const When& w, std::size_t bytes, std::size_t small_bytes, const Shap
   if (s.hosts > 0 && (s.hosts < w.min_hosts || s.hosts > w.max_hosts)) return false;
   if (s.ranks_per_host > 0 && s.ranks_per_host > w.max_ranks_per_host) return false;
   if (w.pow2_ranks && (s.ranks <= 0 || (s.ranks & (s.ranks - 1)) != 0)) return false;
+  if (w.min_bytes_per_rank && s.ranks > 0 && bytes / static_cast<std::size_t>(s.ranks) < w.min_bytes_per_rank)
+    return false;
   return true;
 }
 

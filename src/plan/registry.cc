@@ -228,15 +228,35 @@ constexpr When kAllReduceRecursiveDoubling[] = {{.max_bytes = kSmallBytes}};
 // Up to 4 ranks on one host Rabenseifner stays ahead of the ring at every size.
 constexpr When kAllReduceRabenseifner[] = {{.min_bytes = kAboveSmall, .max_bytes = 4 * K * K},
                                            {.min_bytes = kAboveSmall, .max_ranks = 4, .max_hosts = 1}};
-constexpr When kBroadcastBinomial[] = {{.max_bytes = 256 * K}};
-// Across hosts the pipelined chain runs at line rate; long chains pay n-2
-// chunk times to fill, so only up to 16 ranks.
-constexpr When kBroadcastChain[] = {{.min_bytes = 256 * K + 1, .min_ranks = 3, .max_ranks = 16, .min_hosts = 2}};
-constexpr When kBroadcastScatterAllGather[] = {{.min_bytes = 256 * K + 1, .min_ranks = 3}};
+// Across hosts a binomial root sends the message log2 p times, scatter +
+// all_gather about 2 S a rank in log2 p + p - 1 rounds: it is faster once
+// S beta (log2 p - 2) > p alpha, from 32 KiB on 4-16 hosts of the test-bed
+// (4 KiB a rank: 64 KiB on 16; 1.4-3.3x at 64-256 KiB), and, by tutti-sim
+// (hosts with CPUs of their own, where a round costs less than on the
+// test-bed's shared ones), from 256 B a rank on up to 128 hosts and 128 B
+// beyond (docs/perf/sim/scale.md). The
+// pipelined chain runs at line rate once the message outgrows its fill,
+// n - 2 chunks: from 128 KiB a rank (4, 8, 16 hosts: faster than scatter +
+// all_gather from 512 KiB, 1 MiB, 2 MiB). Elsewhere binomial, the
+// fallback. docs/tuning.md.
+constexpr When kBroadcastBinomial[] = {{.max_bytes = 256 * K, .max_hosts = 1}, {.max_bytes = 32 * K}};
+constexpr When kBroadcastChain[] = {
+    {.min_bytes = 256 * K + 1, .min_ranks = 3, .min_hosts = 2, .min_bytes_per_rank = 128 * K}};
+constexpr When kBroadcastScatterAllGather[] = {
+    {.min_bytes = 256 * K + 1, .min_ranks = 3, .max_hosts = 1},
+    {.min_bytes = 32 * K + 1, .min_ranks = 3, .max_ranks = 16, .min_hosts = 2, .min_bytes_per_rank = 4 * K},
+    {.min_bytes = 32 * K + 1, .min_ranks = 17, .max_ranks = 128, .min_hosts = 2, .min_bytes_per_rank = 256},
+    {.min_bytes = 32 * K + 1, .min_ranks = 129, .min_hosts = 2, .min_bytes_per_rank = 128}};
 constexpr When kAllGatherBruck[] = {{.max_bytes = 8 * K, .min_ranks = 8}};
 constexpr When kAllGatherRecursiveDoubling[] = {{.max_bytes = 256 * K}};
 constexpr When kReduceScatterRecursiveHalving[] = {{.max_bytes = 8 * K}, {.min_bytes = 64 * K, .pow2_ranks = true}};
-constexpr When kAllToAllBruck[] = {{.max_bytes = 32 * K}};
+// Bytes a peer. Bruck sends each block log2 p / 2 times, pairwise once in
+// one of 2 (p - 1) messages a rank: on one host (TCP loopback, 4 and 8
+// ranks) Bruck leads up to 4-16 KiB a peer, across 1 Gbit/s hosts (4-16 on
+// the test-bed) up to 1-4 KiB; beyond 32 ranks up to 32 B (tutti-sim,
+// 64-16,384 ranks, 8 a host). docs/tuning.md.
+constexpr When kAllToAllBruck[] = {
+    {.max_bytes = 4 * K, .max_hosts = 1}, {.max_bytes = 2 * K, .max_ranks = 32}, {.max_bytes = 32}};
 
 using C = Collective;
 using M = Medium;
@@ -465,6 +485,7 @@ std::string describe_rule(const When& w) {
   }
   if (w.max_ranks_per_host != INT_MAX) parts.push_back("at most " + std::to_string(w.max_ranks_per_host) + " a host");
   if (w.pow2_ranks) parts.push_back("ranks a power of two");
+  if (w.min_bytes_per_rank) parts.push_back("at least " + bytes_text(w.min_bytes_per_rank) + " a rank");
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
   return out.empty() ? "always" : out;

@@ -56,7 +56,8 @@ inline constexpr std::size_t kNoLimit = ~std::size_t(0);
 // When the table chooses an algorithm by default: every field must hold
 // (an unknown shape, 0, holds for every entry). Bytes are per rank: the
 // buffer of all_reduce, broadcast and reduce, one rank's block of all_gather,
-// gather, scatter and reduce_scatter, a rank's whole send buffer of all_to_all.
+// gather, scatter and reduce_scatter, the block a rank sends each peer in
+// all_to_all (all_to_all_v: its send buffer over the rank count).
 struct When {
   std::size_t min_bytes = 0;
   std::size_t max_bytes = kNoLimit;
@@ -64,6 +65,9 @@ struct When {
   int min_hosts = 0, max_hosts = INT_MAX;
   int max_ranks_per_host = INT_MAX;
   bool pow2_ranks = false;  // the number of ranks is a power of two
+  // At least this many bytes for each rank of the communicator (a chain
+  // pays its n - 2 links' worth of chunks to fill).
+  std::size_t min_bytes_per_rank = 0;
 };
 
 // An operation's buffers, as the communicator validated them; each

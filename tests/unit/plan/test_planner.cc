@@ -85,12 +85,32 @@ TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
     const char* algo;
   };
   const HostRow host_rows[] = {
-      {"broadcast", 256 * K, 4, 4, "binomial"},
-      {"broadcast", 256 * K + 1, 4, 4, "chain"},
-      {"broadcast", 256 * K + 1, 16, 2, "chain"},
+      // Across hosts: binomial up to 32 KiB, the chain from 128 KiB a rank
+      // (and above 256 KiB), scatter + all_gather between from 4 KiB a rank
+      // (256 B from 17 ranks, 128 B from 129).
+      {"broadcast", 32 * K, 4, 4, "binomial"},
+      {"broadcast", 32 * K + 1, 4, 4, "scatter_all_gather"},
+      {"broadcast", 64 * K - 1, 16, 16, "binomial"},
+      {"broadcast", 64 * K, 16, 16, "scatter_all_gather"},
+      {"broadcast", 256 * K, 16, 4, "scatter_all_gather"},
+      {"broadcast", 32 * K, 128, 128, "binomial"},
+      {"broadcast", 32 * K + 1, 128, 128, "scatter_all_gather"},
+      {"broadcast", 256 * K - 1, 2048, 2048, "binomial"},
+      {"broadcast", 256 * K, 2048, 2048, "scatter_all_gather"},
+      {"broadcast", 512 * K - 1, 4, 4, "scatter_all_gather"},
+      {"broadcast", 512 * K, 4, 4, "chain"},
+      {"broadcast", 2048 * K - 1, 16, 16, "scatter_all_gather"},
+      {"broadcast", 2048 * K, 16, 16, "chain"},
       {"broadcast", 256 * K + 1, 17, 2, "scatter_all_gather"},
       {"broadcast", 256 * K + 1, 8, 1, "scatter_all_gather"},
       {"broadcast", std::size_t(1) << 30, 2, 2, "binomial"},
+      {"broadcast", std::size_t(1) << 30, 1024, 128, "chain"},
+      // all_to_all: bytes a peer.
+      {"all_to_all", 2 * K, 16, 16, "bruck"},
+      {"all_to_all", 2 * K + 1, 16, 16, "pairwise"},
+      {"all_to_all", 2 * K, 32, 4, "bruck"},
+      {"all_to_all", 32, 64, 8, "bruck"},
+      {"all_to_all", 33, 64, 8, "pairwise"},
   };
   for (const HostRow& r : host_rows)
     EXPECT_STREQ(choose(r.coll, r.bytes, c, shape(r.ranks, r.hosts, (r.ranks + r.hosts - 1) / r.hosts)), r.algo)
@@ -112,8 +132,9 @@ TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
       {"reduce_scatter", 64 * K, 8, "recursive_halving"},
       {"reduce_scatter", 64 * K, 6, "ring"},
       {"reduce_scatter", std::size_t(1) << 30, 16, "recursive_halving"},
-      {"all_to_all", 32 * K, 8, "bruck"},
-      {"all_to_all", 32 * K + 1, 8, "pairwise"},
+      {"all_to_all", 4 * K, 8, "bruck"},  // bytes a peer, on one host
+      {"all_to_all", 4 * K + 1, 8, "pairwise"},
+      {"all_to_all", 4 * K, 64, "bruck"},
   };
   for (const Row& r : rows)
     EXPECT_STREQ(choose(r.coll, r.bytes, c, shape(r.ranks, 1, r.ranks)), r.algo)
