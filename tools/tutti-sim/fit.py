@@ -6,7 +6,7 @@
                            [--params tools/tutti-sim/netbed_1gbit.params] [--check-only]
 
 Reads the raw runs of bench/peers/netbed/compare.sh (docs/perf/netbed/
-COLL_HxL_RATE_{small,large}.txt: "== SYSTEM rep K" sections of "size time_us
+COLL_HxL_RATE_{steady or small,large}.txt: "== SYSTEM rep K" sections of "size time_us
 algbw busbw wrong" rows), takes the median of each size of the "tutti" runs
 (and of "tutti-flat_ring", tutti with TUTTI_ALGO=all_reduce:ring, as points
 of the ring forced), and writes them as tutti-sim points (--check's format;
@@ -36,19 +36,21 @@ import numpy as np
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BLOCKED = {"all_gather", "reduce_scatter", "gather", "scatter"}
-NAMES = ["alpha", "beta", "gamma", "overhead", "shm_alpha", "shm_beta", "burst"]
+NAMES = ["alpha", "beta", "gamma", "overhead", "shm_alpha", "shm_beta", "burst", "cores", "wake"]
 START = {
     "alpha": 30e-6,
     "beta": 8e-9 * 1514 / 1448,
     "overhead": 10e-6,
     "shm_alpha": 40e-6,
     "burst": 4096.0,
+    "wake": 8e-6,
 }
 # Not fitted: on the test-bed reductions and local copies hide under the
 # 1 Gbit/s link (the fit drives them to 0), so they come from the same VM's
 # kernel figures (docs/performance.md, "Reduction kernels", 8 MiB): float32
 # sum 12.6 GB/s, memcpy 13.0 GB/s.
-FIXED = {"gamma": 1 / 12.6e9, "shm_beta": 1 / 13.0e9}
+# The test-bed's hosts share the VM's 2 CPUs.
+FIXED = {"gamma": 1 / 12.6e9, "shm_beta": 1 / 13.0e9, "cores": 2}
 FREE = [k for k in NAMES if k not in FIXED]
 DOCS = {
     "alpha": "s: latency of a round of network messages",
@@ -58,6 +60,8 @@ DOCS = {
     "shm_alpha": "s: one step of shared memory, or a round of messages within a host",
     "shm_beta": "s per byte copied within a host",
     "burst": "bytes a host's link carries at no cost per round (token bucket credit)",
+    "cores": "CPUs every host shares (the test-bed's VM); 0: each host has its own",
+    "wake": "s of a shared CPU a rank takes to join a round of messages (with cores)",
 }
 
 
@@ -77,11 +81,19 @@ def read_runs(path):
 
 
 def points(netbed):
-    """[(collective, ranks, per_host, table_bytes, median_us, algo or "")]."""
+    """[(collective, ranks, per_host, table_bytes, median_us, algo or "")].
+
+    Small sizes come from the steady runs (_steady.txt: 2,000 operations a
+    size, so that the shaper's initial burst, 10 ms of the link's rate, is a
+    small part of each) where there are some, else from the short ones
+    (_small.txt, 200 operations: what the peer tables show)."""
     out = []
-    for name in sorted(os.listdir(netbed)):
-        m = re.match(r"(\w+?)_(\d+)x(\d+)_(\w+)_(small|large)\.txt$", name)
+    names = sorted(os.listdir(netbed))
+    for name in names:
+        m = re.match(r"(\w+?)_(\d+)x(\d+)_(\w+)_(small|steady|large)\.txt$", name)
         if not m:
+            continue
+        if m.group(5) == "small" and name.replace("_small.txt", "_steady.txt") in names:
             continue
         coll, hosts, per = m.group(1), int(m.group(2)), int(m.group(3))
         ranks = hosts * per

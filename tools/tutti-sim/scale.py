@@ -6,9 +6,10 @@
                              [--out docs/perf/sim]
 
 For 64, 256, 1,024, 4,096 and 16,384 ranks, 8 a host, and sizes from 8 B to
-64 MiB (powers of two, as the table counts them: a rank's buffer, or its
+64 MiB (powers of two, as tutti-bench counts them: a rank's buffer, or its
 block for all_gather and reduce_scatter, its whole send buffer for
-all_to_all), runs `tutti-sim --algo all` for all_reduce, broadcast,
+all_to_all, of which the table sees the block a peer), runs
+`tutti-sim --algo all` for all_reduce, broadcast,
 all_gather, reduce_scatter, all_to_all, reduce and barrier: the time of what
 the library runs (the table, its timed choices, the two-level forms' own
 choices) against every algorithm forced. Where another is at least 10%
@@ -59,7 +60,9 @@ def simulate(sim, params, coll, ranks, per_host, sizes):
     if coll == "barrier":
         sizes = [0]
     res = subprocess.run([sim, "--coll", coll, "--ranks", str(ranks), "--per-host", str(per_host), "--sizes",
-                          ",".join(str(s) for s in sizes), "--algo", "all", "--tsv", "--params", params],
+                          ",".join(str(s) for s in sizes), "--algo", "all", "--tsv", "--params", params,
+                          # Hosts of their own, not the test-bed's shared CPUs.
+                          "--param", "cores=0"],
                          capture_output=True, text=True)
     if res.returncode != 0:
         sys.exit("tutti-sim failed: " + res.stderr)
@@ -141,8 +144,9 @@ def main():
     md += [
         "`tools/tutti-sim/scale.py` with `tools/tutti-sim/netbed_1gbit.params`: the network test-bed's",
         "hosts (1 Gbit/s links, the test-bed's latencies) at 64 to 16,384 ranks, %d a host." % PER_HOST,
-        "Sizes as the table counts them: a rank's buffer (all_reduce, broadcast, reduce), its block",
-        "(all_gather, reduce_scatter), its whole send buffer (all_to_all). \"table\" is what the library",
+        "Sizes as tutti-bench counts them: a rank's buffer (all_reduce, broadcast, reduce), its block",
+        "(all_gather, reduce_scatter), its whole send buffer (all_to_all; the table's rule is on the",
+        "block a peer, this over the rank count). \"table\" is what the library",
         "runs (the table, its timed choices, the two-level forms' own choices); the others are each",
         "algorithm forced (`TUTTI_ALGO`). A pick is wrong where another is at least %d%% faster." %
         round(100 * (WRONG - 1)),
@@ -150,9 +154,11 @@ def main():
         "",
         "What these rest on:",
         "",
-        "- The test-bed's parameters: 1 Gbit/s links, a round's latency of 30 µs, 11.6 µs of CPU a message,",
-        "  64 µs a shared-memory step (on CPUs its hosts share). Faster links or CPUs move every crossover;",
-        "  rerun with `--params` of another machine's fit.",
+        "- The test-bed's parameters: 1 Gbit/s links, a round's latency of %.0f µs, %.1f µs of CPU a message,"
+        % (1e6 * param_of(a.params, "alpha"), 1e6 * param_of(a.params, "overhead")),
+        "  %.0f µs a shared-memory step; each host with CPUs of its own (the test-bed's share 2: `cores`)."
+        % (1e6 * param_of(a.params, "shm_alpha")),
+        "  Faster links or CPUs move every crossover; rerun with `--params` of another machine's fit.",
         "- A binomial broadcast's rank sends each chunk to all its children at once",
         "  (`broadcast_binomial.cc`), sharing its link: every child hears the chunk when the last does.",
         "- Pairwise all_to_all posts all 2 (p - 1) messages of a rank at once: at thousands of ranks the",
@@ -258,13 +264,17 @@ def main():
     print(open(os.path.join(a.out, "scale.md")).read())
 
 
-def beta_of(params):
+def param_of(params, name):
     with open(params) as f:
         for line in f:
             line = line.split("#")[0]
-            if line.strip().startswith("beta"):
+            if "=" in line and line.split("=")[0].strip() == name:
                 return float(line.split("=")[1])
     return float("nan")
+
+
+def beta_of(params):
+    return param_of(params, "beta")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,8 @@ constexpr ParamField kFields[] = {
     {"shm_alpha", &Params::shm_alpha, "s: one step of shared memory, or a round of messages within a host"},
     {"shm_beta", &Params::shm_beta, "s per byte copied within a host"},
     {"burst", &Params::burst, "bytes a host's link carries at no cost per round (token bucket credit)"},
+    {"cores", &Params::cores, "CPUs every host shares (the test-bed's VM); 0: each host has its own"},
+    {"wake", &Params::wake, "s of a shared CPU a rank takes to join a round of messages (with cores)"},
 };
 
 // ---- hosts, rounds, timelines -------------------------------------------------
@@ -106,6 +108,12 @@ class Round {
     msgs_[src] += msgs;
     msgs_[dst] += msgs;
   }
+  // Ranks that send or receive in this round (each of `copies` groups').
+  int active() const {
+    int k = 0;
+    for (double m : msgs_) k += m > 0 ? 1 : 0;
+    return k * g_->copies;
+  }
   void reduce(int r, double bytes) { reduce_[r] += bytes; }
   void copy(int r, double bytes) { copy_[r] += bytes; }
   void merge(const Round& o) {
@@ -122,14 +130,22 @@ class Round {
 
   // `scale` multiplies every byte count (not the messages).
   double time(const Params& p, double scale = 1) const {
-    double link = 0, local = 0, posting = 0, cpu = 0;
+    double link = 0, local = 0, posting = 0, cpu = 0, cpu_all = 0;
     for (std::size_t h = 0; h < out_.size(); ++h) link = std::max({link, out_[h], in_[h]});
     for (std::size_t r = 0; r < local_.size(); ++r) {
       local = std::max(local, local_[r]);
       posting = std::max(posting, msgs_[r]);
-      cpu = std::max(cpu, scale * (p.gamma * reduce_[r] + p.shm_beta * copy_[r]));
+      const double mine = scale * (p.gamma * reduce_[r] + p.shm_beta * copy_[r]);
+      cpu = std::max(cpu, mine);
+      cpu_all += mine * g_->copies;
     }
-    const double latency = cross_ ? p.alpha : local_any_ ? p.shm_alpha : 0;
+    double latency = cross_ ? p.alpha : local_any_ ? p.shm_alpha : 0;
+    // Hosts that share the machine's CPUs share their work, and every rank
+    // of the round must be scheduled once before the round is over.
+    if (p.cores > 0) {
+      cpu = std::max(cpu, cpu_all / p.cores);
+      if (cross_) latency = std::max(latency, active() * p.wake / p.cores);
+    }
     return latency +
            std::max({p.beta * std::max(0.0, link * scale - p.burst), p.shm_beta * local * scale,
                      p.overhead * std::max(0.0, posting - 2)}) +
@@ -185,7 +201,13 @@ class Timeline {
     double t = 0;
     for (std::size_t h = 0; h < loads_.out.size(); ++h)
       t = std::max(t, p_.beta * std::max(loads_.out[h], loads_.in[h]));
-    for (double b : loads_.busy) t = std::max(t, b);
+    double all = 0;
+    for (double b : loads_.busy) {
+      t = std::max(t, b);
+      all += b * g_.copies;
+    }
+    // Hosts that share the machine's CPUs (the test-bed).
+    if (p_.cores > 0) t = std::max(t, all / p_.cores);
     return t;
   }
 
@@ -582,9 +604,12 @@ class Net {
 //   all_to_all          every block in, one's own out
 //   gather, scatter     the root copies L blocks
 //   barrier             one step
-double shm_time(Collective c, double bytes, int L, const Params& p, std::size_t one_shot) {
+// `machine` ranks run such steps at once: where hosts share the machine's
+// `cores` (the test-bed), the copies and reductions take that much longer.
+double shm_time(Collective c, double bytes, int L, const Params& p, std::size_t one_shot, int machine) {
   if (L <= 1) return 0;
-  const double a = p.shm_alpha, cb = p.shm_beta, g = p.gamma;
+  const double share = p.cores > 0 ? std::max(1.0, machine / p.cores) : 1.0;
+  const double a = p.shm_alpha, cb = p.shm_beta * share, g = p.gamma * share;
   switch (c) {
     case Collective::AllReduce:
     case Collective::Reduce:
@@ -784,11 +809,13 @@ struct Simulator::Impl {
   Result table_network(Collective c, double bytes, const Group& g, Measure m) {
     Env& e = env(g.n, g.per_host);
     Result r;
-    const detail::Plan plan = e.planner.plan(c, static_cast<std::size_t>(bytes));
+    // all_to_all: the table counts the block a peer.
+    const double table_bytes = c == Collective::AllToAll ? bytes / g.n : bytes;
+    const detail::Plan plan = e.planner.plan(c, static_cast<std::size_t>(table_bytes));
     if (plan.algorithm->medium != Medium::Network) {
       // A single-host group (a two-level form's cross communicator of one host).
       r.modeled = true;
-      r.seconds = shm_time(c, bytes, g.n, p, config.shm_one_shot_bytes);
+      r.seconds = shm_time(c, bytes, g.n, p, config.shm_one_shot_bytes, g.n * g.copies);
       r.what = plan.algorithm->name;
       return r;
     }
@@ -809,7 +836,7 @@ struct Simulator::Impl {
     const int H = n / L;
     Group cross{H, 1, 1}, cross_all{H, 1, L};
     const std::size_t one_shot = config.shm_one_shot_bytes;
-    auto shm = [&](Collective k, double b) { return shm_time(k, b, L, p, one_shot); };
+    auto shm = [&](Collective k, double b) { return shm_time(k, b, L, p, one_shot, n); };
     Result r;
     r.modeled = true;
     r.what = "two_level";
@@ -848,7 +875,7 @@ struct Simulator::Impl {
     const detail::TwoLevelThresholds& th = e.planner.thresholds().two_level;
     const detail::TwoLevelChoices choices = e.planner.two_level_choices(L);
     const std::size_t one_shot = config.shm_one_shot_bytes;
-    auto shm = [&](Collective k, double b) { return shm_time(k, b, L, p, one_shot); };
+    auto shm = [&](Collective k, double b) { return shm_time(k, b, L, p, one_shot, n); };
     auto across = [&](double b, int copies) {
       return b > 0 ? table_network(Collective::AllReduce, b, Group{H, 1, copies}, m).seconds : 0.0;
     };
@@ -939,7 +966,7 @@ Result Simulator::run(Collective c, std::size_t bytes, int ranks, int per_host, 
     switch (plan.algorithm->medium) {
       case Medium::SharedMemory:
         r.modeled = true;
-        r.seconds = shm_time(c, b, ranks, s.p, s.config.shm_one_shot_bytes);
+        r.seconds = shm_time(c, b, ranks, s.p, s.config.shm_one_shot_bytes, ranks);
         r.what = plan.algorithm->name;
         return r;
       case Medium::TwoLevel:
@@ -956,7 +983,7 @@ Result Simulator::run(Collective c, std::size_t bytes, int ranks, int per_host, 
     case Medium::SharedMemory:
       if (!single) return r;
       r.modeled = true;
-      r.seconds = shm_time(c, b, ranks, s.p, s.config.shm_one_shot_bytes);
+      r.seconds = shm_time(c, b, ranks, s.p, s.config.shm_one_shot_bytes, ranks);
       return r;
     case Medium::TwoLevel:
       if (!two_level) return r;

@@ -12,8 +12,10 @@
 // A round is a set of transfers that run at once (one step of an
 // algorithm: every rank's sends and receives of that step). Its time:
 //
-//   latency   alpha if any transfer crosses hosts, else shm_alpha if any
-//             stays within one (0 for a round with no transfer)
+//   latency   alpha if any transfer crosses hosts (at least wake per rank
+//             of the round over `cores` where the hosts share a machine's
+//             CPUs, as the test-bed's do), else shm_alpha if any stays
+//             within one (0 for a round with no transfer)
 //   + max(    beta * the most bytes through one direction of one host's
 //             link (less `burst`, the bytes a link carries at no cost after
 //             the round's latency: a token bucket's credit; 0 on a plain NIC),
@@ -23,7 +25,8 @@
 //             send and one receive (a rank that posts many messages at once
 //             pays for each while its link drains) )
 //   + the most CPU time of one rank outside the transfers: gamma per byte
-//     it reduces, shm_beta per byte it copies locally (packing, rotations).
+//     it reduces, shm_beta per byte it copies locally (packing, rotations);
+//     with `cores`, at least every rank's together over the cores.
 //
 // A schedule's time is the sum of its rounds' (the latency measure: one
 // operation alone). Pipelined schedules (a broadcast or reduce in chunks)
@@ -34,11 +37,13 @@
 // holds the next one back (tutti-bench times a loop of them; a broadcast's
 // root starts the next as soon as its sends are out): the busiest resource
 // per operation, a host link's bytes in one direction times beta or one
-// rank's CPU time (overhead per message, the copies and the reductions).
+// rank's CPU time (overhead per message, the copies and the reductions;
+// with `cores`, every rank's together over the cores).
 //
 // Shared-memory collectives (one host, and the local steps of the
 // two-level forms) cost shm_alpha per synchronizing step, shm_beta per byte
-// a rank copies and gamma per byte it reduces (sim.cc, shm_time).
+// a rank copies and gamma per byte it reduces (sim.cc, shm_time; with
+// `cores`, copies and reductions slowed by the job's ranks over the cores).
 //
 // Two-level forms (hierarchy/hierarchy.cc) are those local steps and the
 // step across hosts: a network algorithm among one rank of each host, as
@@ -68,6 +73,10 @@ struct Params {
   double shm_alpha = 63.7e-6;   // s: one step of shared memory, or a round of messages within a host
   double shm_beta = 0.0769e-9;  // s per byte copied within a host
   double burst = 3069;          // bytes a link carries at no cost per round
+  // Hosts that share one machine's CPUs (the test-bed): a round of messages
+  // takes at least wake per rank in it over `cores` (0: hosts have their own).
+  double cores = 0;
+  double wake = 0;
 
   // "name = value" lines (# starts a comment); false with `error` set on
   // an unknown name or a value that is not a number.
@@ -97,7 +106,8 @@ class Simulator {
 
   // `bytes` as the table counts them (plan/registry.h, When): the buffer of
   // all_reduce, broadcast and reduce, a rank's block of all_gather, gather,
-  // scatter and reduce_scatter, a rank's whole send buffer of all_to_all.
+  // scatter and reduce_scatter, a rank's whole send buffer of all_to_all
+  // (the table's is the block a peer: this over `ranks`).
   // algo null: what the library runs (the table with TUTTI_* settings of
   // the environment, and its timed choices); else that algorithm, as
   // TUTTI_ALGO would force it (no timed choice).
