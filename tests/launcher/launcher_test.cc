@@ -429,6 +429,51 @@ TEST(Tuttirun, FailingRankStopsTheOthers) {
   for (pid_t p : pids) EXPECT_FALSE(alive(p)) << "pid " << p << " still running";
 }
 
+// --keep-going: rank 2 exits with 3; once tuttirun has reaped it, rank 1
+// kills itself; ranks 0 and 3 finish after both (each waits until the
+// failed ranks' pids are gone, so every count below is fixed).
+TEST(Tuttirun, KeepGoingLetsTheOthersFinish) {
+  SyncDir sync;
+  const std::string gone = R"sh(while [ ! -s "$SYNC/$1" ]; do sleep 0.01; done; )sh"
+                           R"sh(while kill -0 "$(cat "$SYNC/$1")" 2>/dev/null; do sleep 0.01; done)sh";
+  const std::string script = "gone() { " + gone + R"(; }
+    echo "pid $$"
+    if [ "$RANK" = 2 ]; then echo $$ > "$SYNC/two.tmp"; mv "$SYNC/two.tmp" "$SYNC/two"; exit 3; fi
+    gone two
+    if [ "$RANK" = 1 ]; then echo $$ > "$SYNC/one.tmp"; mv "$SYNC/one.tmp" "$SYNC/one"; kill -9 $$; fi
+    gone one
+    echo "done $RANK")";
+  RUN_TUTTIRUN(run, 20s, {"-n", "4", "--tag-output", "--keep-going", "sh", "-c", script}, {sync.env()});
+  EXPECT_TRUE(run.exited_with(3));  // the first failure's code
+  auto by_rank = tagged_lines(run.out());
+  for (int r : {0, 3}) {
+    ASSERT_EQ(by_rank[r].size(), 2u) << "rank " << r;
+    EXPECT_EQ(by_rank[r][1], "done " + std::to_string(r));
+  }
+  const std::vector<std::string> lines = launcher_lines(run.err());
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[0], "tuttirun: rank 2 (" + by_rank[2][0] + ") exited with code 3; the other 3 ranks keep going");
+  EXPECT_EQ(lines[1],
+            "tuttirun: rank 1 (" + by_rank[1][0] + ") killed by signal 9 (SIGKILL); the other 2 ranks keep going");
+  const char* const ends[] = {"exited with code 0", "killed by signal 9 (SIGKILL)", "exited with code 3",
+                              "exited with code 0"};
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(lines[2 + r], "tuttirun: end: rank " + std::to_string(r) + " (" + by_rank[r][0] + ") " + ends[r]);
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 1s).empty());
+}
+
+// With every rank succeeding, --keep-going lists their ends and exits 0.
+TEST(Tuttirun, KeepGoingWithoutFailuresExitsZero) {
+  RUN_TUTTIRUN(run, 10s, {"-n", "3", "--keep-going", "true"});
+  EXPECT_TRUE(run.exited_with(0));
+  const std::vector<std::string> lines = launcher_lines(run.err());
+  ASSERT_EQ(lines.size(), 3u);
+  for (int r = 0; r < 3; ++r)
+    EXPECT_TRUE(std::regex_match(
+        lines[r], std::regex("tuttirun: end: rank " + std::to_string(r) + R"( \(pid [0-9]+\) exited with code 0)")))
+        << lines[r];
+}
+
 TEST(Tuttirun, RankKilledBySignalIsNamed) {
   RUN_TUTTIRUN(run, 10s,
                {"-n", "2", "sh", "-c", R"(if [ "$RANK" = 1 ]; then sleep 0.2; kill -9 $$; fi; exec sleep 60)"});
@@ -701,6 +746,35 @@ TEST(TuttirunHosts, FailingRankStopsEveryHost) {
   EXPECT_EQ(pids.size(), 6u);
   EXPECT_TRUE(wait_marked_gone(run.marker(), 2s).empty());
   for (pid_t p : pids) EXPECT_FALSE(alive(p)) << "pid " << p << " still running";
+}
+
+// --keep-going reaches every host's tuttirun: rank 3 (host b) fails, the
+// other five ranks finish; the hosts' ends are listed, and the exit code is
+// rank 3's. (Hosts a and c usually end a second after b; on a busy machine
+// one may end first.)
+TEST(TuttirunHosts, KeepGoingReachesEveryHost) {
+  RUN_TUTTIRUN(
+      run, 15s,
+      {"--hosts", "a:2,b:2,c:2", "--exec-prefix", "env TEST_HOST={host}", "--master-addr", "127.0.0.1", "--keep-going",
+       "sh", "-c", R"(if [ "$RANK" = 3 ]; then exit 3; fi; [ "$RANK" = 2 ] || sleep 1; echo "done $RANK")"});
+  EXPECT_TRUE(run.exited_with(3));
+  std::vector<std::string> done;
+  std::istringstream out(run.out());
+  for (std::string l; std::getline(out, l);) done.push_back(l);
+  std::sort(done.begin(), done.end());
+  EXPECT_EQ(done, (std::vector<std::string>{"done 0", "done 1", "done 2", "done 4", "done 5"}));
+  const std::vector<std::string> lines = launcher_lines(run.err());
+  auto has = [&](const std::string& re) {
+    return std::count_if(lines.begin(), lines.end(),
+                         [&](const std::string& l) { return std::regex_match(l, std::regex(re)); });
+  };
+  EXPECT_EQ(has(R"(tuttirun: host b \(node 1, ranks 2-3\): rank 3 \(pid [0-9]+\) exited with code 3; )"
+                R"(the other (2 hosts keep|host keeps) going)"),
+            1);
+  EXPECT_EQ(has(R"(tuttirun: end: host a \(node 0, ranks 0-1\): exited with code 0)"), 1);
+  EXPECT_EQ(has(R"(tuttirun: end: host b \(node 1, ranks 2-3\): exited with code 3)"), 1);
+  EXPECT_EQ(has(R"(tuttirun: end: host c \(node 2, ranks 4-5\): exited with code 0)"), 1);
+  EXPECT_TRUE(wait_marked_gone(run.marker(), 2s).empty());
 }
 
 TEST(TuttirunHosts, FailingPrefixIsNamed) {

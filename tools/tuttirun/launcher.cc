@@ -174,6 +174,8 @@ class Job {
   void handle_signalfd();
   void reap();
   void on_exit(Rank& r, Ending e);
+  // The line that names a failed rank (or host) and its ending, then `tail`.
+  void report_failure(Rank& r, const Ending& e, const std::string& tail);
   void on_signal(int sig);
   void begin_stop();
   void signal_group(int sig) const;
@@ -474,8 +476,25 @@ void Job::on_exit(Rank& r, Ending e) {
     begin_stop();
     return;
   }
-  if (stopping_ || first_failure_) return;  // we are stopping them ourselves
+  if (stopping_) return;  // we are stopping them ourselves
+  if (cfg_.keep_going) {
+    if (!first_failure_) first_failure_ = e;
+    std::string tail;
+    if (running_ == 1) tail = "; the other " + unit(1) + " keeps going";
+    if (running_ > 1) tail = "; the other " + std::to_string(running_) + " " + unit(running_) + " keep going";
+    report_failure(r, e, tail);
+    return;
+  }
+  if (first_failure_) return;
   first_failure_ = e;
+  std::string tail;
+  if (running_ == 1) tail = "; stopping the other " + unit(1);
+  if (running_ > 1) tail = "; stopping the other " + std::to_string(running_) + " " + unit(running_);
+  report_failure(r, e, tail);
+  begin_stop();
+}
+
+void Job::report_failure(Rank& r, const Ending& e, const std::string& tail) {
   if (r.host != nullptr && r.err_fd >= 0) {
     // Its tuttirun's report may still be in the pipe: read what is there.
     pollfd p{r.err_fd, POLLIN, 0};
@@ -484,23 +503,19 @@ void Job::on_exit(Rank& r, Ending e) {
       p.fd = r.err_fd;
     }
   }
-  std::string tail;
-  if (running_ == 1) tail = "; stopping the other " + unit(1);
-  if (running_ > 1) tail = "; stopping the other " + std::to_string(running_) + " " + unit(running_);
   if (r.host != nullptr) {
     // One line naming the host, and the rank and its ending as the host's
     // tuttirun reported them (relayed above), or the child's own ending
     // when it reported none (ssh failed, tuttirun could not start, ...).
     std::string what = describe(e);
     if (!r.inner_report.empty()) {
-      what = r.inner_report.substr(0, r.inner_report.find("; stopping"));
+      what = r.inner_report.substr(0, std::min(r.inner_report.find("; stopping"), r.inner_report.find("; the other")));
     }
     std::fprintf(stderr, "tuttirun: %s: %s%s\n", label(r).c_str(), what.c_str(), tail.c_str());
   } else {
     std::fprintf(stderr, "tuttirun: rank %d (pid %ld) %s%s\n", r.rank, static_cast<long>(r.pid), describe(e).c_str(),
                  tail.c_str());
   }
-  begin_stop();
 }
 
 void Job::reap() {
@@ -711,6 +726,16 @@ int Job::run() {
   }
   loop();
   final_cleanup();
+  if (cfg_.keep_going) {
+    // Every rank's end (host's, with --hosts), in rank order.
+    for (const Rank& r : ranks_) {
+      if (r.host != nullptr)
+        std::fprintf(stderr, "tuttirun: end: %s: %s\n", label(r).c_str(), describe(r.ending).c_str());
+      else
+        std::fprintf(stderr, "tuttirun: end: rank %d (pid %ld) %s\n", r.rank, static_cast<long>(r.pid),
+                     describe(r.ending).c_str());
+    }
+  }
   int code = exit_code();
   if (failed_after_interrupt_ && !timed_out_ && !first_failure_) {
     // Die of the signal we forwarded, so that a calling shell stops too.

@@ -17,8 +17,12 @@ struct JobConfig {
   // --bind-to cores (the default): each rank runs on an even share of the
   // CPUs tuttirun may use (placement.h); --bind-to none leaves them alone.
   bool bind_cores = true;
-  double timeout_s = 0;           // 0: no limit
-  double grace_s = 2;             // SIGTERM -> SIGKILL delay
+  double timeout_s = 0;  // 0: no limit
+  double grace_s = 2;    // SIGTERM -> SIGKILL delay
+  // --keep-going: a rank that fails does not stop the others; every rank's
+  // end is reported when the job ends, and the exit code is the first
+  // failure's.
+  bool keep_going = false;
   std::vector<std::string> argv;  // program and its arguments
 
   // --hosts: instead of ranks, one child per host, each starting that host's

@@ -1,7 +1,7 @@
 // tuttirun: starts the ranks of a tutti job on this node, or on many hosts.
 //
 //   tuttirun -n N [--master-addr A] [--master-port P] [--nnodes K --node-rank I]
-//            [--tag-output] [--bind-to cores|none] [--timeout SECONDS] [--kill-grace SECONDS]
+//            [--tag-output] [--bind-to cores|none] [--timeout SECONDS] [--kill-grace SECONDS] [--keep-going]
 //            [--] PROGRAM [ARGS...]
 //   tuttirun --hosts H1:N,H2:N,... [--exec-prefix "CMD {host} [{cmd}]"] [--master-addr A]
 //            [--master-port P] [...] [--] PROGRAM [ARGS...]
@@ -54,7 +54,11 @@ constexpr const char* kFooter = R"(Environment of every rank:
 
 When a rank exits non-zero or dies of a signal, tuttirun names it on stderr,
 sends SIGTERM to the others, SIGKILL after the grace period, and exits with
-the rank's code (128+signal for a signal). SIGINT, SIGTERM and SIGHUP are
+the rank's code (128+signal for a signal). With --keep-going the others run
+on: each failure is named as it happens ("...; the other 3 ranks keep
+going"), every rank's end is listed when the last one ends ("tuttirun: end:
+rank 2 (pid 99) exited with code 3"), and the exit code is the first
+failure's, 0 if none failed. SIGINT, SIGTERM and SIGHUP are
 forwarded to every rank; a second one kills all ranks. Exit codes of tuttirun
 itself: 2 usage error, 124 timeout, 127 program not executable.
 Everything after PROGRAM is passed to it unchanged.
@@ -218,6 +222,7 @@ int run_hosts(const CLI::App& app, JobConfig& cfg, const std::string& hosts_text
         master_addr, "--master-port", std::to_string(port),   "-n",          std::to_string(nproc), "--kill-grace",
         grace_buf};
     if (cfg.tag_output) cmd.push_back("--tag-output");
+    if (cfg.keep_going) cmd.push_back("--keep-going");
     if (!cfg.bind_cores) {
       cmd.push_back("--bind-to");
       cmd.push_back("none");
@@ -285,6 +290,9 @@ int main(int argc, char** argv) {
                  "seconds between SIGTERM and SIGKILL when stopping ranks "
                  "(default: $TUTTI_KILL_GRACE_SECONDS, else 2)")
       ->type_name("SECONDS");
+  app.add_flag("--keep-going", cfg.keep_going,
+               "a rank that fails does not stop the others: each failure is named as it happens, every "
+               "rank's end when the job ends, and the exit code is the first failure's");
 
   try {
     app.parse(argc, argv);
