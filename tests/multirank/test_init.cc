@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -22,10 +23,10 @@ namespace tutti::testing {
 namespace {
 
 // Ranks as threads of one process, meeting through an in-memory store.
-TEST(Init, ThreadsMeetThroughAMemoryStore) {
-  ::setenv("TUTTI_ADVERTISE_ADDR", "127.0.0.1", 1);  // test traffic stays on loopback
-  auto store = make_memory_store();
-  const int n = 3;
+// Runs n ranks as threads of this process, each meeting through
+// store_of(rank), and returns each rank's all_reduce of base + rank.
+std::vector<std::int64_t> all_reduce_as_threads(int n, const std::function<std::shared_ptr<Store>(int)>& store_of,
+                                                std::int64_t base, std::chrono::seconds timeout) {
   std::vector<std::int64_t> result(n, 0);
   std::vector<std::thread> ts;
   for (int r = 0; r < n; ++r) {
@@ -33,16 +34,24 @@ TEST(Init, ThreadsMeetThroughAMemoryStore) {
       InitOptions o;
       o.rank = r;
       o.world_size = n;
-      o.store = make_prefix_store("job1", store);
-      o.timeout = std::chrono::seconds(20);
+      o.store = store_of(r);
+      o.timeout = timeout;
       Communicator c = init(o);
-      std::int64_t v = 10 + r;
+      std::int64_t v = base + r;
       c.all_reduce(&v, &v, 1, DataType::Int64, ReduceOp::SUM);
       result[r] = v;
     });
   }
   for (auto& t : ts) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(result[r], 33);
+  return result;
+}
+
+TEST(Init, ThreadsMeetThroughAMemoryStore) {
+  ::setenv("TUTTI_ADVERTISE_ADDR", "127.0.0.1", 1);  // test traffic stays on loopback
+  auto store = make_memory_store();
+  const std::vector<std::int64_t> result = all_reduce_as_threads(
+      3, [&](int) { return make_prefix_store("job1", store); }, 10, std::chrono::seconds(20));
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(result[r], 33);
 }
 
 // A store that counts the requests made through it (one per call).
@@ -106,22 +115,8 @@ TEST(Init, StoreRequestsPerRankDoNotGrowWithTheJob) {
     std::vector<std::shared_ptr<CountingStore>> counted;
     for (int r = 0; r < n; ++r)
       counted.push_back(std::make_shared<CountingStore>(make_prefix_store("n" + std::to_string(n), store)));
-    std::vector<std::int64_t> result(n, 0);
-    std::vector<std::thread> ts;
-    for (int r = 0; r < n; ++r) {
-      ts.emplace_back([&, r] {
-        InitOptions o;
-        o.rank = r;
-        o.world_size = n;
-        o.store = counted[r];
-        o.timeout = std::chrono::seconds(60);
-        Communicator c = init(o);
-        std::int64_t v = 1 + r;
-        c.all_reduce(&v, &v, 1, DataType::Int64, ReduceOp::SUM);
-        result[r] = v;
-      });
-    }
-    for (auto& t : ts) t.join();
+    const std::vector<std::int64_t> result = all_reduce_as_threads(
+        n, [&](int r) { return counted[r]; }, 1, std::chrono::seconds(60));
     int m = 0;
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(result[r], n * (n + 1) / 2) << "rank " << r << " of " << n;
