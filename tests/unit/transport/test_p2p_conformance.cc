@@ -5,6 +5,7 @@
 // are checked on the transports themselves, below any communicator.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -42,15 +43,25 @@ std::uint64_t op_tag(std::uint64_t op, std::uint64_t step) { return (op << d::kS
 
 std::string describe(std::uint64_t sig) { return "operation " + std::to_string(sig); }
 
+// A pid no process has: a child's, once it has exited and been reaped.
+int dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return static_cast<int>(child);
+}
+
 // The three ranks' transports. For shared memory each rank's segment is
-// mapped by its own transport, as separate processes would.
+// mapped by its own transport, as separate processes would; the rank
+// `unreadable` is given a pid no process has, so that its neighbours
+// cannot read its memory.
 struct World {
   std::vector<std::shared_ptr<d::Transport>> t;
   // Every rank's raw end towards each peer (dup'ed): shutting them down is
   // what a killed process leaves its peers.
   std::vector<std::vector<int>> raw;
 
-  explicit World(const std::string& kind) : t(kRanks), raw(kRanks, std::vector<int>(kRanks, -1)) {
+  explicit World(const std::string& kind, int unreadable = -1) : t(kRanks), raw(kRanks, std::vector<int>(kRanks, -1)) {
     std::vector<std::vector<d::Fd>> peers(kRanks);
     for (auto& p : peers) p.resize(kRanks);
     for (int i = 0; i < kRanks; ++i)
@@ -69,14 +80,14 @@ struct World {
     } else {
       auto store = tutti::make_memory_store();
       const std::string name = "/tutti-conformance-" + std::to_string(::getpid()) + "-" + std::to_string(serial()++);
+      std::vector<int> pids(kRanks, ::getpid());
+      if (unreadable >= 0) pids[static_cast<std::size_t>(unreadable)] = dead_pid();
       std::vector<std::thread> threads;
       for (int r = 0; r < kRanks; ++r)
-        threads.emplace_back([&, r] {
-          t[r] = d::ShmTransport::create(net[r], *store, name, std::vector<int>(kRanks, ::getpid()),
-                                         d::Clock::now() + 10s);
-        });
+        threads.emplace_back(
+            [&, r] { t[r] = d::ShmTransport::create(net[r], *store, name, pids, d::Clock::now() + 10s); });
       for (auto& th : threads) th.join();
-      for (int r = 0; r < kRanks; ++r)
+      for (int r = 0; r < kRanks && unreadable < 0; ++r)
         EXPECT_NE(dynamic_cast<d::ShmTransport*>(t[r].get()), nullptr) << "rank " << r << " fell back to TCP";
     }
     for (auto& x : t) x->set_signature_describer(&describe);
@@ -344,6 +355,17 @@ struct Waiting {
   int id;
   bool has_claim = false;
 };
+
+// ShmTransport::create's vote: when one rank's neighbours cannot read its
+// memory, every rank keeps point-to-point on the network transport (the
+// one that could read both of its neighbours too).
+TEST(ShmTransportCreate, OneRankUnreadableKeepsEveryRankOnTheNetwork) {
+  World w("shm", 1);
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(dynamic_cast<d::ShmTransport*>(w.t[r].get()), nullptr) << "rank " << r;
+    EXPECT_NE(dynamic_cast<d::TcpTransport*>(w.t[r].get()), nullptr) << "rank " << r;
+  }
+}
 
 TEST(Matcher, AnySourceFifoAndClaims) {
   d::Matcher<Posted, Waiting> m(3);
