@@ -158,10 +158,32 @@ class Communicator {
   // Error(Aborted). Safe from any thread.
   void abort(const std::string& reason = "abort() called");
 
-  // The members known to be lost (their process died or left, or the
-  // connection to it broke), in this communicator's numbering, ascending.
-  // Safe from any thread.
+  // ---- carrying on after a failure (docs/architecture.md, "Failure model") --
+  // The members known to be lost (their process died or left, the
+  // connection to it broke, or the survivors declared it lost because it
+  // stopped answering), in this communicator's numbering, ascending. Safe
+  // from any thread.
   std::vector<int> failed_ranks() const;
+  // Revokes this communicator on every member (MPIX_Comm_revoke): every
+  // pending and later operation on it fails with Error(Revoked), wherever
+  // it waits, so that no survivor waits for a rank that will never come.
+  // agree and shrink still work on it. Safe from any thread.
+  void revoke();
+  // Fault-tolerant agreement (MPIX_Comm_agree), collective over the members
+  // that are alive, on a failed or revoked communicator too: returns the
+  // AND of `flag` over the members that took part, and puts into *failed
+  // (when given) the members agreed lost, ascending. Every survivor gets
+  // the same two answers, even when members die during the agreement; a
+  // member that does not take part within timeout() is declared lost, and
+  // one that was declared lost gets Error(PeerLost) instead. From then on
+  // every survivor counts the agreed losses in failed_ranks().
+  bool agree(bool flag, std::vector<int>* failed = nullptr);
+  // Collective over the survivors (MPIX_Comm_shrink): a new communicator of
+  // exactly the members alive, ordered by their rank here, usable at once,
+  // with shared memory and connections of its own. Members that die during
+  // the shrink are left out, not waited for; the others agree on who is
+  // left as agree() does. Works on a failed or revoked communicator.
+  Communicator shrink();
 
   // The flight recorder (TUTTI_TRACE_BUFFER): this communicator's last
   // operations as JSON (sequence number, kind, sizes, peers, state,

@@ -18,6 +18,7 @@ enum class ErrorKind {
   Aborted,          // the communicator was aborted earlier; carries the root cause
   Internal,         // a broken invariant inside tutti: a bug, please report it
   Unauthenticated,  // the other side of a connection does not hold this job's secret
+  Revoked,          // a member revoked the communicator (Communicator::revoke)
 };
 
 const char* error_kind_name(ErrorKind k);

@@ -35,7 +35,7 @@ namespace {
 // A new ErrorKind needs one line here.
 constexpr ErrorKind kErrorKinds[] = {
     ErrorKind::InvalidArgument, ErrorKind::Timeout,  ErrorKind::PeerLost,        ErrorKind::Mismatch,
-    ErrorKind::Aborted,         ErrorKind::Internal, ErrorKind::Unauthenticated,
+    ErrorKind::Aborted,         ErrorKind::Internal, ErrorKind::Unauthenticated, ErrorKind::Revoked,
 };
 
 PyObject* g_error_base = nullptr;

@@ -147,6 +147,8 @@ const char* error_kind_name(ErrorKind k) {
       return "Internal";
     case ErrorKind::Unauthenticated:
       return "Unauthenticated";
+    case ErrorKind::Revoked:
+      return "Revoked";
   }
   return "Unknown";
 }

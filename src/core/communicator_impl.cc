@@ -22,6 +22,11 @@ void fail_for_lost_peer(detail::CommunicatorImpl* c, int world_rank, const std::
   auto it = std::find(c->world.begin(), c->world.end(), world_rank);
   if (it == c->world.end()) return;
   const int r = static_cast<int>(it - c->world.begin());
+  if (r == c->rank) {
+    c->abort(ErrorKind::PeerLost, "rank " + std::to_string(r) + ": this rank was declared lost by the others: " + why,
+             false);
+    return;
+  }
   std::string msg = "rank " + std::to_string(c->rank) + ": rank " + std::to_string(r) + " of this communicator";
   if (r != world_rank) msg += " (world rank " + std::to_string(world_rank) + ")";
   c->abort(ErrorKind::PeerLost, msg + " is lost: " + why, false);
@@ -33,14 +38,25 @@ void JobState::add_comm(detail::CommunicatorImpl* c) {
   comms.push_back(c);
   for (auto& [peer, why] : lost) fail_for_lost_peer(c, peer, why);
   for (auto& f : failed_comms)
-    if (f.comm == c->comm_id) c->abort(f.kind, "rank " + std::to_string(c->rank) + ": " + f.why, false);
+    if (f.comm == c->comm_id) fail_with(c, f.kind, f.why);
+}
+
+void JobState::fail_with(detail::CommunicatorImpl* c, ErrorKind kind, const std::string& why) {
+  if (kind != ErrorKind::Revoked) {
+    c->abort(kind, "rank " + std::to_string(c->rank) + ": " + why, false);
+    return;
+  }
+  // The notice carries the revoking rank's words after "rank <sender>
+  // failed: ", and goes on with them unchanged.
+  const std::string tail = why.substr(why.find(": ") == std::string::npos ? 0 : why.find(": ") + 2);
+  c->revoke("rank " + std::to_string(c->rank) + ": " + tail, tail);
 }
 
 void JobState::fail_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& why) {
   std::lock_guard<std::mutex> lock(comms_mu);
   failed_comms.push_back({comm_id, kind, why});
   for (detail::CommunicatorImpl* c : comms)
-    if (c->comm_id == comm_id) c->abort(kind, "rank " + std::to_string(c->rank) + ": " + why, false);
+    if (c->comm_id == comm_id) fail_with(c, kind, why);
 }
 
 void JobState::remove_comm(detail::CommunicatorImpl* c) {
@@ -49,12 +65,29 @@ void JobState::remove_comm(detail::CommunicatorImpl* c) {
 }
 
 void JobState::fail_peer(int world_rank, const std::string& why) {
-  std::lock_guard<std::mutex> lock(comms_mu);
-  lost.emplace_back(world_rank, why);
-  for (detail::CommunicatorImpl* c : comms) fail_for_lost_peer(c, world_rank, why);
+  {
+    std::lock_guard<std::mutex> lock(comms_mu);
+    lost.emplace_back(world_rank, why);
+    for (detail::CommunicatorImpl* c : comms) fail_for_lost_peer(c, world_rank, why);
+  }
+  std::lock_guard<std::mutex> lock(fault_mu_);
+  if (fault_) fault_->poke();
+}
+
+FaultService& JobState::fault() {
+  std::lock_guard<std::mutex> lock(fault_mu_);
+  if (!fault_) fault_ = std::make_unique<FaultService>(*this);
+  return *fault_;
 }
 
 JobState::~JobState() {
+  {
+    std::unique_ptr<FaultService> f;
+    {
+      std::lock_guard<std::mutex> lock(fault_mu_);
+      f = std::move(fault_);
+    }
+  }
   // The transport closes peer connections in order; the store server goes last.
   transport.reset();
   store.reset();
@@ -172,8 +205,8 @@ void detail::CommunicatorImpl::abort(ErrorKind kind, const std::string& message,
     t.done->fail(later, "rank " + std::to_string(rank) + ": " + t.ctx.describe() +
                             " was queued when the communicator was aborted: " + message);
   cv_.notify_all();
-  // An operation failed (not an abort on purpose): leave the flight record.
-  if (kind != ErrorKind::Aborted) detail::dump_traces(message);
+  // An operation failed (not an abort or a revocation on purpose): leave the flight record.
+  if (kind != ErrorKind::Aborted && kind != ErrorKind::Revoked) detail::dump_traces(message);
 }
 
 bool detail::CommunicatorImpl::begin_inline() {
@@ -455,7 +488,43 @@ void detail::CommunicatorImpl::worker_loop() {
     run_task(t);
     lock.lock();
     busy_.fetch_and(~kRunning);
+    if (queue_.empty()) cv_.notify_all();  // quiesce() may wait for this
   }
+}
+
+void detail::CommunicatorImpl::quiesce() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return aborted_ || (queue_.empty() && !(busy_.load() & kRunning)); });
+}
+
+void detail::CommunicatorImpl::revoke(const std::string& message, const std::string& wire) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (revoked_) return;
+    revoked_ = true;
+  }
+  abort(ErrorKind::Revoked, message, false);
+  {
+    // Failed earlier: later calls now report the revocation, after the cause.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (abort_kind_ != ErrorKind::Revoked) {
+      abort_reason_ = message + " (after: " + abort_reason_ + ")";
+      abort_kind_ = ErrorKind::Revoked;
+    }
+  }
+  // Every member learns it within about log2(p) hops: each rank that learns
+  // it passes it on, once, to the members it is connected to and to its
+  // neighbours in a ring and a hypercube of the members (rank XOR 2^k),
+  // connecting to them if need be.
+  std::vector<int> near;
+  auto add = [&](int r) {
+    if (r >= 0 && r < size && r != rank) near.push_back(world[static_cast<std::size_t>(r)]);
+  };
+  add((rank + 1) % size);
+  add((rank + size - 1) % size);
+  for (int bit = 1; bit < size; bit <<= 1) add(rank ^ bit);
+  job->transport->notify_comm_failed(comm_id, world, ErrorKind::Revoked, wire);
+  job->transport->notify_comm_failed(comm_id, near, ErrorKind::Revoked, wire, true);
 }
 
 }  // namespace tutti

@@ -28,6 +28,7 @@
 #include "algorithms/context.h"
 #include "algorithms/signature.h"
 #include "common/config.h"
+#include "core/fault.h"
 #include "hierarchy/hierarchy.h"
 #include "plan/planner.h"
 #include "shm/shm_group.h"
@@ -65,13 +66,21 @@ struct JobState {
   void fail_peer(int world_rank, const std::string& why);
   // Another member reports that communicator `comm_id` failed there.
   void fail_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& why);
+  // Fails `c` with what a member reported (comms_mu held).
+  void fail_with(detail::CommunicatorImpl* c, ErrorKind kind, const std::string& why);
   struct CommFailure {
     std::uint64_t comm;
     ErrorKind kind;
     std::string why;
   };
   std::vector<CommFailure> failed_comms;  // for communicators made later
+  // Agreements (core/fault.h): the service starts at the first.
+  FaultService& fault();
   ~JobState();
+
+ private:
+  std::mutex fault_mu_;
+  std::unique_ptr<FaultService> fault_;
 };
 
 // One queued operation.
@@ -255,6 +264,13 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   // member, nor a lost peer everyone learns of anyway) is sent to the other
   // members, so that they fail with it at once.
   void abort(ErrorKind kind, const std::string& message, bool tell_members = true);
+  // Communicator::revoke, here or told by another member: aborts with
+  // Revoked and passes `wire` (the revoking rank's words) on to the members.
+  void revoke(const std::string& message, const std::string& wire);
+  // Waits until no operation of this communicator is queued or running
+  // (or it is aborted): agree and shrink come after what was issued before.
+  void quiesce();
+  std::uint64_t agreements = 0;  // agree and shrink calls so far
   // Set once abort() ran; shared-memory waits poll it.
   std::atomic<bool> aborted_flag{false};
   void throw_if_aborted();
@@ -326,6 +342,7 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   bool stopping_ = false;
   std::thread worker_;
   bool aborted_ = false;
+  bool revoked_ = false;
   ErrorKind abort_kind_ = ErrorKind::Aborted;
   std::string abort_reason_;
 };

@@ -179,7 +179,7 @@ class TcpStoreClient final : public Store {
     }
     if (rep.code == static_cast<std::uint8_t>(StoreStatus::Error)) {
       auto kind = ErrorKind::Internal;
-      if (rep.arg >= 0 && rep.arg <= static_cast<std::int64_t>(ErrorKind::Unauthenticated))
+      if (rep.arg >= 0 && rep.arg <= static_cast<std::int64_t>(ErrorKind::Revoked))
         kind = static_cast<ErrorKind>(rep.arg);
       std::string msg = rep.values.empty() ? what + " failed" : std::string(rep.values[0].begin(), rep.values[0].end());
       throw Error(kind, msg + " (" + name_ + ")");

@@ -59,16 +59,24 @@ class Transport {
   // Called once per peer that is lost without having said goodbye (killed,
   // crashed, or cut off), from a transport thread holding no transport
   // lock, so that every communicator including it can fail at once. Set
-  // before traffic starts.
+  // before traffic starts. Called with this rank's own number when another
+  // rank declared this one lost (it is cut off from the others).
   using PeerLostHandler = std::function<void(int peer, const std::string& why)>;
   virtual void set_peer_lost_handler(PeerLostHandler handler) { peer_lost_ = std::move(handler); }
 
   // Tells the other `members` (world ranks) that communicator `comm_id`
   // failed here with (kind, message); they get it through the handler.
+  // Only members already connected, unless `connect`: then every member
+  // listed, connecting to it if need be.
   virtual void notify_comm_failed(std::uint64_t comm_id, const std::vector<int>& members, ErrorKind kind,
-                                  const std::string& message) {
-    (void)comm_id, (void)members, (void)kind, (void)message;
+                                  const std::string& message, bool connect = false) {
+    (void)comm_id, (void)members, (void)kind, (void)message, (void)connect;
   }
+  // Treats `peer` as lost from now on, as if its connection had broken
+  // (a rank that stopped answering: docs/architecture.md, "Failure model"):
+  // reported to the handler, passed on to the other ranks, and its
+  // connection closed; it is refused if it connects again.
+  virtual void declare_lost(int peer, const std::string& why) { (void)peer, (void)why; }
   using CommFailedHandler = std::function<void(std::uint64_t comm_id, ErrorKind kind, const std::string& why)>;
   virtual void set_comm_failed_handler(CommFailedHandler handler) { comm_failed_ = std::move(handler); }
 

@@ -79,9 +79,10 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
     net_->set_comm_failed_handler(std::move(handler));
   }
   void notify_comm_failed(std::uint64_t comm_id, const std::vector<int>& members, ErrorKind kind,
-                          const std::string& message) override {
-    net_->notify_comm_failed(comm_id, members, kind, message);
+                          const std::string& message, bool connect = false) override {
+    net_->notify_comm_failed(comm_id, members, kind, message, connect);
   }
+  void declare_lost(int peer, const std::string& why) override { net_->declare_lost(peer, why); }
 
   static constexpr std::size_t kInlineBytes = 72;
   static constexpr std::size_t kEagerBytes = 8 << 10;

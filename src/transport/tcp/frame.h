@@ -89,8 +89,11 @@ std::string check_incoming_hello(const Hello& h, int rank, int world_size, std::
 inline constexpr std::uint32_t kVerdictMagic = 0x56545554;  // "TUTV"
 struct Verdict {
   std::uint32_t magic = kVerdictMagic;
-  std::uint32_t accepted = 0;  // 1: kept; 0: refused, the peer's own connection is the pair's
+  std::uint32_t accepted = 0;  // 1: kept; 0: refused, the peer's own connection is the pair's; kVerdictLost
 };
+// Verdict::accepted: refused for good, the connecting rank is lost to this
+// one (it stopped answering and was declared lost, or its connection broke).
+inline constexpr std::uint32_t kVerdictLost = 2;
 static_assert(sizeof(Verdict) == 8, "verdict is 8 bytes on the wire");
 
 }  // namespace tutti::detail

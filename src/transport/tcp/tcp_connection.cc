@@ -412,14 +412,16 @@ void TcpTransport::on_payload_done(Conn& c) {
   if (c.rx_notice && (c.hdr.flags & kFrameCommFailed)) {
     c.rx_notice = false;
     const std::uint64_t kind = c.hdr.tag;
-    if (kind <= static_cast<std::uint64_t>(ErrorKind::Unauthenticated))
+    if (kind <= static_cast<std::uint64_t>(ErrorKind::Revoked))
       comm_failures_.push_back(
           {c.hdr.comm_id, static_cast<ErrorKind>(kind), "rank " + std::to_string(c.peer) + " failed: " + c.notice});
     c.yield = true;
   } else if (c.rx_notice) {
     c.rx_notice = false;
     const std::uint64_t lost = c.hdr.tag;
-    if (lost < static_cast<std::uint64_t>(size_) && static_cast<int>(lost) != rank_)
+    // About this rank itself: the others declared it lost (it stopped
+    // answering) and are cutting it off.
+    if (lost < static_cast<std::uint64_t>(size_))
       lost_unreported_.emplace_back(static_cast<int>(lost), "rank " + std::to_string(c.peer) + " reports: " + c.notice);
     // Report it before reading on: what follows (the sender shutting down
     // after the failure) must not become the cause.

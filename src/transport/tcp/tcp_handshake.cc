@@ -296,6 +296,15 @@ void TcpTransport::step_ours(std::uint32_t id, Handshake& h) {
     fail_conn(c, "connecting to " + name + ": not a tutti peer (bad verdict)");
     return;
   }
+  if (v.accepted == kVerdictLost) {
+    // This rank was declared lost (it stopped answering, or its connection
+    // broke): the others carried on without it.
+    end_handshake(id);
+    c.quiet = true;  // not a loss of that peer
+    fail_conn(c, "connecting to " + name + ": it refused this rank, which the others declared lost");
+    lost_unreported_.emplace_back(rank_, name + " refused this rank's connection: the others declared it lost");
+    return;
+  }
   if (v.accepted != 1) {
     // Refused: the peer's own connection is the pair's (it is the lower
     // rank and started first); it is on its way, or here already.
@@ -350,7 +359,9 @@ void TcpTransport::step_theirs(std::uint32_t id, Handshake& h) {
            index <= static_cast<int>(c.lanes.size()) && !c.lanes[static_cast<std::size_t>(index - 1)].fd.valid();
   }
   Verdict v;
-  v.accepted = keep ? 1 : 0;
+  // A rank lost here (declared lost, or its connection broke) stays cut
+  // off, and learns that it was left out.
+  v.accepted = keep ? 1 : !c.alive && index == 0 ? kVerdictLost : 0;
   const bool sent = ::send(h.fd.get(), &v, sizeof v, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof v);
   Fd fd = take_handshake(id);
   if (!keep) return;

@@ -178,6 +178,7 @@ void TcpTransport::report_lost() {
       if (lost_reported_[peer]) continue;
       lost_reported_[peer] = 1;
       lost.emplace_back(peer, why);
+      if (peer == rank_) continue;  // this rank, declared lost by the others: nothing to pass on
       // Tell every rank connected to this one, ahead of anything this rank
       // sends later (such as its own goodbye when it shuts down after the
       // failure), and the neighbours of this rank in a ring and a hypercube
@@ -200,6 +201,17 @@ void TcpTransport::report_lost() {
       }
     }
     lost_unreported_.clear();
+    // A lost rank stays cut off: a connection still open to it (this rank
+    // learnt of the loss from a notice, or declared it) is closed, and
+    // fails_conn leaves it refusing the rank's connections from now on, so
+    // that a rank that only stopped answering, and wakes, cannot pass on
+    // what it then sees as losses of the ranks that carried on.
+    for (auto& [peer, why] : lost) {
+      Conn& c = conns_[peer];
+      if (peer == rank_ || !c.alive) continue;
+      c.quiet = true;  // reported already
+      fail_conn(c, why);
+    }
     lost_log_.insert(lost_log_.end(), lost.begin(), lost.end());
     handler = peer_lost_;
     failures.swap(comm_failures_);

@@ -430,14 +430,26 @@ void TcpTransport::abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::
 }
 
 void TcpTransport::notify_comm_failed(std::uint64_t comm_id, const std::vector<int>& members, ErrorKind kind,
-                                      const std::string& message) {
+                                      const std::string& message, bool connect) {
   std::lock_guard<std::mutex> lock(mu_);
   for (int m : members) {
-    // Not to members never connected: a member that waits on this rank has
-    // connected to it, and the others learn from those they wait on.
-    if (m == rank_ || m < 0 || m >= size_ || !conns_[m].alive || conns_[m].link == Link::Idle) continue;
+    if (m == rank_ || m < 0 || m >= size_ || !conns_[m].alive) continue;
+    // Not to members never connected, unless asked: a member that waits on
+    // this rank has connected to it, and the others learn from those they
+    // wait on.
+    if (connect) connect_to(conns_[m], true);
+    if (conns_[m].link == Link::Idle) continue;
     queue_notice(conns_[m], kFrameCommFailed, comm_id, static_cast<std::uint64_t>(kind), message);
   }
+}
+
+void TcpTransport::declare_lost(int peer, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (peer < 0 || peer >= size_ || peer == rank_) return;
+    lost_unreported_.emplace_back(peer, why);
+  }
+  report_lost();
 }
 
 void TcpTransport::set_comm_failed_handler(CommFailedHandler handler) {

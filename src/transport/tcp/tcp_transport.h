@@ -112,7 +112,8 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   void set_peer_lost_handler(PeerLostHandler handler) override;
   void set_comm_failed_handler(CommFailedHandler handler) override;
   void notify_comm_failed(std::uint64_t comm_id, const std::vector<int>& members, ErrorKind kind,
-                          const std::string& message) override;
+                          const std::string& message, bool connect = false) override;
+  void declare_lost(int peer, const std::string& why) override;
   void watch_peer(int peer) override;
   // Connects to `peer` now and waits until the connection is made (by
   // either side) or `deadline`: "" once it was made (the peer may have shut

@@ -1,0 +1,356 @@
+// Carrying on after a failure: revoke, agree and shrink (ULFM), over shared
+// memory and TCP.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <random>
+#include <thread>
+
+#include "common/errors.h"
+#include "common/reference.h"
+#include "harness/spawn.h"
+#include "multirank/collective_checks.h"
+
+namespace tutti::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Every element of an all_reduce SUM of random integers (exact in float64).
+void check_all_reduce(Communicator& c, unsigned seed) {
+  const std::size_t count = 1000;
+  std::vector<double> in(count), out(count), want(count, 0.0);
+  for (int r = 0; r < c.size(); ++r) {
+    std::mt19937 g(seed + static_cast<unsigned>(c.world_ranks()[static_cast<std::size_t>(r)]));
+    for (std::size_t i = 0; i < count; ++i) {
+      const double v = static_cast<double>(g() % 1000);
+      want[i] += v;
+      if (r == c.rank()) in[i] = v;
+    }
+  }
+  c.all_reduce(in.data(), out.data(), count, DataType::Float64, ReduceOp::SUM);
+  for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(out[i], want[i]) << "element " << i;
+}
+
+class Survive : public ::testing::TestWithParam<std::string> {};
+
+// A member revokes while the others wait in a collective it never joins:
+// they fail with Revoked at once; later calls too; agree and shrink work on
+// the revoked communicator.
+TEST_P(Survive, RevokeWakesEveryMemberAndShrinkCarriesOn) {
+  SpawnOptions o;
+  o.env = transport_env(GetParam());
+  spawn(
+      5,
+      [](Communicator& world) {
+        auto t0 = Clock::now();
+        if (world.rank() == 3) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          world.revoke();
+        } else {
+          const Error e = expect_error([&] { check_all_reduce(world, 1); });
+          EXPECT_EQ(e.kind(), ErrorKind::Revoked) << what_of(e);
+          EXPECT_CONTAINS(e.message(), "rank 3 revoked the communicator");
+          EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(1500));
+        }
+        const Error later = expect_error([&] { world.barrier(); });
+        EXPECT_EQ(later.kind(), ErrorKind::Revoked) << what_of(later);
+        std::vector<int> failed = {99};
+        EXPECT_FALSE(world.agree(world.rank() != 2, &failed));
+        EXPECT_TRUE(failed.empty());
+        EXPECT_TRUE(world.agree(true, &failed));
+        Communicator s = world.shrink();
+        EXPECT_EQ(s.size(), 5);
+        EXPECT_EQ(s.rank(), world.rank());
+        for (unsigned i = 0; i < 5; ++i) check_all_reduce(s, 10 + i);
+      },
+      o);
+}
+
+// A member is killed: the survivors see PeerLost, shrink to the others and
+// go on; agree then reports the loss on every survivor.
+TEST_P(Survive, KilledMemberIsLeftOutOfTheShrunkCommunicator) {
+  SpawnOptions o;
+  o.env = transport_env(GetParam());
+  o.may_die = {2};
+  spawn(
+      4,
+      [](Communicator& world) {
+        if (world.rank() == 2) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          ::raise(SIGKILL);
+        }
+        const auto t0 = Clock::now();
+        const Error e = expect_error([&] {
+          for (unsigned i = 0; i < 100000; ++i) check_all_reduce(world, i);
+        });
+        EXPECT_EQ(e.kind(), ErrorKind::PeerLost) << what_of(e);
+        world.revoke();
+        Communicator s = world.shrink();
+        EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+        ASSERT_EQ(s.size(), 3);
+        EXPECT_EQ(s.rank(), world.rank() < 2 ? world.rank() : world.rank() - 1);
+        EXPECT_EQ(s.world_ranks(), (std::vector<int>{0, 1, 3}));
+        for (unsigned i = 0; i < 20; ++i) check_all_reduce(s, 100 + i);
+        std::vector<int> failed;
+        EXPECT_TRUE(world.agree(true, &failed));
+        EXPECT_EQ(failed, std::vector<int>{2});
+        EXPECT_EQ(world.failed_ranks(), std::vector<int>{2});
+        EXPECT_TRUE(s.agree(true, &failed));
+        EXPECT_TRUE(failed.empty());
+      },
+      o);
+}
+
+// ---- random trials ----------------------------------------------------------
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// One random collective, checked element by element, the same on every
+// member (they draw from generators seeded alike).
+void random_checked_op(Communicator& c, std::mt19937& rng, std::uint64_t id) {
+  CaseInfo ci;
+  ci.id = id;
+  do {
+    ci.dtype = static_cast<DataType>(rng() % kNumDataTypes);
+    ci.op = ReduceOp(static_cast<ReduceOpKind>(rng() % kNumReduceOps));
+    if (ci.op.kind == ReduceOpKind::PremulSum) ci.op.scalar = dtype_is_integer(ci.dtype) ? 3.0 : 0.5;
+  } while (!reduce_op_invalid_reason(ci.dtype, ci.op).empty());
+  static const std::size_t counts[] = {1, 7, 100, 1000, 6000};
+  ci.count = counts[rng() % 5];
+  ci.root = static_cast<int>(rng() % static_cast<unsigned>(c.size()));
+  ci.inplace = rng() % 2;
+  ci.async = rng() % 3 == 0;
+  ci.list_form = rng() % 4 == 0;
+  switch (rng() % 10) {
+    case 0:
+      check_all_reduce(c, ci);
+      break;
+    case 1:
+      check_reduce(c, ci);
+      break;
+    case 2:
+      check_broadcast(c, ci);
+      break;
+    case 3:
+      check_gather(c, ci);
+      break;
+    case 4:
+      check_all_gather(c, ci);
+      break;
+    case 5:
+      check_scatter(c, ci);
+      break;
+    case 6:
+      check_reduce_scatter(c, ci);
+      break;
+    case 7:
+      check_all_to_all(c, ci);
+      break;
+    case 8:
+      check_all_to_all_v(c, ci);
+      break;
+    default:
+      c.barrier();
+      break;
+  }
+}
+
+// What each rank of a trial writes for the parent to compare: shared
+// anonymous memory, which fork keeps shared.
+struct TrialBoard {
+  std::atomic<std::int64_t> killed_at[2];  // when each victim died (0: not yet)
+  std::atomic<std::int64_t> shrunk_ns[8];  // per rank: kill to shrunk communicator
+  std::atomic<std::uint64_t> agreed[8];    // per rank: a digest of agree's answer
+  std::atomic<std::uint64_t> members[8];   // per rank: the final communicator's world ranks
+  std::atomic<int> done[8];                // per rank: finished its 100 collectives
+};
+
+std::uint64_t digest(const std::vector<int>& v, std::uint64_t seed) {
+  std::uint64_t h = seed * 0x9E3779B97F4A7C15ULL + 1;
+  for (int x : v) h = (h ^ static_cast<std::uint64_t>(x + 1)) * 0x100000001B3ULL;
+  return h;
+}
+
+// Where a victim dies.
+enum class Death { BeforeOp, InsideOp, InAgree, InShrink };
+const char* death_name(Death d) {
+  switch (d) {
+    case Death::BeforeOp:
+      return "before op";
+    case Death::InsideOp:
+      return "inside op";
+    case Death::InAgree:
+      return "in agree";
+    case Death::InShrink:
+      return "in shrink";
+  }
+  return "?";
+}
+
+constexpr unsigned kTrialsPerTransport = kSanitized ? 4 : 50;
+constexpr int kOpsBefore = 30;
+constexpr int kOpsAfter = 100;
+
+// 4 to 8 ranks run random collectives (kinds, sizes, dtypes, reduce ops,
+// roots) on random sub-groups; one or two random ranks are killed at random
+// points, the second sometimes during agree or shrink. Every survivor
+// revokes its groups, agrees, shrinks within 2 s of the first kill, and runs
+// 100 more random collectives on the shrunk communicator, each element
+// checked; all survivors get the same agreement and the same members; no
+// shared-memory segment is left.
+TEST_P(Survive, RandomKillsThenShrinkAndCarryOn) {
+  auto* board = static_cast<TrialBoard*>(
+      ::mmap(nullptr, sizeof(TrialBoard), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(board, MAP_FAILED);
+  const std::string prefix = shm_prefix_for("survive-" + GetParam());
+  std::vector<std::int64_t> times;
+  const unsigned salt = GetParam() == "tcp" ? 5000 : 0;
+  for (unsigned trial = 0; trial < kTrialsPerTransport; ++trial) {
+    std::mt19937 pick(trial * 104729 + salt);
+    const int world_size = 4 + static_cast<int>(pick() % 5);
+    const int nvictims = 1 + static_cast<int>(pick() % 2);
+    int victim[2] = {static_cast<int>(pick() % world_size), -1};
+    do victim[1] = static_cast<int>(pick() % world_size);
+    while (victim[1] == victim[0]);
+    if (nvictims == 1) victim[1] = -1;
+    Death death[2] = {pick() % 2 ? Death::InsideOp : Death::BeforeOp, static_cast<Death>(pick() % 4)};
+    const int kill_at[2] = {static_cast<int>(pick() % kOpsBefore), static_cast<int>(pick() % kOpsBefore)};
+    const int delay_us[2] = {static_cast<int>(pick() % 400), static_cast<int>(pick() % 3000)};
+    const unsigned seed = pick();
+    new (board) TrialBoard{};
+    std::string what = "trial " + std::to_string(trial) + ": " + std::to_string(world_size) + " ranks";
+    for (int v = 0; v < nvictims; ++v)
+      what += ", rank " + std::to_string(victim[v]) + " killed " + death_name(death[v]) +
+              (death[v] == Death::InAgree || death[v] == Death::InShrink ? "" : " " + std::to_string(kill_at[v])) +
+              " after " + std::to_string(delay_us[v]) + " us";
+    SCOPED_TRACE(what);
+    SpawnOptions o;
+    o.env = transport_env(GetParam());
+    o.env.emplace_back("TUTTI_SHM_PREFIX", prefix);
+    o.may_die = {victim[0]};
+    if (victim[1] >= 0) o.may_die.push_back(victim[1]);
+    o.op_timeout = std::chrono::seconds(20);
+    o.timeout = std::chrono::seconds(60);
+    spawn(
+        world_size,
+        [&](Communicator& world) {
+          const int me = world.rank();
+          auto die = [&](int v) {
+            auto kill = [board, v] {
+              board->killed_at[v].store(now_ns());
+              ::raise(SIGKILL);
+            };
+            if (death[v] == Death::BeforeOp) {
+              kill();
+            } else {
+              const int us = delay_us[v];
+              std::thread([kill, us] {
+                std::this_thread::sleep_for(std::chrono::microseconds(us));
+                kill();
+              }).detach();
+            }
+          };
+          // The groups: the world and three random subsets of 2 or more.
+          std::mt19937 plan(seed);
+          std::vector<std::optional<Communicator>> groups;
+          groups.emplace_back(world);
+          for (int g = 0; g < 3; ++g) {
+            std::vector<int> members;
+            for (int r = 0; r < world_size; ++r)
+              if (plan() % 2) members.push_back(r);
+            if (members.size() < 2) members = {0, world_size - 1};
+            groups.push_back(world.new_group(members));
+          }
+          // Random collectives on random groups, until the first error;
+          // then the rank revokes its groups, so that the members still
+          // waiting in them stop too. Ranks that finish without seeing the
+          // loss go on to the agreement, where the others join them.
+          try {
+            for (int i = 0; i < kOpsBefore; ++i) {
+              const std::size_t g = plan() % groups.size();
+              const unsigned op_seed = plan();
+              for (int v = 0; v < 2; ++v)
+                if (me == victim[v] && i == kill_at[v] && (death[v] == Death::BeforeOp || death[v] == Death::InsideOp))
+                  die(v);
+              if (!groups[g]) continue;
+              std::mt19937 rng(op_seed);
+              random_checked_op(*groups[g], rng, static_cast<std::uint64_t>(i) << 8 | g);
+            }
+          } catch (const Error& e) {
+            ASSERT_TRUE(e.kind() == ErrorKind::PeerLost || e.kind() == ErrorKind::Revoked) << what_of(e);
+            EXPECT_TRUE(board->killed_at[0].load() || board->killed_at[1].load()) << "before any kill: " << what_of(e);
+            for (auto& g : groups)
+              if (g) g->revoke();
+          }
+          for (int v = 0; v < 2; ++v)
+            if (me == victim[v] && death[v] == Death::InAgree) die(v);
+          std::vector<int> failed;
+          EXPECT_TRUE(world.agree(true, &failed));
+          board->agreed[me].store(digest(failed, 1));
+          for (int f : failed) EXPECT_TRUE(f == victim[0] || f == victim[1]) << "rank " << f << " agreed lost";
+          for (int v = 0; v < 2; ++v)
+            if (me == victim[v] && death[v] == Death::InShrink) die(v);
+          Communicator cur = world.shrink();
+          board->shrunk_ns[me].store(now_ns());
+          // A victim that died after the survivors decided: again.
+          for (int round = 0;; ++round) {
+            try {
+              std::mt19937 rng(seed + 7);
+              for (int i = 0; i < kOpsAfter; ++i)
+                random_checked_op(cur, rng, (1ull << 40) + static_cast<std::uint64_t>(i));
+              break;
+            } catch (const Error& e) {
+              ASSERT_TRUE(e.kind() == ErrorKind::PeerLost || e.kind() == ErrorKind::Revoked) << what_of(e);
+              ASSERT_LT(round, 2) << what_of(e);
+              cur.revoke();
+              cur = cur.shrink();
+            }
+          }
+          board->members[me].store(digest(cur.world_ranks(), 2));
+          board->done[me].store(1);
+        },
+        o);
+    // Every survivor: the same agreement and the same members (those not
+    // killed: a victim that saw the other's loss before its own kill point
+    // carries on with the others).
+    std::vector<int> expected;
+    std::int64_t first_kill = INT64_MAX;
+    for (int v = 0; v < nvictims; ++v)
+      if (board->killed_at[v].load()) first_kill = std::min(first_kill, board->killed_at[v].load());
+    for (int r = 0; r < world_size; ++r)
+      if (!((r == victim[0] && board->killed_at[0].load()) || (r == victim[1] && board->killed_at[1].load())))
+        expected.push_back(r);
+    ASSERT_NE(first_kill, INT64_MAX) << "nobody was killed";
+    std::uint64_t agreed = 0;
+    for (int r : expected) {
+      EXPECT_EQ(board->done[r].load(), 1) << "rank " << r;
+      EXPECT_EQ(board->members[r].load(), digest(expected, 2)) << "rank " << r << " ended in another communicator";
+      if (!agreed) agreed = board->agreed[r].load();
+      EXPECT_EQ(board->agreed[r].load(), agreed) << "rank " << r << " agreed otherwise";
+      const std::int64_t t = board->shrunk_ns[r].load() - first_kill;
+      times.push_back(t);
+      EXPECT_LT(t, 2'000'000'000) << "rank " << r << " shrank " << t / 1000000 << " ms after the kill";
+    }
+    EXPECT_TRUE(shm_segments(prefix).empty());
+    if (::testing::Test::HasFailure()) break;
+  }
+  ::munmap(board, sizeof(TrialBoard));
+  std::sort(times.begin(), times.end());
+  if (!times.empty())
+    std::printf("kill to shrunk communicator over %zu survivors: median %.1f ms, max %.1f ms\n", times.size(),
+                times[times.size() / 2] / 1e6, times.back() / 1e6);
+}
+
+INSTANTIATE_TEST_SUITE_P(World, Survive, ::testing::Values("auto", "tcp"), transport_name);
+
+}  // namespace
+}  // namespace tutti::testing
