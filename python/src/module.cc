@@ -760,6 +760,35 @@ PYBIND11_MODULE(_tutti, m) {
       .def(
           "failed_ranks", [](const PyComm& s) { return s.c.failed_ranks(); },
           "the members known to be lost, in this communicator's numbering")
+      .def(
+          "revoke",
+          [](PyComm& s) {
+            py::gil_scoped_release r;
+            s.c.revoke();
+          },
+          "every member's pending and later operations fail with tutti.Revoked (MPIX_Comm_revoke)")
+      .def(
+          "agree",
+          [](PyComm& s, bool flag, bool return_failed) -> py::object {
+            std::vector<int> failed;
+            bool out;
+            {
+              py::gil_scoped_release r;
+              out = s.c.agree(flag, &failed);
+            }
+            if (return_failed) return py::make_tuple(out, failed);
+            return py::bool_(out);
+          },
+          py::arg("flag") = true, py::arg("return_failed") = false,
+          "fault-tolerant agreement among the survivors (MPIX_Comm_agree): the AND of the flags, and with "
+          "return_failed=True also the members agreed lost, as (flag, failed)")
+      .def(
+          "shrink",
+          [](PyComm& s) {
+            py::gil_scoped_release r;
+            return PyComm{s.c.shrink()};
+          },
+          "a new communicator of the survivors, ordered by rank (MPIX_Comm_shrink)")
       .def("trace_json", [](const PyComm& s) { return s.c.trace_json(); })
       .def("dump_trace", [](const PyComm& s) { return s.c.dump_trace(); });
 

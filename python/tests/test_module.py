@@ -17,7 +17,7 @@ def test_types():
 
 def test_error_classes():
     assert issubclass(tutti.Error, RuntimeError)
-    names = {"InvalidArgument", "Timeout", "PeerLost", "Mismatch", "Aborted", "Internal", "Unauthenticated"}
+    names = {"InvalidArgument", "Timeout", "PeerLost", "Mismatch", "Aborted", "Internal", "Unauthenticated", "Revoked"}
     assert names <= set(tutti.error_classes), tutti.error_classes
     for name, cls in tutti.error_classes.items():
         assert issubclass(cls, tutti.Error) and cls.__name__ == name and getattr(tutti, name) is cls
@@ -59,6 +59,13 @@ def test_job_of_one():
     assert e.value.kind == "InvalidArgument" and "recvbuf holds 4 elements" in e.value.message
     with pytest.raises(tutti.InvalidArgument, match="premul_sum on int32 needs an integral scalar"):
         comm.all_reduce(np.ones(2, np.int32), op=tutti.premul_sum(0.5))
+
+
+def test_revoke_agree_shrink():
+    r = ranks.run_ranks(4, "survive_worker.py", timeout=120, grace=30.0)
+    assert r.codes[3] == -9, r.report()
+    for i in range(3):
+        assert r.codes[i] == 0 and r.outs[i].strip().splitlines()[-1] == "ok", r.report()
 
 
 @pytest.mark.parametrize("n", [2, 3])

@@ -13,7 +13,7 @@ format, or from dtype= (bfloat16 data: pass uint16/int16 arrays with
 dtype=tutti.bfloat16). Calls release the GIL while they wait. Errors are
 tutti.Error (a RuntimeError) subclasses, one per kind: tutti.InvalidArgument,
 tutti.Timeout, tutti.PeerLost, tutti.Mismatch, tutti.Aborted, tutti.Internal,
-tutti.Unauthenticated.
+tutti.Unauthenticated, tutti.Revoked.
 
 `import tutti.torch` registers "tutti" as a torch.distributed backend.
 """

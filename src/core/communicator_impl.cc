@@ -23,8 +23,9 @@ void fail_for_lost_peer(detail::CommunicatorImpl* c, int world_rank, const std::
   if (it == c->world.end()) return;
   const int r = static_cast<int>(it - c->world.begin());
   if (r == c->rank) {
-    c->abort(ErrorKind::PeerLost, "rank " + std::to_string(r) + ": this rank was declared lost by the others: " + why,
-             false);
+    // Whatever failed it before, later calls say that it was left out.
+    c->fail_for_good(ErrorKind::PeerLost,
+                     "rank " + std::to_string(r) + ": this rank was declared lost by the others: " + why);
     return;
   }
   std::string msg = "rank " + std::to_string(c->rank) + ": rank " + std::to_string(r) + " of this communicator";
@@ -497,21 +498,23 @@ void detail::CommunicatorImpl::quiesce() {
   cv_.wait(lock, [this] { return aborted_ || (queue_.empty() && !(busy_.load() & kRunning)); });
 }
 
+void detail::CommunicatorImpl::fail_for_good(ErrorKind kind, const std::string& message) {
+  abort(kind, message, false);
+  // Failed earlier: later calls now report this, after the first cause.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (abort_kind_ != kind) {
+    abort_reason_ = message + " (after: " + abort_reason_ + ")";
+    abort_kind_ = kind;
+  }
+}
+
 void detail::CommunicatorImpl::revoke(const std::string& message, const std::string& wire) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (revoked_) return;
     revoked_ = true;
   }
-  abort(ErrorKind::Revoked, message, false);
-  {
-    // Failed earlier: later calls now report the revocation, after the cause.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (abort_kind_ != ErrorKind::Revoked) {
-      abort_reason_ = message + " (after: " + abort_reason_ + ")";
-      abort_kind_ = ErrorKind::Revoked;
-    }
-  }
+  fail_for_good(ErrorKind::Revoked, message);
   // Every member learns it within about log2(p) hops: each rank that learns
   // it passes it on, once, to the members it is connected to and to its
   // neighbours in a ring and a hypercube of the members (rank XOR 2^k),

@@ -267,6 +267,10 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   // Communicator::revoke, here or told by another member: aborts with
   // Revoked and passes `wire` (the revoking rank's words) on to the members.
   void revoke(const std::string& message, const std::string& wire);
+  // Aborts with (kind, message) without telling the members; when it was
+  // aborted already, later calls fail with this kind from now on, the
+  // message naming the earlier cause too.
+  void fail_for_good(ErrorKind kind, const std::string& message);
   // Waits until no operation of this communicator is queued or running
   // (or it is aborted): agree and shrink come after what was issued before.
   void quiesce();

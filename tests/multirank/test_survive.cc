@@ -108,6 +108,60 @@ TEST_P(Survive, KilledMemberIsLeftOutOfTheShrunkCommunicator) {
       o);
 }
 
+// A member stops (SIGSTOP): the others time out, shrink without it once it
+// has not taken part within the timeout, and carry on; woken (SIGCONT), it
+// finds itself left out: its calls on the old communicator fail with
+// PeerLost saying so, and so does its shrink.
+TEST_P(Survive, StoppedRankIsLeftOutAndFailsCleanlyWhenItWakes) {
+  SpawnOptions o;
+  o.env = transport_env(GetParam());
+  o.op_timeout = std::chrono::milliseconds(1000);
+  spawn(
+      4,
+      [](Communicator& world) {
+        std::int32_t pid = ::getpid();
+        std::vector<std::int32_t> pids(4);
+        world.all_gather(&pid, pids.data(), 1, DataType::Int32);
+        for (unsigned i = 0; i < 5; ++i) check_all_reduce(world, i);
+        if (world.rank() == 2) {
+          ::raise(SIGSTOP);  // rank 0 wakes it once the others have shrunk
+          std::this_thread::sleep_for(std::chrono::seconds(1));
+          const Error e = expect_error([&] { check_all_reduce(world, 99); });
+          EXPECT_EQ(e.kind(), ErrorKind::PeerLost) << what_of(e);
+          EXPECT_CONTAINS(e.message(), "this rank was declared lost by the others");
+          const Error s = expect_error([&] { world.shrink(); });
+          EXPECT_EQ(s.kind(), ErrorKind::PeerLost) << what_of(s);
+          EXPECT_CONTAINS(s.message(), "this rank was declared lost by the others");
+          return;
+        }
+        const Error e = expect_error([&] {
+          for (unsigned i = 0; i < 100; ++i) check_all_reduce(world, 10 + i);
+        });
+        // (Naming rank 2, or a survivor that waits for it.)
+        EXPECT_EQ(e.kind(), ErrorKind::Timeout) << what_of(e);
+        EXPECT_CONTAINS(e.message(), "Timed out");
+        world.revoke();
+        const auto t0 = Clock::now();
+        Communicator s = world.shrink();
+        // The coordinator waits one timeout for rank 2.
+        EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2500));
+        ASSERT_EQ(s.world_ranks(), (std::vector<int>{0, 1, 3}));
+        for (unsigned i = 0; i < 10; ++i) check_all_reduce(s, 200 + i);
+        if (s.rank() == 0) ::kill(pids[2], SIGCONT);
+        // Rank 2 wakes, sees its connections closed and learns that it was
+        // left out: nothing it does reaches the survivors' new communicator.
+        for (unsigned i = 0; i < 50; ++i) {
+          check_all_reduce(s, 300 + i);
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        std::vector<int> failed = {99};
+        EXPECT_TRUE(s.agree(true, &failed));
+        EXPECT_TRUE(failed.empty());
+        EXPECT_EQ(world.failed_ranks(), std::vector<int>{2});
+      },
+      o);
+}
+
 // ---- random trials ----------------------------------------------------------
 
 std::int64_t now_ns() {

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -50,6 +51,13 @@ bool TcpTransport::flush_queue(Conn& c, int fd, std::deque<SendOp>& q) {
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      // The peer closed, but what it sent before is still unread (its last
+      // notices: that this rank was declared lost, say): read it first;
+      // reading then finds the end and reports the loss.
+      int unread = 0;
+      if (fd == c.fd.get() && (errno == EPIPE || errno == ECONNRESET) &&
+          (staged(c) || (::ioctl(fd, FIONREAD, &unread) == 0 && unread > 0)))
+        return false;
       lose_conn(c, "sending to rank " + std::to_string(c.peer) + " failed: " + errno_text(errno));
       return false;
     }

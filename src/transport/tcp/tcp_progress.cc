@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -166,6 +167,24 @@ void TcpTransport::wake_progress() {
   (void)ignored;
 }
 
+void TcpTransport::tell_lost(Conn& c, const std::string& why) {
+  // Only between frames, and only what the socket takes at once.
+  if (!c.fd.valid() || c.link != Link::Ready || c.doomed || (!c.sendq.empty() && c.sendq.front().off > 0)) return;
+  const std::string text = why.substr(0, kMaxNoticeBytes);
+  FrameHeader h;
+  h.flags = kFrameLostNotice;
+  h.tag = static_cast<std::uint64_t>(c.peer);
+  h.bytes = text.size();
+  std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
+  frame += text;
+  if (::send(c.fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) return;
+  // Closing with bytes unread would reset the connection, and the peer's
+  // kernel could drop the notice: read what it sent, which nobody will use.
+  char sink[4096];
+  while (::recv(c.fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+  }
+}
+
 void TcpTransport::report_lost() {
   std::vector<std::pair<int, std::string>> lost;
   PeerLostHandler handler;
@@ -209,6 +228,7 @@ void TcpTransport::report_lost() {
     for (auto& [peer, why] : lost) {
       Conn& c = conns_[peer];
       if (peer == rank_ || !c.alive) continue;
+      tell_lost(c, why);
       c.quiet = true;  // reported already
       fail_conn(c, why);
     }

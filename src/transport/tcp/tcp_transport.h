@@ -331,6 +331,10 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   std::vector<CommFailure> comm_failures_;  // received, not yet reported
   void queue_notice(Conn& c, std::uint16_t flags, std::uint64_t comm, std::uint64_t tag, const std::string& text);
   void report_lost();
+  // Tells a peer about to be cut off (it is lost here, but its connection
+  // is still open: it may only have stopped) that it was declared lost, so
+  // that it learns it was left out when it runs again.
+  void tell_lost(Conn& c, const std::string& why);
   // Losses or failures read but not yet reported (or being reported by
   // another thread). Needs mu_.
   bool reports_pending() const { return reporting_ > 0 || !lost_unreported_.empty() || !comm_failures_.empty(); }
