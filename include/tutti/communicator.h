@@ -164,6 +164,9 @@ class Communicator {
   // stopped answering), in this communicator's numbering, ascending. Safe
   // from any thread.
   std::vector<int> failed_ranks() const;
+  // The error this communicator failed with (what later calls throw), or
+  // nothing while it works. Safe from any thread.
+  std::optional<Error> error() const;
   // Revokes this communicator on every member (MPIX_Comm_revoke): every
   // pending and later operation on it fails with Error(Revoked), wherever
   // it waits, so that no survivor waits for a rank that will never come.

@@ -161,6 +161,13 @@ ErrorKind detail::CommunicatorImpl::later_kind() const {
   return abort_kind_;
 }
 
+std::optional<Error> detail::CommunicatorImpl::error() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!aborted_) return std::nullopt;
+  return Error(later_kind(),
+               "rank " + std::to_string(rank) + ": the communicator was aborted earlier: " + abort_reason_);
+}
+
 void detail::CommunicatorImpl::throw_if_aborted() {
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_)
@@ -170,7 +177,7 @@ void detail::CommunicatorImpl::throw_if_aborted() {
 
 bool detail::CommunicatorImpl::root_cause(ErrorKind* kind, std::string* reason) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!aborted_ || abort_kind_ == ErrorKind::Aborted) return false;
+  if (!aborted_) return false;
   *kind = abort_kind_;
   *reason = abort_reason_;
   return true;

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -281,9 +282,11 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   // TUTTI_DEBUG=detail: every member sends every other the operation's
   // signature and byte count; any difference is a Mismatch.
   void cross_check(detail::OpContext& ctx);
-  // The kind later calls fail with, and the cause of an abort that was not
-  // on purpose (false when none): both under mu_ / take it.
+  // The kind later calls fail with, and the cause of the abort (false when
+  // none; an abort() on purpose names its reason): both under mu_ / take it.
   ErrorKind later_kind() const;
+  // What later calls throw, or nothing while it works (takes mu_).
+  std::optional<Error> error();
   bool root_cause(ErrorKind* kind, std::string* reason);
 
  private:

@@ -361,6 +361,8 @@ Agreement FaultService::agree(std::uint64_t comm_id, std::uint64_t instance, con
 
 namespace tutti {
 
+std::optional<Error> Communicator::error() const { return impl_->error(); }
+
 void Communicator::revoke() {
   const std::string who = "rank " + std::to_string(impl_->rank) + " revoked the communicator";
   impl_->revoke("rank " + std::to_string(impl_->rank) + ": " + who, who);

@@ -589,6 +589,22 @@ ProcessGroupTutti::ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& stor
   init();
 }
 
+ProcessGroupTutti::ProcessGroupTutti(tutti::Communicator comm, std::chrono::milliseconds timeout)
+    : c10d::ProcessGroup(comm.rank(), comm.size()), comm_(std::move(comm)), timeout_(timeout) {
+  inline_bytes_ = parse_bytes("TUTTI_TORCH_INLINE_BYTES", std::getenv("TUTTI_TORCH_INLINE_BYTES"), 256 << 10);
+  init();
+}
+
+std::exception_ptr ProcessGroupTutti::error() const {
+  std::optional<tutti::Error> e = comm_.error();
+  return e ? std::make_exception_ptr(*e) : nullptr;
+}
+
+c10::intrusive_ptr<ProcessGroupTutti> ProcessGroupTutti::shrink() {
+  std::lock_guard<std::mutex> g(post_mu_);
+  return c10::make_intrusive<ProcessGroupTutti>(comm_.shrink(), timeout_);
+}
+
 ProcessGroupTutti::~ProcessGroupTutti() {
   // Operations still running when the group goes away fail (Aborted) rather
   // than keep the completion thread waiting for their deadlines.

@@ -134,6 +134,8 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
  public:
   ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                     std::chrono::milliseconds timeout);
+  // A group on a communicator made already (shrink()).
+  ProcessGroupTutti(tutti::Communicator comm, std::chrono::milliseconds timeout);
   ~ProcessGroupTutti() override;
 
   const std::string getBackendName() const override { return "tutti"; }
@@ -180,6 +182,14 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
   uint64_t getSequenceNumberForGroup() override;
 
   tutti::Communicator& communicator() { return comm_; }
+  // Fails every pending and later operation (their Works complete with
+  // tutti.Aborted naming `reason`). Safe from any thread.
+  void abort(const std::string& reason) { comm_.abort(reason); }
+  // The error the group failed with, or null while it works.
+  std::exception_ptr error() const;
+  // A group of the members alive (Communicator::shrink), numbered in their
+  // order here; collective over the survivors.
+  c10::intrusive_ptr<ProcessGroupTutti> shrink();
   std::size_t inline_bytes() const { return inline_bytes_; }
 
  private:
