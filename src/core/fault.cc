@@ -40,8 +40,9 @@ FaultService::FaultService(JobState& job)
       world_rank_(job.transport->rank()),
       world_size_(job.transport->size()),
       channel_(mix64(job.job_id ^ 0x6167726565ULL)),  // "agree"
-      bytes_(sizeof(Head) + (static_cast<std::size_t>(world_size_) + 7) / 8),
-      lost_(static_cast<std::size_t>(world_size_), 0) {
+      bytes_(sizeof(Head) + 2 * ((static_cast<std::size_t>(world_size_) + 7) / 8)),
+      lost_(static_cast<std::size_t>(world_size_), 0),
+      suspected_(static_cast<std::size_t>(world_size_), 0) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -57,20 +58,24 @@ FaultService::~FaultService() {
   if (thread_.joinable()) thread_.join();
 }
 
-void FaultService::poke() { send(world_rank_, Type::Wake, Key{0, 0}, -1, false, nullptr); }
+void FaultService::poke() { send(world_rank_, Type::Wake, Key{0, 0}, -1, nullptr); }
 
-void FaultService::send(int to, Type type, const Key& key, int ballot, bool flag, const std::vector<char>* lost) {
+void FaultService::send(int to, Type type, const Key& key, int ballot, const Report* r) {
   std::vector<char> msg(bytes_, 0);
   Head h;
   h.type = static_cast<std::uint8_t>(type);
-  h.flag = flag ? 1 : 0;
+  h.flag = r ? static_cast<std::uint8_t>((r->flag ? 1 : 0) | (r->no_quorum ? 2 : 0)) : 0;
   h.comm = key.first;
   h.instance = key.second;
   h.ballot = ballot;
   std::memcpy(msg.data(), &h, sizeof h);
-  if (lost)
-    for (int w = 0; w < world_size_; ++w)
-      if ((*lost)[static_cast<std::size_t>(w)]) msg[sizeof h + static_cast<std::size_t>(w / 8)] |= char(1 << (w % 8));
+  const std::size_t half = (bytes_ - sizeof h) / 2;
+  if (r)
+    for (int w = 0; w < world_size_; ++w) {
+      const auto i = static_cast<std::size_t>(w);
+      if (!r->lost.empty() && r->lost[i]) msg[sizeof h + i / 8] |= char(1 << (w % 8));
+      if (!r->suspected.empty() && r->suspected[i]) msg[sizeof h + half + i / 8] |= char(1 << (w % 8));
+    }
   // Sends to a lost rank fail, and those to a stopped one wait: neither is
   // waited for (the list is trimmed as they complete).
   std::lock_guard<std::mutex> lock(sends_mu_);
@@ -78,6 +83,19 @@ void FaultService::send(int to, Type type, const Key& key, int ballot, bool flag
   auto& s = sends_.back();
   s.second = job_.transport->post_send(to, channel_, 0, s.first.data(), bytes_);
   for (auto it = sends_.begin(); it != sends_.end();) it = it->second && it->second->done() ? sends_.erase(it) : ++it;
+}
+
+FaultService::Report FaultService::report_of(const Instance& in) const {
+  Report r;
+  r.flag = in.flag;
+  r.lost.assign(static_cast<std::size_t>(world_size_), 0);
+  r.suspected.assign(static_cast<std::size_t>(world_size_), 0);
+  for (std::size_t m = 0; m < in.members.size(); ++m) {
+    const auto w = static_cast<std::size_t>(in.members[m]);
+    r.lost[w] = in.failed[m];
+    r.suspected[w] = in.suspected[m];
+  }
+  return r;
 }
 
 void FaultService::run() {
@@ -133,10 +151,16 @@ void FaultService::handle(const std::vector<char>& msg, int from) {
   const auto type = static_cast<Type>(h.type);
   if (type == Type::Wake) return;
   Report r;
-  r.flag = h.flag != 0;
+  r.flag = (h.flag & 1) != 0;
+  r.no_quorum = (h.flag & 2) != 0;
   r.lost.assign(static_cast<std::size_t>(world_size_), 0);
-  for (int w = 0; w < world_size_; ++w)
-    r.lost[static_cast<std::size_t>(w)] = (msg[sizeof h + static_cast<std::size_t>(w / 8)] >> (w % 8)) & 1;
+  r.suspected.assign(static_cast<std::size_t>(world_size_), 0);
+  const std::size_t half = (bytes_ - sizeof h) / 2;
+  for (int w = 0; w < world_size_; ++w) {
+    const auto i = static_cast<std::size_t>(w);
+    r.lost[i] = (msg[sizeof h + i / 8] >> (w % 8)) & 1;
+    r.suspected[i] = (msg[sizeof h + half + i / 8] >> (w % 8)) & 1;
+  }
   const Key key{h.comm, h.instance};
   Instance& in = instances_[key];
   switch (type) {
@@ -173,25 +197,33 @@ void FaultService::handle(const std::vector<char>& msg, int from) {
 }
 
 void FaultService::send_decision(const Key& key, const Instance& in, int to, int ballot) {
-  send(to, Type::Decision, key, ballot, in.result, &in.result_lost);
+  send(to, Type::Decision, key, ballot, &in.result);
 }
 
 void FaultService::declare(Instance& in, int member, const std::string& why) {
   in.failed[static_cast<std::size_t>(member)] = 1;
+  in.suspected[static_cast<std::size_t>(member)] = 1;
   const int w = in.members[static_cast<std::size_t>(member)];
+  suspected_[static_cast<std::size_t>(w)] = 1;
   if (!lost_[static_cast<std::size_t>(w)]) job_.transport->declare_lost(w, why);
 }
 
 void FaultService::refresh(Instance& in) {
   const std::size_t n = in.members.size();
-  for (std::size_t m = 0; m < n; ++m)
-    if (lost_[static_cast<std::size_t>(in.members[m])]) in.failed[m] = 1;
+  for (std::size_t m = 0; m < n; ++m) {
+    const auto w = static_cast<std::size_t>(in.members[m]);
+    if (lost_[w]) in.failed[m] = 1;
+    if (suspected_[w]) in.suspected[m] = 1;
+  }
   // What the members that contributed know (not those known lost here).
   for (const auto& [w, rep] : in.reports) {
     const int m = in.index[static_cast<std::size_t>(w)];
     if (m < 0 || in.failed[static_cast<std::size_t>(m)]) continue;
-    for (std::size_t q = 0; q < n; ++q)
-      if (rep.lost[static_cast<std::size_t>(in.members[q])] && static_cast<int>(q) != in.me) in.failed[q] = 1;
+    for (std::size_t q = 0; q < n; ++q) {
+      const auto x = static_cast<std::size_t>(in.members[q]);
+      if (rep.lost[x] && static_cast<int>(q) != in.me) in.failed[q] = 1;
+      if (rep.suspected[x]) in.suspected[q] = suspected_[x] = 1;
+    }
   }
 }
 
@@ -200,15 +232,15 @@ void FaultService::answer_request(const Key& key, Instance& in, int from, int ba
   if (ballot < in.promised || ballot < 0 || ballot >= n || in.members[static_cast<std::size_t>(ballot)] != from) return;
   // The requester coordinates: every member below it is lost in its view,
   // and this rank now decides nothing with them.
+  // (Counted as declared lost here, unless known dead: the quorum then
+  // counts them as members that did not take part.)
   for (int m = 0; m < ballot; ++m)
-    if (m != in.me) in.failed[static_cast<std::size_t>(m)] = 1;
+    if (m != in.me && !in.failed[static_cast<std::size_t>(m)])
+      in.failed[static_cast<std::size_t>(m)] = in.suspected[static_cast<std::size_t>(m)] = 1;
   in.promised = in.sent_to = ballot;
   in.deadline = Clock::now() + 2 * in.timeout;
-  std::vector<char> lost(static_cast<std::size_t>(world_size_), 0);
-  for (int m = 0; m < n; ++m)
-    if (in.failed[static_cast<std::size_t>(m)])
-      lost[static_cast<std::size_t>(in.members[static_cast<std::size_t>(m)])] = 1;
-  send(from, Type::Contribution, key, ballot, in.flag, &lost);
+  const Report r = report_of(in);
+  send(from, Type::Contribution, key, ballot, &r);
 }
 
 void FaultService::accept(const Key& key, Instance& in, int from, int ballot, const Report& d) {
@@ -219,8 +251,9 @@ void FaultService::accept(const Key& key, Instance& in, int from, int ballot, co
       !d.lost[static_cast<std::size_t>(in.members[static_cast<std::size_t>(in.me)])])
     return;  // from a rank known lost here, and not about this rank's own exclusion
   in.decided = true;
-  in.result = d.flag;
-  in.result_lost = d.lost;
+  in.result = d;
+  for (std::size_t w = 0; w < d.suspected.size(); ++w)
+    if (d.suspected[w]) suspected_[w] = 1;
   for (const auto& [w, rep] : in.reports)
     if (w != world_rank_) send_decision(key, in, w, in.me);
   for (const auto& [w, b] : in.requests) send_decision(key, in, w, b);
@@ -228,17 +261,21 @@ void FaultService::accept(const Key& key, Instance& in, int from, int ballot, co
 
 void FaultService::decide(const Key& key, Instance& in) {
   const std::size_t n = in.members.size();
-  bool flag = in.flag;
+  Report d = report_of(in);
+  int took_part = 0, known_dead = 0;
+  for (std::size_t m = 0; m < n; ++m) {
+    if (!in.failed[m]) ++took_part;
+    if (in.failed[m] && !in.suspected[m]) ++known_dead;
+  }
   for (const auto& [w, rep] : in.reports) {
     const int m = in.index[static_cast<std::size_t>(w)];
-    if (m >= 0 && !in.failed[static_cast<std::size_t>(m)]) flag = flag && rep.flag;
+    if (m >= 0 && !in.failed[static_cast<std::size_t>(m)]) d.flag = d.flag && rep.flag;
   }
-  std::vector<char> lost(static_cast<std::size_t>(world_size_), 0);
-  for (std::size_t m = 0; m < n; ++m)
-    if (in.failed[m]) lost[static_cast<std::size_t>(in.members[m])] = 1;
+  // More than half of the members not known dead: no other group of them
+  // can have decided without these.
+  d.no_quorum = 2 * took_part <= static_cast<int>(n) - known_dead;
   in.decided = true;
-  in.result = flag;
-  in.result_lost = lost;
+  in.result = std::move(d);
   // To every member, those known lost too: one that only stopped learns
   // from it, when it wakes, that it was left out.
   for (std::size_t m = 0; m < n; ++m)
@@ -283,7 +320,7 @@ void FaultService::step(const Key& key, Instance& in) {
           for (int m = 0; m < n; ++m)
             if (m != in.me && !in.failed[static_cast<std::size_t>(m)] &&
                 !in.reports.count(in.members[static_cast<std::size_t>(m)]))
-              send(in.members[static_cast<std::size_t>(m)], Type::Request, key, in.me, false, nullptr);
+              send(in.members[static_cast<std::size_t>(m)], Type::Request, key, in.me, nullptr);
       }
       std::vector<int> missing;
       for (int m = 0; m < n; ++m)
@@ -303,11 +340,8 @@ void FaultService::step(const Key& key, Instance& in) {
       in.sent_to = c;
       in.promised = std::max(in.promised, c);
       in.deadline = now + 2 * in.timeout;
-      std::vector<char> lost(static_cast<std::size_t>(world_size_), 0);
-      for (int m = 0; m < n; ++m)
-        if (in.failed[static_cast<std::size_t>(m)])
-          lost[static_cast<std::size_t>(in.members[static_cast<std::size_t>(m)])] = 1;
-      send(in.members[static_cast<std::size_t>(c)], Type::Contribution, key, c, in.flag, &lost);
+      const Report r = report_of(in);
+      send(in.members[static_cast<std::size_t>(c)], Type::Contribution, key, c, &r);
       return;
     }
     if (now < in.deadline) return;
@@ -331,6 +365,7 @@ Agreement FaultService::agree(std::uint64_t comm_id, std::uint64_t instance, con
   in.flag = flag;
   in.timeout = std::max(timeout, std::chrono::milliseconds(1));
   in.failed.assign(members.size(), 0);
+  in.suspected.assign(members.size(), 0);
   lock.unlock();
   poke();
   lock.lock();
@@ -338,15 +373,25 @@ Agreement FaultService::agree(std::uint64_t comm_id, std::uint64_t instance, con
   if (stop_ && !in.decided) throw Error(ErrorKind::Aborted, where + "the job is ending");
   if (in.excluded) throw Error(ErrorKind::PeerLost, where + "this rank was declared lost by the others: " + in.why);
   Agreement a;
-  a.flag = in.result;
+  a.flag = in.result.flag;
   std::vector<int> declare_too;
+  std::string answered, silent;
   for (std::size_t m = 0; m < members.size(); ++m)
-    if (in.result_lost[static_cast<std::size_t>(members[m])]) {
+    if (in.result.lost[static_cast<std::size_t>(members[m])]) {
       a.failed.push_back(static_cast<int>(m));
       if (!lost_[static_cast<std::size_t>(members[m])]) declare_too.push_back(members[m]);
+      silent += (silent.empty() ? "" : ", ") + std::to_string(m);
+    } else {
+      answered += (answered.empty() ? "" : ", ") + std::to_string(m);
     }
-  const bool me_lost = in.result_lost[static_cast<std::size_t>(members[static_cast<std::size_t>(me)])];
+  const bool me_lost = in.result.lost[static_cast<std::size_t>(members[static_cast<std::size_t>(me)])];
+  const bool no_quorum = in.result.no_quorum;
   lock.unlock();
+  if (no_quorum)
+    throw Error(ErrorKind::Timeout,
+                where + "no majority of the members took part: ranks " + answered + " did, ranks " + silent +
+                    " are lost or did not answer within the timeout; where some of those only stopped answering or "
+                    "are cut off by the network, the two sides must not both carry on, so neither does");
   if (me_lost)
     throw Error(ErrorKind::PeerLost,
                 where +

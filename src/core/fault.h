@@ -26,6 +26,13 @@
 //   differently; the others answer with a contribution. A member waits for
 //   its coordinator at most twice the timeout (the coordinator itself may
 //   wait a timeout for a stopped member) before it declares it lost.
+// - Quorum. A member declared lost may still be running (stopped, or cut off
+//   by the network while its connections stay open): the coordinator
+//   decides only when the members that took part are more than half of
+//   those not known dead for certain (their connection broke, or an earlier
+//   agreement left them out). Otherwise it decides "no majority", and every
+//   member fails with Timeout: of two sides that cannot hear each other at
+//   most one carries on.
 
 #include <chrono>
 #include <condition_variable>
@@ -67,9 +74,12 @@ class FaultService {
 
  private:
   enum class Type : std::uint8_t { Wake = 0, Contribution = 1, Request = 2, Decision = 3 };
+  // What a message carries besides its header.
   struct Report {
     bool flag = true;
-    std::vector<char> lost;  // per world rank
+    bool no_quorum = false;       // a decision that no majority took part
+    std::vector<char> lost;       // per world rank
+    std::vector<char> suspected;  // per world rank: declared lost during this agreement
   };
   struct Instance {
     bool joined = false;
@@ -78,7 +88,8 @@ class FaultService {
     int me = -1;
     bool flag = true;
     std::chrono::milliseconds timeout{};
-    std::vector<char> failed;  // per member: known lost here
+    std::vector<char> failed;     // per member: known lost here
+    std::vector<char> suspected;  // per member: declared lost during this agreement (by any member)
     // Contributions addressed to this rank, by world rank (also those that
     // came before this rank joined).
     std::map<int, Report> reports;
@@ -94,8 +105,7 @@ class FaultService {
     bool decided = false;
     bool excluded = false;  // this rank was declared lost
     std::string why;        // ...by whom
-    bool result = true;
-    std::vector<char> result_lost;  // per world rank
+    Report result;          // the decision
   };
   using Key = std::pair<std::uint64_t, std::uint64_t>;
 
@@ -106,7 +116,8 @@ class FaultService {
   void decide(const Key& key, Instance& in);
   void accept(const Key& key, Instance& in, int from, int ballot, const Report& d);
   void answer_request(const Key& key, Instance& in, int from, int ballot);
-  void send(int to, Type type, const Key& key, int ballot, bool flag, const std::vector<char>* lost);
+  void send(int to, Type type, const Key& key, int ballot, const Report* r);
+  Report report_of(const Instance& in) const;  // this rank's contribution
   void send_decision(const Key& key, const Instance& in, int to, int ballot);
   void declare(Instance& in, int member, const std::string& why);
   TimePoint next_deadline() const;
@@ -114,12 +125,16 @@ class FaultService {
   JobState& job_;
   const int world_rank_, world_size_;
   const std::uint64_t channel_;
-  const std::size_t bytes_;  // every message: header and a bit per world rank
+  const std::size_t bytes_;  // every message: header and two bits per world rank
 
   std::mutex mu_;  // guards everything below
   std::condition_variable decided_;
   std::map<Key, Instance> instances_;
   std::vector<char> lost_;  // per world rank: lost, as the job last knew
+  // Per world rank: declared lost by some agreement (it did not answer),
+  // rather than known dead; it counts in every later quorum of the
+  // communicators it was a member of.
+  std::vector<char> suspected_;
   bool stop_ = false;
   std::mutex sends_mu_;  // guards sends_ (poke() sends from other threads)
   std::list<std::pair<std::vector<char>, RequestPtr>> sends_;
