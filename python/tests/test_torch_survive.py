@@ -29,7 +29,7 @@ def test_ddp_survivors_shrink_and_match_a_fresh_run():
 
 def test_abort_from_another_thread_and_new_groups_leak_nothing():
     prefix = f"tutti-pytest-lifecycle-{os.getpid()}"
-    r = ranks.run_ranks(2, "pg_lifecycle_worker.py", args=[str(ranks.free_port()) for _ in range(4)], timeout=180,
+    r = ranks.run_ranks(2, "pg_lifecycle_worker.py", args=[str(ranks.free_port()) for _ in range(6)], timeout=180,
                         env={"TUTTI_SHM_PREFIX": prefix}).check()
     assert all(o.strip().splitlines()[-1].startswith("ok") for o in r.outs), r.report()
     assert not [f for f in os.listdir("/dev/shm") if f.startswith(prefix)]

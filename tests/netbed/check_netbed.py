@@ -6,6 +6,7 @@ which sets NETBED_HOSTS, NETBED_MASTER and NETBED_PREFIX:
   check_netbed.py seed-tour --tuttirun T --tour S  seed tour, hosts seen, TUTTI_SOCKET_IFNAME
   check_netbed.py suite     --tuttirun T --suite X correctness suite; shared memory inside hosts;
                                                    the two-level all_reduce's leader limit
+  check_netbed.py survive   --tuttirun T --suite X a host's ranks killed: the others shrink and go on
   check_netbed.py rate      --rate-mbit M          the links are shaped to M Mbit/s
 
 Every job runs with a timeout; no process may be left in the hosts after it.
@@ -243,6 +244,30 @@ def check_suite(args):
     check_leader_cut(args, hosts, n, 1 << 20, {"TUTTI_TWO_LEVEL_LEADER_BYTES": "1M"})
 
 
+def check_survive(args):
+    hosts, _, _ = bed()
+    n = len(hosts) * PER_HOST
+    survivors = n - PER_HOST
+    kill_file = f"/tmp/tutti-netbed-kill-{os.getpid()}"
+    env = dict(SUITE_ENV, TUTTI_NETBED_KILL_FILE=kill_file)
+    try:
+        out = run(tuttirun_cmd(args, ["--tag-output", "--keep-going"]) + [args.suite, "--survive"], env, timeout=200)
+    finally:
+        if os.path.exists(kill_file):
+            os.unlink(kill_file)
+    if out.returncode != 128 + signal.SIGKILL:
+        fail(f"the job must end with its first failure, the kill (exit {128 + signal.SIGKILL}), not {out.returncode}", out)
+    passed = sorted(int(r) for r in re.findall(r"^\[(\d+)\] \[  PASSED  \] 1 test", out.stdout, re.M))
+    if passed != list(range(survivors)):
+        fail(f"every survivor (ranks 0-{survivors - 1}) must pass; PASSED from {passed}", out)
+    times = [float(t) for t in re.findall(r"shrunk (\d+) ms after the kill", out.stdout)]
+    print("\n".join(l for l in out.stdout.splitlines() if "survive:" in l))
+    expect_hosts_empty(hosts)
+    print(f"survive: the {PER_HOST} ranks of {hosts[-1]} killed; {survivors} survivors shrank to a two-level "
+          f"communicator of {len(hosts) - 1} hosts in {min(times):.0f}-{max(times):.0f} ms after the kill and "
+          f"passed the collective sweep on it")
+
+
 LEADER_CUT = re.compile(r"rank (\d+) pid \d+ DEBUG\] two-level collectives on \d+ hosts x \d+ ranks: "
                         r"all_reduce through one leader per host up to (\d+) bytes")
 
@@ -316,13 +341,14 @@ def check_rate(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["launch", "seed-tour", "suite", "rate"])
+    p.add_argument("what", choices=["launch", "seed-tour", "suite", "survive", "rate"])
     p.add_argument("--tuttirun")
     p.add_argument("--tour")
     p.add_argument("--suite")
     p.add_argument("--rate-mbit", type=float, default=0)
     args = p.parse_args()
-    {"launch": check_launch, "seed-tour": check_seed_tour, "suite": check_suite, "rate": check_rate}[args.what](args)
+    {"launch": check_launch, "seed-tour": check_seed_tour, "suite": check_suite, "survive": check_survive,
+     "rate": check_rate}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@
 // every element of every output compared with a reference each rank computes
 // itself.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -305,14 +307,89 @@ TEST(Netbed, PointToPoint) {
   comm.barrier();
 }
 
+// ---- carrying on after a failure (check_netbed.py survive) ----------------------
+
+std::int64_t wall_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_REALTIME, &t);  // one clock for every namespace of the machine
+  return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+// The ranks of the last host are killed between collectives in two levels;
+// the survivors revoke, shrink within 2 s of the kill to a communicator of
+// the other hosts, which is again two-level (hosts with equal ranks each),
+// and pass the whole collective sweep on it. The victims write when they
+// die to $TUTTI_NETBED_KILL_FILE.
+TEST(NetbedSurvive, KillAHostThenShrinkToTwoLevel) {
+  Communicator& world = *g_world;
+  const int n = world.size(), per_host = env_int("LOCAL_WORLD_SIZE", 1);
+  const char* kill_file = std::getenv("TUTTI_NETBED_KILL_FILE");
+  ASSERT_NE(kill_file, nullptr);
+  ASSERT_GE(n / per_host, 3);
+  const bool victim = world.rank() >= n - per_host;
+  std::int64_t t0 = 0;
+  try {
+    for (int round = 0; round < 1000; ++round) {
+      if (victim && round == 3) {
+        if (world.rank() == n - per_host)
+          if (FILE* f = std::fopen(kill_file, "w")) {
+            std::fprintf(f, "%lld\n", static_cast<long long>(wall_ns()));
+            std::fclose(f);
+          }
+        ::raise(SIGKILL);
+      }
+      CaseInfo c;
+      c.id = 7000 + static_cast<std::uint64_t>(round);
+      c.dtype = DataType::Float32;
+      c.count = 1 + static_cast<std::size_t>(round % 5) * 300;
+      c.op = ReduceOp(ReduceOpKind::Sum);
+      c.root = round % n;
+      check_all_reduce(world, c);
+      check_broadcast(world, c);
+      check_all_gather(world, c);
+      check_reduce_scatter(world, c);
+    }
+    ADD_FAILURE() << "1000 rounds without the last host";
+    return;
+  } catch (const Error& e) {
+    t0 = wall_ns();
+    ASSERT_TRUE(e.kind() == ErrorKind::PeerLost || e.kind() == ErrorKind::Revoked) << e.what();
+  }
+  EXPECT_NE(world.trace_json().find("\"two_level\""), std::string::npos);
+  world.revoke();
+  Communicator s = world.shrink();
+  const std::int64_t shrunk = wall_ns();
+  long long killed = 0;
+  if (FILE* f = std::fopen(kill_file, "r")) {
+    if (std::fscanf(f, "%lld", &killed) != 1) killed = 0;
+    std::fclose(f);
+  }
+  ASSERT_NE(killed, 0);
+  EXPECT_LT(shrunk - killed, 2000000000LL) << "shrunk " << (shrunk - killed) / 1000000 << " ms after the kill";
+  ASSERT_EQ(s.size(), n - per_host);
+  for (int r = 0; r < s.size(); ++r) EXPECT_EQ(s.world_ranks()[static_cast<std::size_t>(r)], r);
+  const std::size_t cases = run_collective_sweep(s, small_counts, 9000);
+  EXPECT_NE(s.trace_json().find("\"two_level\""), std::string::npos) << s.trace_json().substr(0, 2000);
+  std::printf("survive: rank %d: error %.0f ms, shrunk %.0f ms after the kill; %zu cases on %d ranks after\n",
+              world.rank(), (t0 - killed) / 1e6, (shrunk - killed) / 1e6, cases, s.size());
+  s.barrier();  // nobody leaves before the others are done
+}
+
 }  // namespace
 }  // namespace tutti::testing
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  // --survive: the survival check alone (ranks are killed: no final
+  // barrier on the world); otherwise everything else.
+  const bool survive = argc > 1 && std::strcmp(argv[1], "--survive") == 0;
+  std::string filter = ::testing::GTEST_FLAG(filter);
+  ::testing::GTEST_FLAG(filter) =
+      survive ? "NetbedSurvive.*" : filter + (filter.find('-') == std::string::npos ? "-" : ":") + "NetbedSurvive.*";
   tutti::Communicator world = tutti::init();
   tutti::testing::g_world = &world;
   int rc = RUN_ALL_TESTS();
+  if (survive) return rc;
   // Every rank finishes its checks before any leaves: a rank that leaves
   // early would look like a lost peer to the others.
   try {
