@@ -1,8 +1,11 @@
 // Carrying on after a failure: revoke, agree and shrink (ULFM), over shared
 // memory and TCP.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -205,6 +208,87 @@ TEST_P(Survive, NoMajorityNoShrink) {
         }
       },
       o);
+}
+
+// The local TCP ports of this process's sockets (up to 64; -1 after).
+std::vector<std::int32_t> socket_ports(bool peer) {
+  std::vector<std::int32_t> out(64, -1);
+  std::size_t k = 0;
+  for (int fd = 0; fd < 4096 && k < out.size(); ++fd) {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    const int rc = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len)
+                        : ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    if (rc == 0 && a.ss_family == AF_INET) out[k++] = ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+  }
+  return out;
+}
+
+// The connection between two live ranks breaks (rank 2 shuts its socket to
+// rank 3 down): each reports the other lost. Whichever report spreads first
+// cuts its subject off before the other's can (the cut rank is refused
+// everywhere), so one or both of them are left out, but the others are
+// one group: every rank that gets a communicator from shrink gets the same
+// one, with ranks 0, 1, 4 and 5 in it, and the ranks left out are told so.
+TEST_P(Survive, BrokenLinkBetweenLiveRanksLeavesOneGroup) {
+  auto* board = static_cast<std::atomic<std::int64_t>*>(
+      ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(board, MAP_FAILED);
+  for (int r = 0; r < 6; ++r) board[r].store(0);  // per rank: its group's members as bits, or -1: left out
+  SpawnOptions o;
+  o.env = transport_env(GetParam());
+  spawn(
+      6,
+      [&](Communicator& world) {
+        check_all_reduce(world, 1);  // ranks 2 and 3 are ring neighbours: connected since init
+        const std::vector<std::int32_t> mine = socket_ports(false);
+        std::vector<std::int32_t> all(64 * 6);
+        world.all_gather(mine.data(), all.data(), 64, DataType::Int32);
+        if (world.rank() == 2) {
+          // The socket whose other end is one of rank 3's.
+          const std::vector<std::int32_t> theirs(all.begin() + 64 * 3, all.begin() + 64 * 4);
+          int cut = 0;
+          for (int fd = 0; fd < 4096; ++fd) {
+            sockaddr_in a{};
+            socklen_t len = sizeof a;
+            if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.sin_family != AF_INET) continue;
+            if (std::find(theirs.begin(), theirs.end(), ntohs(a.sin_port)) == theirs.end()) continue;
+            ASSERT_EQ(::shutdown(fd, SHUT_RDWR), 0);
+            ++cut;
+          }
+          ASSERT_GE(cut, 1);
+        }
+        const Error e = expect_error([&] {
+          for (unsigned i = 0; i < 100000; ++i) check_all_reduce(world, 10 + i);
+        });
+        EXPECT_TRUE(e.kind() == ErrorKind::PeerLost || e.kind() == ErrorKind::Revoked) << what_of(e);
+        world.revoke();
+        try {
+          Communicator s = world.shrink();
+          std::int64_t bits = 0;
+          for (int w : s.world_ranks()) bits |= std::int64_t{1} << w;
+          board[world.rank()].store(bits);
+          for (unsigned i = 0; i < 20; ++i) check_all_reduce(s, 100 + i);
+        } catch (const Error& x) {
+          EXPECT_EQ(x.kind(), ErrorKind::PeerLost) << what_of(x);
+          EXPECT_CONTAINS(x.message(), "this rank was declared lost by the others");
+          board[world.rank()].store(-1);
+        }
+      },
+      o);
+  std::int64_t group = 0;
+  for (int r = 0; r < 6; ++r) {
+    const std::int64_t b = board[r].load();
+    ASSERT_NE(b, 0) << "rank " << r << " did not finish";
+    if (b < 0) continue;
+    if (!group) group = b;
+    EXPECT_EQ(b, group) << "rank " << r << " is in another group";
+    EXPECT_TRUE(group & (std::int64_t{1} << r)) << "rank " << r << " got a group without itself";
+  }
+  EXPECT_EQ(group & 0b110011, 0b110011) << "ranks 0, 1, 4 and 5 carry on";
+  EXPECT_NE(group & 0b001100, 0b001100) << "rank 2 or rank 3 is left out";
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(board[r].load() < 0, !(group & (std::int64_t{1} << r))) << "rank " << r;
+  ::munmap(board, 4096);
 }
 
 // ---- random trials ----------------------------------------------------------
