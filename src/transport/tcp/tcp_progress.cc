@@ -179,9 +179,10 @@ void TcpTransport::tell_lost(Conn& c, const std::string& why) {
   frame += text;
   if (::send(c.fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) return;
   // Closing with bytes unread would reset the connection, and the peer's
-  // kernel could drop the notice: read what it sent, which nobody will use.
+  // kernel could drop the notice: read what it sent, which nobody will use
+  // (at most 1 MiB: a peer still sending is not stopped, and reads it).
   char sink[4096];
-  while (::recv(c.fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+  for (int i = 0; i < 256 && ::recv(c.fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
   }
 }
 
