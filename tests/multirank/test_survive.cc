@@ -41,6 +41,14 @@ void check_all_reduce(Communicator& c, unsigned seed) {
   for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(out[i], want[i]) << "element " << i;
 }
 
+// Every member's process id, by rank.
+std::vector<std::int32_t> all_pids(Communicator& c) {
+  const std::int32_t pid = ::getpid();
+  std::vector<std::int32_t> pids(static_cast<std::size_t>(c.size()));
+  c.all_gather(&pid, pids.data(), 1, DataType::Int32);
+  return pids;
+}
+
 class Survive : public ::testing::TestWithParam<std::string> {};
 
 // A member revokes while the others wait in a collective it never joins:
@@ -124,9 +132,7 @@ TEST_P(Survive, StoppedRankIsLeftOutAndFailsCleanlyWhenItWakes) {
   spawn(
       4,
       [](Communicator& world) {
-        std::int32_t pid = ::getpid();
-        std::vector<std::int32_t> pids(4);
-        world.all_gather(&pid, pids.data(), 1, DataType::Int32);
+        const std::vector<std::int32_t> pids = all_pids(world);
         for (unsigned i = 0; i < 5; ++i) check_all_reduce(world, i);
         if (world.rank() == 2) {
           ::raise(SIGSTOP);  // rank 0 wakes it once the others have shrunk
@@ -178,9 +184,7 @@ TEST_P(Survive, NoMajorityNoShrink) {
   spawn(
       4,
       [](Communicator& world) {
-        std::int32_t pid = ::getpid();
-        std::vector<std::int32_t> pids(4);
-        world.all_gather(&pid, pids.data(), 1, DataType::Int32);
+        const std::vector<std::int32_t> pids = all_pids(world);
         check_all_reduce(world, 1);
         if (world.rank() >= 2) {
           ::raise(SIGSTOP);  // rank 0 wakes both at the end
