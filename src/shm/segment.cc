@@ -82,12 +82,23 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
                                                " bytes, this rank expects " + std::to_string(bytes_) +
                                                " (ranks disagree on the group or the TUTTI_SHM_* settings)");
       }
-      if (Clock::now() >= deadline)
+      // A creator that died may have left the name behind, half made:
+      // nobody else would take it away.
+      const auto creator_gone = [&] {
+        if (creator_pid <= 0 || ::kill(creator_pid, 0) == 0 || errno != ESRCH) return false;
+        ::shm_unlink(name.c_str());
+        return true;
+      };
+      if (Clock::now() >= deadline) {
+        creator_gone();
         throw Error(ErrorKind::Timeout, "Timed out waiting for rank 0 to create shared memory segment " + name +
                                             ": rank 0 did not take part in this operation");
-      if (abort_flag && abort_flag->load())
+      }
+      if (abort_flag && abort_flag->load()) {
+        creator_gone();
         throw Error(ErrorKind::Aborted, "aborted while waiting for rank 0 to create shared memory segment " + name);
-      if (creator_pid > 0 && nap >= max_nap && ::kill(creator_pid, 0) != 0 && errno == ESRCH)
+      }
+      if (nap >= max_nap && creator_gone())
         throw Error(ErrorKind::PeerLost, creator + " (pid " + std::to_string(creator_pid) +
                                              ") exited before it created shared memory segment " + name);
       std::this_thread::sleep_for(nap);
