@@ -13,6 +13,7 @@
 #include <chrono>
 #include <climits>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "common/errors.h"
@@ -547,7 +548,10 @@ TEST_P(Survive, RandomKillsThenShrinkAndCarryOn) {
       (board->killed_at[0].load() && board->killed_at[1].load() ? times_two : times_one).push_back(t);
       EXPECT_LT(t, 2'000'000'000) << "rank " << r << " shrank " << t / 1000000 << " ms after the kill";
     }
-    EXPECT_TRUE(shm_segments(prefix).empty());
+    // None left; and if some are, the test takes them away after failing.
+    const std::set<std::string> left = shm_segments(prefix);
+    EXPECT_TRUE(left.empty()) << ::testing::PrintToString(left);
+    for (const std::string& name : left) ::shm_unlink(("/" + name).c_str());
     if (::testing::Test::HasFailure()) break;
   }
   ::munmap(board, sizeof(TrialBoard));
