@@ -35,6 +35,8 @@ void broadcast_scatter_all_gather(OpContext& ctx, void* buf, std::size_t bytes, 
 // recvbuf used on root only.
 void reduce_binomial(OpContext& ctx, const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype,
                      ReduceOpKind op, int root);
+void reduce_chain(OpContext& ctx, const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype,
+                  ReduceOpKind op, int root);
 
 // out[r] must already hold this rank's contribution (the core copies it).
 void all_gather_ring(OpContext& ctx, std::span<const Block> out, std::size_t elem_size);

@@ -127,10 +127,11 @@ void reduce_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Pla
       [&](ShmGroup& g) { shm_reduce(g, a.send, a.recv, a.count, a.dtype, a.op, a.root, one_shot); },
       [&](ShmGroup& g) { return shm_reduce_direct(g, a.send, a.recv, a.count, a.dtype, a.op, a.root, one_shot); });
 }
+template <void (*F)(OpContext&, const void*, void*, std::size_t, DataType, ReduceOpKind, int)>
 void reduce_network(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
   std::vector<char> scaled;
   const char* in = premul_input(a.send, a.count, a.dtype, a.op, scaled);
-  reduce_binomial(x, in, a.recv, a.count, a.dtype, base_op(a.op), a.root);
+  F(x, in, a.recv, a.count, a.dtype, base_op(a.op), a.root);
   if (a.op.kind == ReduceOpKind::Avg && x.rank == a.root) divide_by(a.recv, a.count, a.dtype, comm.size);
 }
 
@@ -247,6 +248,11 @@ constexpr When kBroadcastScatterAllGather[] = {
     {.min_bytes = 32 * K + 1, .min_ranks = 3, .max_ranks = 16, .min_hosts = 2, .min_bytes_per_rank = 4 * K},
     {.min_bytes = 32 * K + 1, .min_ranks = 17, .max_ranks = 128, .min_hosts = 2, .min_bytes_per_rank = 256},
     {.min_bytes = 32 * K + 1, .min_ranks = 129, .min_hosts = 2, .min_bytes_per_rank = 128}};
+// A reduce's binomial root receives the message log2 p times, the
+// pipelined chain's once, after a fill of n - 2 chunks: the broadcast
+// chain's rule, reversed.
+constexpr When kReduceChain[] = {
+    {.min_bytes = 256 * K + 1, .min_ranks = 3, .min_hosts = 2, .min_bytes_per_rank = 128 * K}};
 constexpr When kAllGatherBruck[] = {{.max_bytes = 8 * K, .min_ranks = 8}};
 constexpr When kAllGatherRecursiveDoubling[] = {{.max_bytes = 256 * K}};
 constexpr When kReduceScatterRecursiveHalving[] = {{.max_bytes = 8 * K}, {.min_bytes = 64 * K, .pow2_ranks = true}};
@@ -337,8 +343,14 @@ const Algorithm kAlgorithms[] = {
      .name = "binomial",
      .summary = "binomial tree towards the root, chunked: log2 p rounds",
      .medium = M::Network,
-     .run = reduce_network,
+     .run = reduce_network<reduce_binomial>,
      .fallback = true},
+    {.collective = C::Reduce,
+     .name = "chain",
+     .summary = "pipelined chain towards the root in TUTTI_CHUNK_BYTES chunks: each rank receives S once",
+     .medium = M::Network,
+     .run = reduce_network<reduce_chain>,
+     .chosen = kReduceChain},
     // all_gather
     {.collective = C::AllGather,
      .name = "shm",

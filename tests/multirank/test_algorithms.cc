@@ -23,7 +23,8 @@ constexpr std::size_t kChunkBytes = 256;
 // they force every network algorithm the table can pick besides the ones
 // the plain TCP sweep (test_collectives.cc) already reaches by default.
 const char* const kOverrideSets[] = {
-    "all_reduce:rabenseifner,broadcast:chain,all_gather:bruck,reduce_scatter:recursive_halving,all_to_all:bruck",
+    "all_reduce:rabenseifner,broadcast:chain,reduce:chain,all_gather:bruck,reduce_scatter:recursive_halving,"
+    "all_to_all:bruck",
     "all_reduce:ring,broadcast:scatter_all_gather,all_gather:recursive_doubling,reduce_scatter:ring",
 };
 
@@ -93,6 +94,11 @@ std::size_t run_cases(Communicator& comm, std::uint64_t id) {
           c.op = op;
           c.inplace = inplace;
           check_reduce_scatter(comm, c);
+          c = next(dt, count);
+          c.op = op;
+          c.inplace = inplace;
+          c.root = (k + (inplace ? 1 : 0)) % n;  // the roots in turn
+          check_reduce(comm, c);
         }
       }
       for (int root = 0; root < n; ++root) {

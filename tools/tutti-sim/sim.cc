@@ -191,10 +191,12 @@ class Timeline {
     for (const Round& s : stages) fill += s.time(p_);
     pipeline(fill, merged, chunks);
   }
-  // One transfer alone (a chain's hop).
-  double hop(int src, int dst, double bytes) const {
-    if (g_.host(src) == g_.host(dst)) return p_.shm_alpha + p_.shm_beta * bytes;
-    return p_.alpha + p_.beta * std::max(0.0, bytes * g_.copies - p_.burst);
+  // One transfer alone (a chain's hop), and the receiver's reduction of
+  // `reduced` bytes of it.
+  double hop(int src, int dst, double bytes, double reduced = 0) const {
+    const double r = p_.gamma * reduced;
+    if (g_.host(src) == g_.host(dst)) return p_.shm_alpha + p_.shm_beta * bytes + r;
+    return p_.alpha + p_.beta * std::max(0.0, bytes * g_.copies - p_.burst) + r;
   }
   double latency() const { return latency_; }
   double stream() const {
@@ -484,6 +486,24 @@ class Net {
     t_.pipeline(stages, merged, chunks);
   }
 
+  // reduce_chain.cc: the first chunk hop by hop from the chain's far end to
+  // the root, each rank reducing it in, then every hop at once.
+  void reduce_chain(double S) {
+    if (n_ == 1 || S == 0) return;
+    const std::size_t chunk_bytes = std::max<std::size_t>(1, u_.chunk / kElem) * kElem;
+    const double chunks = messages(S, chunk_bytes), c = S / chunks;
+    Round merged(g_);
+    double fill = 0;
+    for (int q = 0; q >= 0; q = detail::chain::next(q, 0, n_)) {
+      const int from = detail::chain::next(q, 0, n_);
+      if (from < 0) break;
+      fill += t_.hop(from, q, c, c);
+      merged.send(from, q, c);
+      merged.reduce(q, c);
+    }
+    t_.pipeline(fill, merged, chunks);
+  }
+
   // barrier_dissemination.cc
   void barrier_dissemination() {
     for (int k = 0; k < detail::dissemination::rounds(n_); ++k) {
@@ -752,8 +772,9 @@ struct Simulator::Impl {
         }
         break;
       case Collective::Reduce:
-        known = name == "binomial";
-        if (known) net.reduce_binomial(bytes);
+        known = name == "binomial" || name == "chain";
+        if (name == "binomial") net.reduce_binomial(bytes);
+        if (name == "chain") net.reduce_chain(bytes);
         break;
       case Collective::AllGather:
         if (name == "ring") {
