@@ -249,10 +249,13 @@ constexpr When kBroadcastScatterAllGather[] = {
     {.min_bytes = 32 * K + 1, .min_ranks = 17, .max_ranks = 128, .min_hosts = 2, .min_bytes_per_rank = 256},
     {.min_bytes = 32 * K + 1, .min_ranks = 129, .min_hosts = 2, .min_bytes_per_rank = 128}};
 // A reduce's binomial root receives the message log2 p times, the
-// pipelined chain's once, after a fill of n - 2 chunks: the broadcast
-// chain's rule, reversed.
+// pipelined chain's once, after a fill of n - 2 chunks of 256 KiB: alone,
+// the chain is ahead once S (log2 p - 1) > (n - 2) 256 KiB, from about
+// 64 KiB a rank at 4 to 1,024 ranks (and 256 KiB), and back to back from
+// far less (the root's link carries S, not log2 p S; tutti-sim). On 4
+// test-bed hosts from 2 MiB: 2.0-2.1x the binomial tree (docs/tuning.md).
 constexpr When kReduceChain[] = {
-    {.min_bytes = 256 * K + 1, .min_ranks = 3, .min_hosts = 2, .min_bytes_per_rank = 128 * K}};
+    {.min_bytes = 256 * K + 1, .min_ranks = 3, .min_hosts = 2, .min_bytes_per_rank = 64 * K}};
 constexpr When kAllGatherBruck[] = {{.max_bytes = 8 * K, .min_ranks = 8}};
 constexpr When kAllGatherRecursiveDoubling[] = {{.max_bytes = 256 * K}};
 constexpr When kReduceScatterRecursiveHalving[] = {{.max_bytes = 8 * K}, {.min_bytes = 64 * K, .pow2_ranks = true}};

@@ -105,6 +105,15 @@ TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
       {"broadcast", 256 * K + 1, 8, 1, "scatter_all_gather"},
       {"broadcast", std::size_t(1) << 30, 2, 2, "binomial"},
       {"broadcast", std::size_t(1) << 30, 1024, 128, "chain"},
+      // reduce across hosts: the chain from 64 KiB a rank (and above
+      // 256 KiB), on 3 ranks or more.
+      {"reduce", 256 * K, 4, 4, "binomial"},
+      {"reduce", 256 * K + 1, 4, 4, "chain"},
+      {"reduce", 512 * K - 1, 8, 4, "binomial"},
+      {"reduce", 512 * K, 8, 4, "chain"},
+      {"reduce", 64 * K * 1024 - 1, 1024, 128, "binomial"},
+      {"reduce", 64 * K * 1024, 1024, 128, "chain"},
+      {"reduce", std::size_t(1) << 30, 2, 2, "binomial"},
       // all_to_all: bytes a peer.
       {"all_to_all", 2 * K, 16, 16, "bruck"},
       {"all_to_all", 2 * K + 1, 16, 16, "pairwise"},
@@ -139,15 +148,17 @@ TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
   for (const Row& r : rows)
     EXPECT_STREQ(choose(r.coll, r.bytes, c, shape(r.ranks, 1, r.ranks)), r.algo)
         << r.coll << " at " << r.bytes << " B on " << r.ranks << " ranks";
-  // On one host the chain is never a default.
+  // On one host the chains are never a default.
   for (int n : {2, 3, 8, 64})
-    for (std::size_t b : {std::size_t(0), std::size_t(1) << 20, std::size_t(1) << 40})
+    for (std::size_t b : {std::size_t(0), std::size_t(1) << 20, std::size_t(1) << 40}) {
       EXPECT_STRNE(choose("broadcast", b, c, shape(n, 1, n)), "chain");
+      EXPECT_STREQ(choose("reduce", b, c, shape(n, 1, n)), "binomial");
+    }
 }
 
+// (reduce: CoreSelection.OtherCollectivesBySizeAndShape.)
 TEST(CoreSelection, OtherCollectivesAtAnySize) {
   const std::pair<const char*, const char*> table[] = {
-      {"reduce", "binomial"},
       {"gather", "linear"},
       {"scatter", "linear"},
       {"barrier", "dissemination"},
