@@ -252,6 +252,76 @@ void two_level_broadcast(Hierarchy& h, void* buf, std::size_t count, DataType dt
   h.local.broadcast(buf, count, dtype, root_local);
 }
 
+// Each host reduces to its rank of the root's local index (in shared
+// memory), then those ranks reduce across hosts to the root.
+void two_level_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
+                      int root, int rank, int n) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  const int root_host = h.host_of_rank[root], root_local = h.local_of_rank[root];
+  const bool across = h.local_of_rank[rank] == root_local;
+  const void* in = send;
+  if (op.kind == ReduceOpKind::PremulSum && bytes) {
+    char* scaled = h.scratch.get(0, bytes);
+    scale(scaled, send, count, dtype, op.scalar);
+    in = scaled;
+  }
+  const ReduceOp cop = child_op(op);
+  // The host's sum: in the root's buffer on the root, else in scratch.
+  char* host_sum = !across ? nullptr : rank == root ? static_cast<char*>(recv) : h.scratch.get(1, bytes);
+  h.local.reduce(in, host_sum, count, dtype, cop, root_local);
+  if (across) h.cross.reduce(host_sum, host_sum, count, dtype, cop, root_host);
+  h.scratch.trim();
+  if (rank == root && op.kind == ReduceOpKind::Avg) divide_by(recv, count, dtype, n);
+}
+
+// Each host gathers its blocks (by local index) at its rank of the root's
+// local index; those gather the hosts' runs at the root, which places each
+// rank's block. The root's link carries what the flat gather's does.
+void two_level_gather(Hierarchy& h, const void* send, std::span<char* const> out, std::size_t count, DataType dtype,
+                      int root, int rank) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  if (bytes == 0) return;
+  const std::size_t H = static_cast<std::size_t>(h.hosts), L = static_cast<std::size_t>(h.per_host);
+  const int root_host = h.host_of_rank[root], root_local = h.local_of_rank[root];
+  const bool across = h.local_of_rank[rank] == root_local;
+  char* const host_blocks = across ? h.scratch.get(0, L * bytes) : nullptr;
+  h.local.gather(send, host_blocks, count, dtype, root_local);
+  if (across) {
+    char* const all = rank == root ? h.scratch.get(1, H * L * bytes) : nullptr;
+    h.cross.gather(host_blocks, all, L * count, dtype, root_host);
+    for (std::size_t r = 0; rank == root && r < out.size(); ++r) {
+      const std::size_t at =
+          static_cast<std::size_t>(h.host_of_rank[r]) * L + static_cast<std::size_t>(h.local_of_rank[r]);
+      std::memcpy(out[r], all + at * bytes, bytes);
+    }
+  }
+  h.scratch.trim();
+}
+
+// The root packs the blocks host by host; the ranks of its local index
+// scatter the hosts' runs across hosts, then each scatters its run locally.
+void two_level_scatter(Hierarchy& h, std::span<const char* const> in, void* recv, std::size_t count, DataType dtype,
+                       int root, int rank) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  if (bytes == 0) return;
+  const std::size_t H = static_cast<std::size_t>(h.hosts), L = static_cast<std::size_t>(h.per_host);
+  const int root_host = h.host_of_rank[root], root_local = h.local_of_rank[root];
+  const bool across = h.local_of_rank[rank] == root_local;
+  char* all = nullptr;
+  if (rank == root) {
+    all = h.scratch.get(1, H * L * bytes);
+    for (std::size_t r = 0; r < in.size(); ++r) {
+      const std::size_t at =
+          static_cast<std::size_t>(h.host_of_rank[r]) * L + static_cast<std::size_t>(h.local_of_rank[r]);
+      std::memcpy(all + at * bytes, in[r], bytes);
+    }
+  }
+  char* const host_blocks = across ? h.scratch.get(0, L * bytes) : nullptr;
+  if (across) h.cross.scatter(all, host_blocks, L * count, dtype, root_host);
+  h.local.scatter(host_blocks, recv, count, dtype, root_local);
+  h.scratch.trim();
+}
+
 void two_level_all_gather(Hierarchy& h, const void* send, std::span<char* const> out, std::size_t count,
                           DataType dtype) {
   const std::size_t bytes = count * dtype_size(dtype);

@@ -106,6 +106,15 @@ bool hierarchy_applies(const std::vector<int>& world, const std::vector<int>& ho
 void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype,
                           const ReduceOp& op, int n, FlatAllReduce flat = {});
 void two_level_broadcast(Hierarchy& h, void* buf, std::size_t count, DataType dtype, int root, int rank);
+// recv used on root only; it may be `send`.
+void two_level_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
+                      int root, int rank, int n);
+// out[r] (root only): where rank r's block goes (out[root] may be `send`).
+void two_level_gather(Hierarchy& h, const void* send, std::span<char* const> out, std::size_t count, DataType dtype,
+                      int root, int rank);
+// in[r] (root only): rank r's block (in[root] may be `recv`).
+void two_level_scatter(Hierarchy& h, std::span<const char* const> in, void* recv, std::size_t count, DataType dtype,
+                       int root, int rank);
 // out[r]: where rank r's block goes (out[rank] may be `send`).
 void two_level_all_gather(Hierarchy& h, const void* send, std::span<char* const> out, std::size_t count,
                           DataType dtype);

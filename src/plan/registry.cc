@@ -127,6 +127,9 @@ void reduce_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Pla
       [&](ShmGroup& g) { shm_reduce(g, a.send, a.recv, a.count, a.dtype, a.op, a.root, one_shot); },
       [&](ShmGroup& g) { return shm_reduce_direct(g, a.send, a.recv, a.count, a.dtype, a.op, a.root, one_shot); });
 }
+void reduce_two_level(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  two_level_reduce(comm.hierarchy(), a.send, a.recv, a.count, a.dtype, a.op, a.root, x.rank, comm.size);
+}
 template <void (*F)(OpContext&, const void*, void*, std::size_t, DataType, ReduceOpKind, int)>
 void reduce_network(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
   std::vector<char> scaled;
@@ -206,11 +209,17 @@ void all_to_all_pairwise_run(CommunicatorImpl&, OpContext& x, const OpArgs& a, c
 void gather_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
   comm.shm_run(x, Collective::Gather, [&](ShmGroup& g) { shm_gather(g, a.send, a.out, a.bytes, a.root); });
 }
+void gather_two_level(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  two_level_gather(comm.hierarchy(), a.send, a.out, a.count, a.dtype, a.root, x.rank);
+}
 void gather_linear_run(CommunicatorImpl&, OpContext& x, const OpArgs& a, const Plan&) {
   gather_linear(x, a.send, a.out, a.bytes, a.root);
 }
 void scatter_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
   comm.shm_run(x, Collective::Scatter, [&](ShmGroup& g) { shm_scatter(g, a.in, a.recv, a.bytes, a.root); });
+}
+void scatter_two_level(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan&) {
+  two_level_scatter(comm.hierarchy(), a.in, a.recv, a.count, a.dtype, a.root, x.rank);
 }
 void scatter_linear_run(CommunicatorImpl&, OpContext& x, const OpArgs& a, const Plan&) {
   scatter_linear(x, a.in, a.recv, a.bytes, a.root);
@@ -343,6 +352,12 @@ const Algorithm kAlgorithms[] = {
      .medium = M::SharedMemory,
      .run = reduce_shm},
     {.collective = C::Reduce,
+     .name = "two_level",
+     .summary = "reduce within each host to the rank of the root's local index, then reduce across hosts among "
+                "those ranks",
+     .medium = M::TwoLevel,
+     .run = reduce_two_level},
+    {.collective = C::Reduce,
      .name = "binomial",
      .summary = "binomial tree towards the root, chunked: log2 p rounds",
      .medium = M::Network,
@@ -432,6 +447,12 @@ const Algorithm kAlgorithms[] = {
      .medium = M::SharedMemory,
      .run = gather_shm},
     {.collective = C::Gather,
+     .name = "two_level",
+     .summary = "gather within each host at the rank of the root's local index, then gather of the hosts' blocks "
+                "across hosts",
+     .medium = M::TwoLevel,
+     .run = gather_two_level},
+    {.collective = C::Gather,
      .name = "linear",
      .summary = "every rank sends its block to the root",
      .medium = M::Network,
@@ -442,6 +463,11 @@ const Algorithm kAlgorithms[] = {
      .summary = "the root publishes the blocks, every rank copies its own",
      .medium = M::SharedMemory,
      .run = scatter_shm},
+    {.collective = C::Scatter,
+     .name = "two_level",
+     .summary = "scatter of the hosts' blocks across hosts from the root, then within each host",
+     .medium = M::TwoLevel,
+     .run = scatter_two_level},
     {.collective = C::Scatter,
      .name = "linear",
      .summary = "the root sends every rank its block",

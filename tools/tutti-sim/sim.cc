@@ -872,6 +872,21 @@ struct Simulator::Impl {
         r.what += " (" + x.what + " across)";
         break;
       }
+      case Collective::Reduce: {
+        const Result x = table_network(c, bytes, cross, m);
+        r.seconds = stream ? std::max(x.seconds, shm(c, bytes)) : shm(c, bytes) + x.seconds;
+        r.what += " (" + x.what + " across)";
+        break;
+      }
+      case Collective::Gather:
+      case Collective::Scatter: {
+        // A host's L blocks across; the root places (or packs) all n.
+        const Result x = table_network(c, L * bytes, cross, m);
+        const double local = shm(c, bytes) + p.shm_beta * n * bytes;
+        r.seconds = stream ? std::max(x.seconds, local) : local + x.seconds;
+        r.what += " (" + x.what + " across)";
+        break;
+      }
       case Collective::AllGather: {
         const Result x = table_network(c, bytes, cross_all, m);
         r.seconds = x.seconds + shm(c, H * bytes) + p.shm_beta * n * bytes;

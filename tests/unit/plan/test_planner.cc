@@ -239,8 +239,7 @@ TEST(CoreRegistry, EveryCollectiveIsWhole) {
     }
     EXPECT_EQ(shm, 1) << d::collective_name(coll);
     EXPECT_EQ(fallback, 1) << d::collective_name(coll);
-    const bool has_two_level = coll == d::Collective::AllReduce || coll == d::Collective::Broadcast ||
-                               coll == d::Collective::AllGather || coll == d::Collective::ReduceScatter;
+    const bool has_two_level = coll != d::Collective::AllToAll && coll != d::Collective::Barrier;
     EXPECT_EQ(two_level, has_two_level ? 1 : 0) << d::collective_name(coll);
     EXPECT_EQ(&d::fallback_algorithm(coll), d::find_algorithm(coll, d::fallback_algorithm(coll).name));
   }
@@ -260,8 +259,7 @@ TEST(CoreSelection, MediaByShape) {
   for (const char* coll : {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "gather",
                            "scatter", "barrier"}) {
     EXPECT_STREQ(choose(coll, 1 << 20, c, one_host), "shm") << coll;
-    const bool has = !std::strcmp(coll, "all_reduce") || !std::strcmp(coll, "broadcast") ||
-                     !std::strcmp(coll, "all_gather") || !std::strcmp(coll, "reduce_scatter");
+    const bool has = std::strcmp(coll, "all_to_all") && std::strcmp(coll, "barrier");
     if (has) {
       EXPECT_STREQ(choose(coll, 1 << 20, c, two_level), "two_level") << coll;
     } else {
