@@ -259,10 +259,11 @@ constexpr When kBroadcastScatterAllGather[] = {
     {.min_bytes = 32 * K + 1, .min_ranks = 129, .min_hosts = 2, .min_bytes_per_rank = 128}};
 // A reduce's binomial root receives the message log2 p times, the
 // pipelined chain's once, after a fill of n - 2 chunks of 256 KiB: alone,
-// the chain is ahead once S (log2 p - 1) > (n - 2) 256 KiB, from about
-// 64 KiB a rank at 4 to 1,024 ranks (and 256 KiB), and back to back from
-// far less (the root's link carries S, not log2 p S; tutti-sim). On 4
-// test-bed hosts from 2 MiB: 2.0-2.1x the binomial tree (docs/tuning.md).
+// the chain is ahead once S (log2 p - 1) > (n - 2) 256 KiB, from 128 KiB
+// a rank on 4 ranks to 28 KiB on 1,024; at 64 KiB a rank (and 256 KiB) one
+// reduce alone is level on 4 hosts and at most 12% behind on 16, back to
+// back the chain is log2 p times ahead (tutti-sim). On 4 test-bed hosts
+// from 2 MiB: 2.0-2.1x the binomial tree (docs/performance.md).
 constexpr When kReduceChain[] = {
     {.min_bytes = 256 * K + 1, .min_ranks = 3, .min_hosts = 2, .min_bytes_per_rank = 64 * K}};
 constexpr When kAllGatherBruck[] = {{.max_bytes = 8 * K, .min_ranks = 8}};
