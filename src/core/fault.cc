@@ -1,11 +1,13 @@
 #include "core/fault.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "common/log.h"
 #include "common/tags.h"
 #include "core/communicator_impl.h"
+#include "shm/segment.h"
 
 namespace tutti::detail {
 
@@ -444,7 +446,15 @@ Communicator Communicator::shrink() {
   // Every survivor derives the same id from the same decision.
   std::uint64_t id = detail::mix64(impl_->comm_id ^ detail::mix64(instance ^ 0x736872696e6bULL));  // "shrink"
   for (int m : survivors) id = detail::mix64(id ^ static_cast<std::uint64_t>(m));
-  return Communicator(make_child_impl(*impl_, id, survivors));
+  Communicator out(make_child_impl(*impl_, id, survivors));
+  // A member killed right after it made a communicator's segment, before
+  // the others came to it, leaves the name in /dev/shm: take this job's away.
+  if (!a.failed.empty()) {
+    char job[24];
+    std::snprintf(job, sizeof job, "-%016llx-", static_cast<unsigned long long>(impl_->job->job_id));
+    detail::SharedSegment::remove_orphans("/" + impl_->job->config.shm_prefix + job);
+  }
+  return out;
 }
 
 }  // namespace tutti

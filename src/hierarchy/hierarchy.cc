@@ -274,6 +274,16 @@ void two_level_reduce(Hierarchy& h, const void* send, void* recv, std::size_t co
   if (rank == root && op.kind == ReduceOpKind::Avg) divide_by(recv, count, dtype, n);
 }
 
+namespace {
+
+// Rank r's place among blocks ordered host by host, then by local index.
+std::size_t host_major(const Hierarchy& h, std::size_t r) {
+  return static_cast<std::size_t>(h.host_of_rank[r]) * static_cast<std::size_t>(h.per_host) +
+         static_cast<std::size_t>(h.local_of_rank[r]);
+}
+
+}  // namespace
+
 // Each host gathers its blocks (by local index) at its rank of the root's
 // local index; those gather the hosts' runs at the root, which places each
 // rank's block. The root's link carries what the flat gather's does.
@@ -289,11 +299,8 @@ void two_level_gather(Hierarchy& h, const void* send, std::span<char* const> out
   if (across) {
     char* const all = rank == root ? h.scratch.get(1, H * L * bytes) : nullptr;
     h.cross.gather(host_blocks, all, L * count, dtype, root_host);
-    for (std::size_t r = 0; rank == root && r < out.size(); ++r) {
-      const std::size_t at =
-          static_cast<std::size_t>(h.host_of_rank[r]) * L + static_cast<std::size_t>(h.local_of_rank[r]);
-      std::memcpy(out[r], all + at * bytes, bytes);
-    }
+    for (std::size_t r = 0; rank == root && r < out.size(); ++r)
+      std::memcpy(out[r], all + host_major(h, r) * bytes, bytes);
   }
   h.scratch.trim();
 }
@@ -310,11 +317,7 @@ void two_level_scatter(Hierarchy& h, std::span<const char* const> in, void* recv
   char* all = nullptr;
   if (rank == root) {
     all = h.scratch.get(1, H * L * bytes);
-    for (std::size_t r = 0; r < in.size(); ++r) {
-      const std::size_t at =
-          static_cast<std::size_t>(h.host_of_rank[r]) * L + static_cast<std::size_t>(h.local_of_rank[r]);
-      std::memcpy(all + at * bytes, in[r], bytes);
-    }
+    for (std::size_t r = 0; r < in.size(); ++r) std::memcpy(all + host_major(h, r) * bytes, in[r], bytes);
   }
   char* const host_blocks = across ? h.scratch.get(0, L * bytes) : nullptr;
   if (across) h.cross.scatter(all, host_blocks, L * count, dtype, root_host);

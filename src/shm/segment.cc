@@ -1,5 +1,6 @@
 #include "shm/segment.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -29,7 +30,7 @@ constexpr std::uint64_t kMagic = 0x314d485349545554ull;  // "TUTISHM1"
 struct Header {
   std::uint64_t magic;
   std::uint32_t size;
-  std::uint32_t pad;
+  std::int32_t creator;  // member 0's pid
   std::uint64_t layout;
   std::atomic<std::uint32_t> ready;
   std::atomic<std::uint32_t> mapped;
@@ -127,6 +128,7 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
   if (rank == 0) {
     h->magic = kMagic;
     h->size = static_cast<std::uint32_t>(size);
+    h->creator = static_cast<std::int32_t>(::getpid());
     h->layout = layout;
     h->ready.store(1, std::memory_order_release);
   } else {
@@ -150,6 +152,38 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
   // memory lives exactly as long as the mappings.
   if (h->mapped.fetch_add(1) + 1 == static_cast<std::uint32_t>(size)) ::shm_unlink(name.c_str());
   TUTTI_LOG(Debug, "mapped shared memory segment " << name << ": " << bytes_ << " bytes for " << size << " ranks");
+}
+
+int SharedSegment::remove_orphans(const std::string& name_prefix) {
+  // shm_open's names live in /dev/shm (glibc), without the leading '/'.
+  const std::string stem = name_prefix.empty() || name_prefix[0] != '/' ? name_prefix : name_prefix.substr(1);
+  int removed = 0;
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return 0;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string file = e->d_name;
+    if (file.compare(0, stem.size(), stem) != 0) continue;
+    const std::string name = "/" + file;
+    const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) continue;
+    struct stat st {};
+    void* p = MAP_FAILED;
+    if (::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) >= kHeaderBytes)
+      p = ::mmap(nullptr, kHeaderBytes, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) continue;
+    const auto* h = static_cast<const Header*>(p);
+    const bool orphan = h->magic == kMagic && h->ready.load(std::memory_order_acquire) == 1 && h->creator > 0 &&
+                        h->mapped.load() < h->size && ::kill(h->creator, 0) != 0 && errno == ESRCH;
+    ::munmap(p, kHeaderBytes);
+    if (orphan && ::shm_unlink(name.c_str()) == 0) {
+      ++removed;
+      TUTTI_LOG(Debug,
+                "removed shared memory segment " << name << ": its creator is gone and not every member mapped it");
+    }
+  }
+  ::closedir(dir);
+  return removed;
 }
 
 SharedSegment::Failure* SharedSegment::failure() const { return &reinterpret_cast<Header*>(base_)->failure; }

@@ -46,6 +46,13 @@ class SharedSegment {
   // The group failed: on destruction, remove the name if some member never
   // mapped it (it may never come).
   void abandon() { abandoned_ = true; }
+  // Removes the names of segments under `name_prefix` (a name as given
+  // above, without the part that tells segments apart) whose creator's
+  // process is gone and that some member never mapped: a creator killed
+  // after it made a segment that the others then never came to (a group
+  // that failed first) leaves nothing else to take the name away. Survivors
+  // of a failure call it (Communicator::shrink). Returns how many it removed.
+  static int remove_orphans(const std::string& name_prefix);
 
  private:
   std::string name_;

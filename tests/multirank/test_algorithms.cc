@@ -94,12 +94,12 @@ std::size_t run_cases(Communicator& comm, std::uint64_t id) {
           c.op = op;
           c.inplace = inplace;
           check_reduce_scatter(comm, c);
-          c = next(dt, count);
-          c.op = op;
-          c.inplace = inplace;
-          c.root = (k + (inplace ? 1 : 0)) % n;  // the roots in turn
-          check_reduce(comm, c);
         }
+        CaseInfo c = next(dt, count);
+        c.op = op;
+        c.inplace = k % 2 == 1;
+        c.root = k % n;  // the roots in turn
+        check_reduce(comm, c);
       }
       for (int root = 0; root < n; ++root) {
         CaseInfo c = next(dt, count);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 
 #include "harness/spawn.h"
 #include "shm/futex.h"
+#include "shm/segment.h"
 #include "shm/shm_group.h"
 
 namespace tutti::testing {
@@ -249,6 +252,52 @@ TEST(Shm, MembersKnowWhenTheirCpuMatesHaveReachedARound) {
     EXPECT_FALSE(g.cpu_mates_reached(2 * k + 1)) << "rank 1 may run on any CPU, rank " << r << "'s too";
     world.barrier();
   });
+  EXPECT_TRUE(shm_segments(prefix).empty());
+}
+
+// A creator killed after it made a segment that the other members never
+// came to (their group failed first) leaves its name: the survivors' sweep
+// (SharedSegment::remove_orphans, run by shrink) takes it away, and only it:
+// a segment whose creator lives stays, as does another job's.
+TEST(Shm, OrphanedSegmentsOfDeadCreatorsAreRemoved) {
+  const std::string prefix = shm_prefix_for("orphan");
+  const std::string job = "/" + prefix + "-00000000000000a1-";
+  const std::string orphan = job + "0000000000000001", live = job + "0000000000000002";
+  const std::string other_job = "/" + prefix + "-00000000000000b2-0000000000000001";
+  const auto deadline = detail::Clock::now() + std::chrono::seconds(30);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  std::vector<pid_t> children;
+  for (const std::string& name : {orphan, other_job}) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      detail::SharedSegment seg(name, 0, 2, 64 << 10, 7, deadline);
+      const char c = 1;
+      if (::write(ready[1], &c, 1) != 1) ::_exit(2);
+      ::pause();
+      ::_exit(0);
+    }
+    children.push_back(child);
+    char c = 0;
+    ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  }
+  for (pid_t child : children) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+  }
+  ::close(ready[0]);
+  ::close(ready[1]);
+  {
+    detail::SharedSegment mine(live, 0, 2, 64 << 10, 7, deadline);  // its creator (this process) lives
+    EXPECT_EQ(shm_segments(prefix).size(), 3u);
+    EXPECT_EQ(detail::SharedSegment::remove_orphans(job), 1);
+    const std::set<std::string> left = shm_segments(prefix);
+    EXPECT_EQ(left, (std::set<std::string>{live.substr(1), other_job.substr(1)}));
+    EXPECT_EQ(detail::SharedSegment::remove_orphans(job), 0);
+    mine.abandon();  // takes its name away
+  }
+  ::shm_unlink(other_job.c_str());
   EXPECT_TRUE(shm_segments(prefix).empty());
 }
 
