@@ -134,11 +134,25 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
   } else {
     auto nap = std::chrono::microseconds(100);
     const auto max_nap = nap_max(size);
+    // A creator killed between sizing the segment and marking it ready
+    // leaves it half made: whoever gives up on it takes the name away.
+    const auto creator_gone = [&] {
+      if (creator_pid <= 0 || ::kill(creator_pid, 0) == 0 || errno != ESRCH) return false;
+      ::shm_unlink(name.c_str());
+      return true;
+    };
     while (h->ready.load(std::memory_order_acquire) != 1) {
-      if (Clock::now() >= deadline)
+      if (Clock::now() >= deadline) {
+        creator_gone();
         throw Error(ErrorKind::Timeout, "Timed out waiting for rank 0 to initialize shared memory segment " + name);
-      if (abort_flag && abort_flag->load())
+      }
+      if (abort_flag && abort_flag->load()) {
+        creator_gone();
         throw Error(ErrorKind::Aborted, "aborted while waiting for rank 0 to initialize shared memory segment " + name);
+      }
+      if (nap >= max_nap && creator_gone())
+        throw Error(ErrorKind::PeerLost, creator + " (pid " + std::to_string(creator_pid) +
+                                             ") exited before it initialized shared memory segment " + name);
       std::this_thread::sleep_for(nap);
       nap = std::min(nap * 2, max_nap);
     }
