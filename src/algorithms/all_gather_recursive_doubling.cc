@@ -21,11 +21,9 @@ void all_gather_recursive_doubling(OpContext& ctx, std::span<const Block> out, s
   // another, in a scratch copy otherwise (list forms).
   bool contiguous = true;
   for (int b = 1; b < n && contiguous; ++b) contiguous = out[b].ptr == out[0].ptr + b * bytes;
-  std::vector<char> scratch;
   char* t = out[0].ptr;
   if (!contiguous) {
-    scratch.resize(n * bytes);
-    t = scratch.data();
+    t = ctx.buffer(0, n * bytes);
     std::memcpy(t + r * bytes, out[r].ptr, bytes);
   }
   auto finish = [&] {

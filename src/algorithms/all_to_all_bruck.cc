@@ -20,25 +20,22 @@ void all_to_all_bruck(OpContext& ctx, const char* sendbuf, char* recvbuf, std::s
     return;
   }
   // Every block is copied out of sendbuf first, so recvbuf may alias it.
-  std::vector<char> t(n * block);
-  for (int i = 0; i < n; ++i)
-    std::memcpy(t.data() + i * block, sendbuf + bruck::a2a_initial_dest(r, i, n) * block, block);
-  std::vector<char> packed(n * block), arrived(n * block);
+  char* const t = ctx.buffer(0, n * block);
+  for (int i = 0; i < n; ++i) std::memcpy(t + i * block, sendbuf + bruck::a2a_initial_dest(r, i, n) * block, block);
+  char* const packed = ctx.buffer(1, n * block);
+  char* const arrived = ctx.buffer(2, n * block);
   std::vector<int> slots;
   for (int k = 0; k < bruck::rounds(n); ++k) {
     slots.clear();
     for (int i = 1; i < n; ++i)
       if (bruck::a2a_moves(i, k)) slots.push_back(i);
-    for (std::size_t j = 0; j < slots.size(); ++j)
-      std::memcpy(packed.data() + j * block, t.data() + slots[j] * block, block);
+    for (std::size_t j = 0; j < slots.size(); ++j) std::memcpy(packed + j * block, t + slots[j] * block, block);
     const std::size_t len = slots.size() * block;
-    ctx.sendrecv(bruck::a2a_send_to(r, k, n), packed.data(), len, bruck::a2a_recv_from(r, k, n), arrived.data(), len,
+    ctx.sendrecv(bruck::a2a_send_to(r, k, n), packed, len, bruck::a2a_recv_from(r, k, n), arrived, len,
                  static_cast<std::uint32_t>(k));
-    for (std::size_t j = 0; j < slots.size(); ++j)
-      std::memcpy(t.data() + slots[j] * block, arrived.data() + j * block, block);
+    for (std::size_t j = 0; j < slots.size(); ++j) std::memcpy(t + slots[j] * block, arrived + j * block, block);
   }
-  for (int i = 0; i < n; ++i)
-    std::memcpy(recvbuf + bruck::a2a_final_source(r, i, n) * block, t.data() + i * block, block);
+  for (int i = 0; i < n; ++i) std::memcpy(recvbuf + bruck::a2a_final_source(r, i, n) * block, t + i * block, block);
 }
 
 }  // namespace tutti::detail

@@ -1,6 +1,7 @@
 // Binomial-tree reduce, chunked: each rank reduces its children's partial
 // results into its own, chunk by chunk, and passes each finished chunk to its
 // parent while the next chunk is still arriving.
+#include <algorithm>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -15,24 +16,20 @@ void reduce_binomial(OpContext& ctx, const void* sendbuf, void* recvbuf, std::si
   const int n = ctx.size, r = ctx.rank;
   const std::size_t es = dtype_size(dtype), bytes = count * es;
   if (bytes == 0) return;
-  std::vector<char> own;
-  char* acc;
-  if (r == root) {
-    acc = static_cast<char*>(recvbuf);
-    if (acc != sendbuf) std::memcpy(acc, sendbuf, bytes);
-  } else {
-    own.assign(static_cast<const char*>(sendbuf), static_cast<const char*>(sendbuf) + bytes);
-    acc = own.data();
-  }
+  // A non-root reduces into a copy of its input (scratch slot 0).
+  char* acc = r == root ? static_cast<char*>(recvbuf) : ctx.buffer(0, bytes);
+  if (acc != sendbuf) std::memcpy(acc, sendbuf, bytes);
   if (n == 1) return;
   const int parent = binomial::parent(r, root, n);
   const std::vector<int> children = binomial::children(r, root, n);
   const std::size_t pc = chunk_elems(ctx.chunk_bytes, es);
   const std::size_t nch = num_chunks(count, pc);
   const std::size_t nc = children.size();
-  // Two chunk buffers per child: chunk k+1 arrives while chunk k is reduced.
-  std::vector<char> tmp(2 * nc * pc * es);
-  auto slot = [&](std::size_t child, std::size_t k) { return tmp.data() + ((k % 2) * nc + child) * pc * es; };
+  // Two chunk buffers per child (scratch slot 1), each as large as a chunk
+  // or the message: chunk k+1 arrives while chunk k is reduced.
+  const std::size_t slot_bytes = std::min(pc, count) * es;
+  char* const tmp = ctx.buffer(1, 2 * nc * slot_bytes);
+  auto slot = [&](std::size_t child, std::size_t k) { return tmp + ((k % 2) * nc + child) * slot_bytes; };
   std::vector<std::vector<Pending>> recvs(nch);
   auto post = [&](std::size_t k) {
     ChunkRange c = chunk_at(count, pc, k);

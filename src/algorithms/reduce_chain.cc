@@ -6,6 +6,7 @@
 // transfer of the message plus (n - 2) chunk times; the root receives S,
 // where a binomial tree's root receives log2 p times S. A rank works in
 // kSlots chunk buffers, whatever the message's size: no copy of its input.
+#include <algorithm>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -41,8 +42,9 @@ void reduce_chain(OpContext& ctx, const void* sendbuf, void* recvbuf, std::size_
   // as the binomial tree does) and leaves from it; the slot takes chunk
   // k + kSlots once that send is done.
   constexpr std::size_t kSlots = 4;
-  std::vector<char> tmp(std::min(kSlots, nch) * pc * es);
-  auto slot = [&](std::size_t k) { return tmp.data() + (k % kSlots) * pc * es; };
+  const std::size_t slot_bytes = std::min(pc, count) * es;
+  char* const tmp = ctx.buffer(0, std::min(kSlots, nch) * slot_bytes);
+  auto slot = [&](std::size_t k) { return tmp + (k % kSlots) * slot_bytes; };
   std::vector<Pending> recvs(nch), sends(to >= 0 ? nch : 0);
   auto post = [&](std::size_t k) {
     if (to >= 0 && k >= kSlots) ctx.wait(sends[k - kSlots]);

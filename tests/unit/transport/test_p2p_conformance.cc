@@ -395,4 +395,26 @@ TEST(Matcher, AnySourceFifoAndClaims) {
   EXPECT_FALSE(m.take_posted(2, 1, 4, &p));
 }
 
+// A receive of operation 5 is checked against what waits: a peer that ran
+// thousands of operations ahead (a stream of gathers) hides neither another
+// peer's message of operation 5 from a different operation nor a message of
+// an operation this rank has finished.
+TEST(Matcher, PostChecksEveryPeerWhenOnePeerRanAhead) {
+  const std::uint64_t comm = 7, sig = 0x51, other_sig = 0x52;
+  auto tag = [](std::uint64_t op, std::uint32_t step) { return d::collective_tag(op, step); };
+  d::Matcher<Posted, Waiting> m(3);
+  for (std::uint64_t op = 5; op < 5005; ++op) m.add_unexpected(1, {comm, tag(op, 0), sig, 0, 0});
+  m.add_unexpected(2, {comm + 1, tag(3, 0), other_sig, 0, 0});  // another communicator
+  EXPECT_EQ(m.check_post(comm, tag(5, 0), sig), "");
+  EXPECT_EQ(m.check_post(comm, tag(5, 1), sig), "");  // a later step of the same operation
+  m.add_unexpected(2, {comm, tag(5, 0), other_sig, 0, 0});
+  EXPECT_EQ(m.check_post(comm, tag(5, 0), sig),
+            "rank 2 sent a message of " + std::to_string(other_sig) + " where this rank runs " + std::to_string(sig));
+  d::Matcher<Posted, Waiting> stale(3);
+  for (std::uint64_t op = 5; op < 5005; ++op) stale.add_unexpected(1, {comm, tag(op, 0), sig, 0, 0});
+  stale.add_unexpected(0, {comm, tag(4, 0), other_sig, 0, 0});
+  EXPECT_EQ(stale.check_post(comm, tag(5, 0), sig), "rank 0 sent a message of " + std::to_string(other_sig) +
+                                                        " for an operation this rank completed without it");
+}
+
 }  // namespace
