@@ -344,11 +344,13 @@ void TcpTransport::finish_recv(const PostedRecv& r, int from, const char* data, 
 }
 
 TcpTransport::Bytes TcpTransport::take_buffer(std::size_t bytes) {
-  for (auto it = spare_.begin(); it != spare_.end(); ++it) {
-    if (it->capacity() < bytes) continue;
-    Bytes b = std::move(*it);
+  // The last given back first (warm in cache); the last buffer fills the gap.
+  for (std::size_t i = spare_.size(); i-- > 0;) {
+    if (spare_[i].capacity() < bytes) continue;
+    Bytes b = std::move(spare_[i]);
+    if (i + 1 != spare_.size()) spare_[i] = std::move(spare_.back());
+    spare_.pop_back();
     spare_bytes_ -= b.capacity();
-    spare_.erase(it);
     b.resize(bytes);
     return b;
   }
@@ -358,7 +360,7 @@ TcpTransport::Bytes TcpTransport::take_buffer(std::size_t bytes) {
 }
 
 void TcpTransport::give_back(Bytes&& b) {
-  if (b.capacity() == 0 || spare_bytes_ + b.capacity() > kSpareBytes) return;
+  if (b.capacity() == 0 || spare_.size() >= kSpareBuffers || spare_bytes_ + b.capacity() > kSpareBytes) return;
   spare_bytes_ += b.capacity();
   spare_.push_back(std::move(b));
 }
