@@ -246,35 +246,18 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
   if (op.kind == ReduceOpKind::Avg) divide_by(out, count, dtype, n);
 }
 
-void two_level_broadcast(Hierarchy& h, void* buf, std::size_t count, DataType dtype, int root, int rank) {
-  const int root_host = h.host_of_rank[root], root_local = h.local_of_rank[root];
-  if (h.local_of_rank[rank] == root_local) h.cross.broadcast(buf, count, dtype, root_host);
-  h.local.broadcast(buf, count, dtype, root_local);
-}
-
-// Each host reduces to its rank of the root's local index (in shared
-// memory), then those ranks reduce across hosts to the root.
-void two_level_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
-                      int root, int rank, int n) {
-  const std::size_t bytes = count * dtype_size(dtype);
-  const int root_host = h.host_of_rank[root], root_local = h.local_of_rank[root];
-  const bool across = h.local_of_rank[rank] == root_local;
-  const void* in = send;
-  if (op.kind == ReduceOpKind::PremulSum && bytes) {
-    char* scaled = h.scratch.get(0, bytes);
-    scale(scaled, send, count, dtype, op.scalar);
-    in = scaled;
-  }
-  const ReduceOp cop = child_op(op);
-  // The host's sum: in the root's buffer on the root, else in scratch.
-  char* host_sum = !across ? nullptr : rank == root ? static_cast<char*>(recv) : h.scratch.get(1, bytes);
-  h.local.reduce(in, host_sum, count, dtype, cop, root_local);
-  if (across) h.cross.reduce(host_sum, host_sum, count, dtype, cop, root_host);
-  h.scratch.trim();
-  if (rank == root && op.kind == ReduceOpKind::Avg) divide_by(recv, count, dtype, n);
-}
-
 namespace {
+
+// Where a rooted operation crosses hosts: the ranks of the root's local
+// index, one a host, carry it between the root's host and the others.
+struct RootPlace {
+  int host, local;  // the root's
+  bool crosses;     // this rank is of the root's local index
+};
+RootPlace root_place(const Hierarchy& h, int root, int rank) {
+  const int local = h.local_of_rank[root];
+  return {h.host_of_rank[root], local, h.local_of_rank[rank] == local};
+}
 
 // Rank r's place among blocks ordered host by host, then by local index.
 std::size_t host_major(const Hierarchy& h, std::size_t r) {
@@ -284,6 +267,33 @@ std::size_t host_major(const Hierarchy& h, std::size_t r) {
 
 }  // namespace
 
+void two_level_broadcast(Hierarchy& h, void* buf, std::size_t count, DataType dtype, int root, int rank) {
+  const RootPlace at = root_place(h, root, rank);
+  if (at.crosses) h.cross.broadcast(buf, count, dtype, at.host);
+  h.local.broadcast(buf, count, dtype, at.local);
+}
+
+// Each host reduces to its rank of the root's local index (in shared
+// memory), then those ranks reduce across hosts to the root.
+void two_level_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
+                      int root, int rank, int n) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  const RootPlace at = root_place(h, root, rank);
+  const void* in = send;
+  if (op.kind == ReduceOpKind::PremulSum && bytes) {
+    char* scaled = h.scratch.get(0, bytes);
+    scale(scaled, send, count, dtype, op.scalar);
+    in = scaled;
+  }
+  const ReduceOp cop = child_op(op);
+  // The host's sum: in the root's buffer on the root, else in scratch.
+  char* host_sum = !at.crosses ? nullptr : rank == root ? static_cast<char*>(recv) : h.scratch.get(1, bytes);
+  h.local.reduce(in, host_sum, count, dtype, cop, at.local);
+  if (at.crosses) h.cross.reduce(host_sum, host_sum, count, dtype, cop, at.host);
+  h.scratch.trim();
+  if (rank == root && op.kind == ReduceOpKind::Avg) divide_by(recv, count, dtype, n);
+}
+
 // Each host gathers its blocks (by local index) at its rank of the root's
 // local index; those gather the hosts' runs at the root, which places each
 // rank's block. The root's link carries what the flat gather's does.
@@ -291,14 +301,14 @@ void two_level_gather(Hierarchy& h, const void* send, std::span<char* const> out
                       int root, int rank) {
   const std::size_t bytes = count * dtype_size(dtype);
   if (bytes == 0) return;
-  const std::size_t H = static_cast<std::size_t>(h.hosts), L = static_cast<std::size_t>(h.per_host);
-  const int root_host = h.host_of_rank[root], root_local = h.local_of_rank[root];
-  const bool across = h.local_of_rank[rank] == root_local;
-  char* const host_blocks = across ? h.scratch.get(0, L * bytes) : nullptr;
-  h.local.gather(send, host_blocks, count, dtype, root_local);
-  if (across) {
-    char* const all = rank == root ? h.scratch.get(1, H * L * bytes) : nullptr;
-    h.cross.gather(host_blocks, all, L * count, dtype, root_host);
+  const std::size_t all_bytes = static_cast<std::size_t>(h.hosts) * static_cast<std::size_t>(h.per_host) * bytes;
+  const RootPlace at = root_place(h, root, rank);
+  const std::size_t L = static_cast<std::size_t>(h.per_host);
+  char* const host_blocks = at.crosses ? h.scratch.get(0, L * bytes) : nullptr;
+  h.local.gather(send, host_blocks, count, dtype, at.local);
+  if (at.crosses) {
+    char* const all = rank == root ? h.scratch.get(1, all_bytes) : nullptr;
+    h.cross.gather(host_blocks, all, L * count, dtype, at.host);
     for (std::size_t r = 0; rank == root && r < out.size(); ++r)
       std::memcpy(out[r], all + host_major(h, r) * bytes, bytes);
   }
@@ -311,17 +321,17 @@ void two_level_scatter(Hierarchy& h, std::span<const char* const> in, void* recv
                        int root, int rank) {
   const std::size_t bytes = count * dtype_size(dtype);
   if (bytes == 0) return;
-  const std::size_t H = static_cast<std::size_t>(h.hosts), L = static_cast<std::size_t>(h.per_host);
-  const int root_host = h.host_of_rank[root], root_local = h.local_of_rank[root];
-  const bool across = h.local_of_rank[rank] == root_local;
+  const std::size_t all_bytes = static_cast<std::size_t>(h.hosts) * static_cast<std::size_t>(h.per_host) * bytes;
+  const RootPlace at = root_place(h, root, rank);
   char* all = nullptr;
   if (rank == root) {
-    all = h.scratch.get(1, H * L * bytes);
+    all = h.scratch.get(1, all_bytes);
     for (std::size_t r = 0; r < in.size(); ++r) std::memcpy(all + host_major(h, r) * bytes, in[r], bytes);
   }
-  char* const host_blocks = across ? h.scratch.get(0, L * bytes) : nullptr;
-  if (across) h.cross.scatter(all, host_blocks, L * count, dtype, root_host);
-  h.local.scatter(host_blocks, recv, count, dtype, root_local);
+  const std::size_t L = static_cast<std::size_t>(h.per_host);
+  char* const host_blocks = at.crosses ? h.scratch.get(0, L * bytes) : nullptr;
+  if (at.crosses) h.cross.scatter(all, host_blocks, L * count, dtype, at.host);
+  h.local.scatter(host_blocks, recv, count, dtype, at.local);
   h.scratch.trim();
 }
 

@@ -22,6 +22,40 @@ namespace {
 // 10 ms, longer in large groups, whose waiters together would otherwise look
 // thousands of times a second (50 us a member: 51 ms for 1,024).
 std::chrono::microseconds nap_max(int size) { return std::chrono::microseconds(std::max(10000, 50 * size)); }
+
+// A member's wait for member 0 to `step` ("create", "initialize") segment
+// `name`: polls done() (true: ready), sleeping from `nap` doubling up to
+// nap_max. A creator that died may have left the name behind, half made, and
+// nobody else would take it away: a member that gives up (deadline, abort)
+// unlinks it if the creator is gone, and one that finds the creator gone
+// unlinks it and fails with PeerLost.
+template <class Done>
+void wait_for_creator(const std::string& name, const char* step, const char* timeout_note, int size,
+                      std::chrono::microseconds nap, TimePoint deadline, const std::atomic<bool>* abort_flag,
+                      int creator_pid, const std::string& creator, Done done) {
+  const auto max_nap = nap_max(size);
+  const auto creator_gone = [&] {
+    if (creator_pid <= 0 || ::kill(creator_pid, 0) == 0 || errno != ESRCH) return false;
+    ::shm_unlink(name.c_str());
+    return true;
+  };
+  const std::string what = std::string(step) + " shared memory segment " + name;
+  while (!done()) {
+    if (Clock::now() >= deadline) {
+      creator_gone();
+      throw Error(ErrorKind::Timeout, "Timed out waiting for rank 0 to " + what + timeout_note);
+    }
+    if (abort_flag && abort_flag->load()) {
+      creator_gone();
+      throw Error(ErrorKind::Aborted, "aborted while waiting for rank 0 to " + what);
+    }
+    if (nap >= max_nap && creator_gone())
+      throw Error(ErrorKind::PeerLost, creator + " (pid " + std::to_string(creator_pid) + ") exited before it " + step +
+                                           "d shared memory segment " + name);
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, max_nap);
+  }
+}
 }  // namespace
 namespace {
 
@@ -68,43 +102,22 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
     // Member 0 creates it; wait for the name and its final size, looking
     // less and less often (200 us doubling to 10 ms): hundreds of members
     // looking every 200 us would take the CPUs from the one that creates it.
-    auto nap = std::chrono::microseconds(200);
-    const auto max_nap = nap_max(size);
-    while (true) {
-      fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
-      if (fd >= 0) {
-        struct stat st {};
-        const bool sized = ::fstat(fd, &st) == 0 && st.st_size != 0;
-        if (sized && static_cast<std::size_t>(st.st_size) == bytes_) break;
-        ::close(fd);
-        fd = -1;
-        if (sized)
-          throw Error(ErrorKind::Mismatch, "shared memory segment " + name + " has " + std::to_string(st.st_size) +
-                                               " bytes, this rank expects " + std::to_string(bytes_) +
-                                               " (ranks disagree on the group or the TUTTI_SHM_* settings)");
-      }
-      // A creator that died may have left the name behind, half made:
-      // nobody else would take it away.
-      const auto creator_gone = [&] {
-        if (creator_pid <= 0 || ::kill(creator_pid, 0) == 0 || errno != ESRCH) return false;
-        ::shm_unlink(name.c_str());
-        return true;
-      };
-      if (Clock::now() >= deadline) {
-        creator_gone();
-        throw Error(ErrorKind::Timeout, "Timed out waiting for rank 0 to create shared memory segment " + name +
-                                            ": rank 0 did not take part in this operation");
-      }
-      if (abort_flag && abort_flag->load()) {
-        creator_gone();
-        throw Error(ErrorKind::Aborted, "aborted while waiting for rank 0 to create shared memory segment " + name);
-      }
-      if (nap >= max_nap && creator_gone())
-        throw Error(ErrorKind::PeerLost, creator + " (pid " + std::to_string(creator_pid) +
-                                             ") exited before it created shared memory segment " + name);
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, max_nap);
-    }
+    wait_for_creator(name, "create", ": rank 0 did not take part in this operation", size,
+                     std::chrono::microseconds(200), deadline, abort_flag, creator_pid, creator, [&] {
+                       fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+                       if (fd < 0) return false;
+                       struct stat st {};
+                       const bool sized = ::fstat(fd, &st) == 0 && st.st_size != 0;
+                       if (sized && static_cast<std::size_t>(st.st_size) == bytes_) return true;
+                       ::close(fd);
+                       fd = -1;
+                       if (sized)
+                         throw Error(ErrorKind::Mismatch,
+                                     "shared memory segment " + name + " has " + std::to_string(st.st_size) +
+                                         " bytes, this rank expects " + std::to_string(bytes_) +
+                                         " (ranks disagree on the group or the TUTTI_SHM_* settings)");
+                       return false;
+                     });
   }
   void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
@@ -132,30 +145,10 @@ SharedSegment::SharedSegment(const std::string& name, int rank, int size, std::s
     h->layout = layout;
     h->ready.store(1, std::memory_order_release);
   } else {
-    auto nap = std::chrono::microseconds(100);
-    const auto max_nap = nap_max(size);
     // A creator killed between sizing the segment and marking it ready
     // leaves it half made: whoever gives up on it takes the name away.
-    const auto creator_gone = [&] {
-      if (creator_pid <= 0 || ::kill(creator_pid, 0) == 0 || errno != ESRCH) return false;
-      ::shm_unlink(name.c_str());
-      return true;
-    };
-    while (h->ready.load(std::memory_order_acquire) != 1) {
-      if (Clock::now() >= deadline) {
-        creator_gone();
-        throw Error(ErrorKind::Timeout, "Timed out waiting for rank 0 to initialize shared memory segment " + name);
-      }
-      if (abort_flag && abort_flag->load()) {
-        creator_gone();
-        throw Error(ErrorKind::Aborted, "aborted while waiting for rank 0 to initialize shared memory segment " + name);
-      }
-      if (nap >= max_nap && creator_gone())
-        throw Error(ErrorKind::PeerLost, creator + " (pid " + std::to_string(creator_pid) +
-                                             ") exited before it initialized shared memory segment " + name);
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, max_nap);
-    }
+    wait_for_creator(name, "initialize", "", size, std::chrono::microseconds(100), deadline, abort_flag, creator_pid,
+                     creator, [&] { return h->ready.load(std::memory_order_acquire) == 1; });
     if (h->magic != kMagic || h->size != static_cast<std::uint32_t>(size) || h->layout != layout)
       throw Error(ErrorKind::Mismatch,
                   "shared memory segment " + name +
