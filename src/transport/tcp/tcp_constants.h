@@ -48,7 +48,7 @@ inline constexpr std::size_t kStageBytes = 4096;
 // Buffers of delivered unexpected messages kept for the next ones: at most
 // this many bytes and buffers (small ones cost little to allocate anew).
 inline constexpr std::size_t kSpareBytes = 64u << 20;
-inline constexpr std::size_t kSpareBuffers = 64;
+inline constexpr std::size_t kSpareBuffers = 1024;
 // How often drivers look at parked connections, and how often the progress
 // thread does (and checks that drivers still run) while any is parked.
 inline constexpr auto kLook = std::chrono::milliseconds(1);
