@@ -6,7 +6,7 @@
                            [--params tools/tutti-sim/netbed_1gbit.params] [--check-only]
 
 Reads the raw runs of bench/peers/netbed/compare.sh (docs/perf/netbed/
-COLL_HxL_RATE_{steady or small,large}.txt: "== SYSTEM rep K" sections of "size time_us
+COLL_HxL_RATE_{steady or small,mid,large}.txt: "== SYSTEM rep K" sections of "size time_us
 algbw busbw wrong" rows), takes the median of each size of the "tutti" runs
 (and of "tutti-flat_ring", tutti with TUTTI_ALGO=all_reduce:ring, as points
 of the ring forced), and writes them as tutti-sim points (--check's format;
@@ -91,15 +91,23 @@ def points(netbed):
     Small sizes come from the steady runs (_steady.txt: 2,000 operations a
     size, so that the shaper's initial burst, 10 ms of the link's rate, is a
     small part of each) where there are some, else from the short ones
-    (_small.txt, 200 operations: what the peer tables show)."""
+    (_small.txt, 200 operations: what the peer tables show). Likewise 2-8 MiB
+    come from the _mid.txt runs (20 operations a size) where there are
+    some, else from the _large.txt ones (3 operations: the burst is a fifth
+    of a 2 MiB gather's)."""
     out = []
     names = sorted(os.listdir(netbed))
     for name in names:
-        m = re.match(r"(\w+?)_(\d+)x(\d+)_(\w+)_(small|steady|large)\.txt$", name)
+        m = re.match(r"(\w+?)_(\d+)x(\d+)_(\w+)_(small|steady|mid|large)\.txt$", name)
         if not m:
             continue
         if m.group(5) == "small" and name.replace("_small.txt", "_steady.txt") in names:
             continue
+        mid = name.replace("_large.txt", "_mid.txt")
+        covered = set()  # sizes the mid runs measure, per system
+        if m.group(5) == "large" and mid in names:
+            covered = {(system, size) for system, sizes in read_runs(os.path.join(netbed, mid)).items()
+                       for size in sizes}
         coll, hosts, per = m.group(1), int(m.group(2)), int(m.group(3))
         ranks = hosts * per
         for system, sizes in read_runs(os.path.join(netbed, name)).items():
@@ -107,6 +115,8 @@ def points(netbed):
             if algo is None:
                 continue
             for size, times in sorted(sizes.items()):
+                if (system, size) in covered:
+                    continue
                 b = size // (4 * ranks) * 4 if coll in BLOCKED else size
                 if b > 0:
                     med = statistics.median(times)
