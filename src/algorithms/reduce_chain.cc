@@ -1,5 +1,6 @@
 // Pipelined chain reduce: root-1 -> root-2 -> ... -> root+1 -> root (the
-// broadcast chain reversed), in chunks of the op's chunk size. Each rank
+// broadcast chain reversed), in chunks of an eighth of the message (4 KiB
+// to the op's chunk size: chain::reduce_chunk_elems). Each rank
 // receives a chunk's partial result from its successor, reduces its own
 // input into it and passes the chunk on while the next ones arrive. Every
 // link carries the data once, so for large messages the time approaches one
@@ -28,7 +29,7 @@ void reduce_chain(OpContext& ctx, const void* sendbuf, void* recvbuf, std::size_
   }
   const int from = chain::next(r, root, n);  // -1: the chain's far end
   const int to = chain::prev(r, root, n);    // -1: the root
-  const std::size_t pc = chunk_elems(ctx.chunk_bytes, es), nch = num_chunks(count, pc);
+  const std::size_t pc = chain::reduce_chunk_elems(count, es, ctx.chunk_bytes), nch = num_chunks(count, pc);
   if (from < 0) {  // the far end sends its input as it is
     std::vector<Pending> sends;
     for (std::size_t k = 0; k < nch; ++k) {

@@ -258,13 +258,16 @@ constexpr When kBroadcastScatterAllGather[] = {
     {.min_bytes = 32 * K + 1, .min_ranks = 17, .max_ranks = 128, .min_hosts = 2, .min_bytes_per_rank = 256},
     {.min_bytes = 32 * K + 1, .min_ranks = 129, .min_hosts = 2, .min_bytes_per_rank = 128}};
 // A reduce's binomial root receives the message log2 p times, the
-// pipelined chain's once, after a fill of n - 2 chunks of 256 KiB: alone,
-// the chain is ahead once S (log2 p - 1) > (n - 2) 256 KiB, from 128 KiB
-// a rank on 4 ranks to 28 KiB on 1,024; at 64 KiB a rank (and 256 KiB) one
-// reduce alone is level on 4 hosts and at most 12% behind on 16, back to
-// back the chain is log2 p times ahead (tutti-sim). On 4 test-bed hosts
-// from 2 MiB: 2.0-2.1x the binomial tree (docs/performance.md).
+// pipelined chain's once, after a fill of n - 2 chunks (an eighth of the
+// message, 4 KiB to 256 KiB: chain::reduce_chunk_elems). Alone, by
+// tutti-sim, the chain is ahead from 16 KiB on 4-8 ranks (1.14-1.6x), from
+// 64 KiB on 9-16 (1.2-1.4x), and from 64 KiB a rank (and 256 KiB) on more,
+// where its fill grows with n; back to back it is log2 p times ahead. On 4
+// test-bed hosts: 2.0-2.1x the binomial tree from 2 MiB, and in runs of 200
+// operations 2x at 32 and 128 KiB (docs/performance.md).
 constexpr When kReduceChain[] = {
+    {.min_bytes = 16 * K, .min_ranks = 3, .max_ranks = 8, .min_hosts = 2},
+    {.min_bytes = 64 * K, .min_ranks = 9, .max_ranks = 16, .min_hosts = 2},
     {.min_bytes = 256 * K + 1, .min_ranks = 3, .min_hosts = 2, .min_bytes_per_rank = 64 * K}};
 constexpr When kAllGatherBruck[] = {{.max_bytes = 8 * K, .min_ranks = 8}};
 constexpr When kAllGatherRecursiveDoubling[] = {{.max_bytes = 256 * K}};

@@ -490,7 +490,8 @@ class Net {
   // the root, each rank reducing it in, then every hop at once.
   void reduce_chain(double S) {
     if (n_ == 1 || S == 0) return;
-    const std::size_t chunk_bytes = std::max<std::size_t>(1, u_.chunk / kElem) * kElem;
+    const std::size_t chunk_bytes =
+        detail::chain::reduce_chunk_elems(static_cast<std::size_t>(S) / kElem, kElem, u_.chunk) * kElem;
     const double chunks = messages(S, chunk_bytes), c = S / chunks;
     Round merged(g_);
     double fill = 0;

@@ -105,12 +105,17 @@ TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
       {"broadcast", 256 * K + 1, 8, 1, "scatter_all_gather"},
       {"broadcast", std::size_t(1) << 30, 2, 2, "binomial"},
       {"broadcast", std::size_t(1) << 30, 1024, 128, "chain"},
-      // reduce across hosts: the chain from 64 KiB a rank (and above
-      // 256 KiB), on 3 ranks or more.
-      {"reduce", 256 * K, 4, 4, "binomial"},
-      {"reduce", 256 * K + 1, 4, 4, "chain"},
-      {"reduce", 512 * K - 1, 8, 4, "binomial"},
-      {"reduce", 512 * K, 8, 4, "chain"},
+      // reduce across hosts: the chain from 16 KiB on 3-8 ranks, from
+      // 64 KiB on 9-16, from 64 KiB a rank (and above 256 KiB) on more.
+      {"reduce", 16 * K - 1, 4, 4, "binomial"},
+      {"reduce", 16 * K, 4, 4, "chain"},
+      {"reduce", 16 * K, 3, 3, "chain"},
+      {"reduce", 16 * K, 8, 4, "chain"},
+      {"reduce", 64 * K - 1, 9, 9, "binomial"},
+      {"reduce", 64 * K, 9, 9, "chain"},
+      {"reduce", 64 * K, 16, 4, "chain"},
+      {"reduce", 2048 * K - 1, 32, 32, "binomial"},
+      {"reduce", 2048 * K, 32, 8, "chain"},
       {"reduce", 64 * K * 1024 - 1, 1024, 128, "binomial"},
       {"reduce", 64 * K * 1024, 1024, 128, "chain"},
       {"reduce", std::size_t(1) << 30, 2, 2, "binomial"},
