@@ -1,5 +1,5 @@
 // Pipelined chain reduce: root-1 -> root-2 -> ... -> root+1 -> root (the
-// broadcast chain reversed), in chunks of an eighth of the message (4 KiB
+// broadcast chain reversed), in chunks of an eighth of the message (16 KiB
 // to the op's chunk size: chain::reduce_chunk_elems). Each rank
 // receives a chunk's partial result from its successor, reduces its own
 // input into it and passes the chunk on while the next ones arrive. Every

@@ -259,15 +259,16 @@ constexpr When kBroadcastScatterAllGather[] = {
     {.min_bytes = 32 * K + 1, .min_ranks = 129, .min_hosts = 2, .min_bytes_per_rank = 128}};
 // A reduce's binomial root receives the message log2 p times, the
 // pipelined chain's once, after a fill of n - 2 chunks (an eighth of the
-// message, 4 KiB to 256 KiB: chain::reduce_chunk_elems). Alone, by
-// tutti-sim, the chain is ahead from 16 KiB on 4-8 ranks (1.14-1.6x), from
-// 64 KiB on 9-16 (1.2-1.4x), and from 64 KiB a rank (and 256 KiB) on more,
-// where its fill grows with n; back to back it is log2 p times ahead. On 4
-// test-bed hosts: 2.0-2.1x the binomial tree from 2 MiB, and in runs of 200
-// operations 2x at 32 and 128 KiB (docs/performance.md).
+// message, 16 KiB to 256 KiB: chain::reduce_chunk_elems). Alone, by
+// tutti-sim, the chain is level at 32 KiB on 3-4 ranks, ahead from 64 KiB
+// on up to 12 (1.2-1.6x) and from 128 KiB on up to 16, and from 64 KiB a
+// rank (and 256 KiB) on more, where its fill grows with n; back to back it
+// is log2 p times ahead. On 4 test-bed hosts: 2.0x the binomial tree at 256
+// KiB and 2.0-2.1x from 2 MiB (docs/performance.md).
 constexpr When kReduceChain[] = {
-    {.min_bytes = 16 * K, .min_ranks = 3, .max_ranks = 8, .min_hosts = 2},
-    {.min_bytes = 64 * K, .min_ranks = 9, .max_ranks = 16, .min_hosts = 2},
+    {.min_bytes = 32 * K, .min_ranks = 3, .max_ranks = 4, .min_hosts = 2},
+    {.min_bytes = 64 * K, .min_ranks = 5, .max_ranks = 12, .min_hosts = 2},
+    {.min_bytes = 128 * K, .min_ranks = 13, .max_ranks = 16, .min_hosts = 2},
     {.min_bytes = 256 * K + 1, .min_ranks = 3, .min_hosts = 2, .min_bytes_per_rank = 64 * K}};
 constexpr When kAllGatherBruck[] = {{.max_bytes = 8 * K, .min_ranks = 8}};
 constexpr When kAllGatherRecursiveDoubling[] = {{.max_bytes = 256 * K}};
@@ -369,7 +370,8 @@ const Algorithm kAlgorithms[] = {
      .fallback = true},
     {.collective = C::Reduce,
      .name = "chain",
-     .summary = "pipelined chain towards the root in TUTTI_CHUNK_BYTES chunks: each rank receives S once",
+     .summary = "pipelined chain towards the root in eighths of the message (16 KiB to TUTTI_CHUNK_BYTES): each "
+                "rank receives S once",
      .medium = M::Network,
      .run = reduce_network<reduce_chain>,
      .chosen = kReduceChain},

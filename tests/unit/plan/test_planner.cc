@@ -105,15 +105,19 @@ TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
       {"broadcast", 256 * K + 1, 8, 1, "scatter_all_gather"},
       {"broadcast", std::size_t(1) << 30, 2, 2, "binomial"},
       {"broadcast", std::size_t(1) << 30, 1024, 128, "chain"},
-      // reduce across hosts: the chain from 16 KiB on 3-8 ranks, from
-      // 64 KiB on 9-16, from 64 KiB a rank (and above 256 KiB) on more.
-      {"reduce", 16 * K - 1, 4, 4, "binomial"},
-      {"reduce", 16 * K, 4, 4, "chain"},
-      {"reduce", 16 * K, 3, 3, "chain"},
-      {"reduce", 16 * K, 8, 4, "chain"},
-      {"reduce", 64 * K - 1, 9, 9, "binomial"},
-      {"reduce", 64 * K, 9, 9, "chain"},
-      {"reduce", 64 * K, 16, 4, "chain"},
+      // reduce across hosts: the chain from 32 KiB on 3-4 ranks, 64 KiB on
+      // 5-12, 128 KiB on 13-16, 64 KiB a rank (and above 256 KiB) on more.
+      {"reduce", 32 * K - 1, 4, 4, "binomial"},
+      {"reduce", 32 * K, 4, 4, "chain"},
+      {"reduce", 32 * K, 3, 3, "chain"},
+      {"reduce", 32 * K, 5, 5, "binomial"},
+      {"reduce", 64 * K - 1, 8, 4, "binomial"},
+      {"reduce", 64 * K, 8, 4, "chain"},
+      {"reduce", 64 * K, 12, 12, "chain"},
+      {"reduce", 128 * K - 1, 16, 4, "binomial"},
+      {"reduce", 128 * K, 13, 13, "chain"},
+      {"reduce", 1024 * K - 1, 17, 17, "binomial"},
+      {"reduce", 2048 * K - 1, 32, 32, "binomial"},
       {"reduce", 2048 * K - 1, 32, 32, "binomial"},
       {"reduce", 2048 * K, 32, 8, "chain"},
       {"reduce", 64 * K * 1024 - 1, 1024, 128, "binomial"},
