@@ -236,8 +236,14 @@ void barrier_dissemination_run(CommunicatorImpl&, OpContext& x, const OpArgs&, c
 constexpr std::size_t K = 1024;
 constexpr When kAllReduceRecursiveDoubling[] = {{.max_bytes = kSmallBytes}};
 // Up to 4 ranks on one host Rabenseifner stays ahead of the ring at every size.
-constexpr When kAllReduceRabenseifner[] = {{.min_bytes = kAboveSmall, .max_bytes = 4 * K * K},
-                                           {.min_bytes = kAboveSmall, .max_ranks = 4, .max_hosts = 1}};
+// Across 512 hosts or more (a power of two: no fold) the ring's 2 (p - 1)
+// steps cost more than its pipeline saves: by tutti-sim Rabenseifner is
+// 1.1-1.2x ahead at 8-16 MiB on 512 and 1.1-1.9x at 8-64 MiB on 2,048 (the
+// two-level form's step across hosts at 4,096 and 16,384 ranks).
+constexpr When kAllReduceRabenseifner[] = {
+    {.min_bytes = kAboveSmall, .max_bytes = 4 * K * K},
+    {.min_bytes = kAboveSmall, .max_ranks = 4, .max_hosts = 1},
+    {.min_bytes = kAboveSmall, .min_ranks = 512, .min_hosts = 2, .pow2_ranks = true}};
 // Across hosts a binomial root sends the message log2 p times, scatter +
 // all_gather about 2 S a rank in log2 p + p - 1 rounds: it is faster once
 // S beta (log2 p - 2) > p alpha, from 32 KiB on 4-16 hosts of the test-bed

@@ -61,8 +61,12 @@ def simulate(sim, params, coll, ranks, per_host, sizes):
         sizes = [0]
     res = subprocess.run([sim, "--coll", coll, "--ranks", str(ranks), "--per-host", str(per_host), "--sizes",
                           ",".join(str(s) for s in sizes), "--algo", "all", "--tsv", "--params", params,
-                          # Hosts of their own, not the test-bed's shared CPUs.
-                          "--param", "cores=0"],
+                          # Hosts with CPUs of their own, not the test-bed's shared
+                          # ones, and plain NICs: no token bucket's credit a round
+                          # (burst), which at scale made rounds of a few KiB free
+                          # (a ring over 128 hosts at 512 KiB in 2 ms, its link
+                          # time 8.4 ms, with one fit).
+                          "--param", "cores=0", "--param", "burst=0"],
                          capture_output=True, text=True)
     if res.returncode != 0:
         sys.exit("tutti-sim failed: " + res.stderr)
@@ -156,8 +160,9 @@ def main():
         "",
         "- The test-bed's parameters: 1 Gbit/s links, a round's latency of %.0f µs, %.1f µs of CPU a message,"
         % (1e6 * param_of(a.params, "alpha"), 1e6 * param_of(a.params, "overhead")),
-        "  %.0f µs a shared-memory step; each host with CPUs of its own (the test-bed's share 2: `cores`)."
+        "  %.0f µs a shared-memory step; each host with CPUs of its own (the test-bed's share 2: `cores`)"
         % (1e6 * param_of(a.params, "shm_alpha")),
+        "  and a plain NIC (no token bucket's credit a round: `burst` 0).",
         "  Faster links or CPUs move every crossover; rerun with `--params` of another machine's fit.",
         "- A binomial broadcast's rank sends each chunk to all its children at once",
         "  (`broadcast_binomial.cc`), sharing its link: every child hears the chunk when the last does.",

@@ -60,6 +60,11 @@ TEST(CoreSelection, AllReduceBySize) {
   // Up to 4 ranks on one host Rabenseifner stays ahead at every size; across hosts the ring.
   EXPECT_STREQ(choose("all_reduce", std::size_t(1) << 30, c, shape(4, 1, 4)), "rabenseifner");
   EXPECT_STREQ(choose("all_reduce", std::size_t(1) << 30, c, shape(4, 4, 1)), "ring");
+  // Across 512 hosts or more, a power of two, Rabenseifner at every size.
+  EXPECT_STREQ(choose("all_reduce", std::size_t(1) << 30, c, shape(512, 512, 1)), "rabenseifner");
+  EXPECT_STREQ(choose("all_reduce", std::size_t(8) << 20, c, shape(2048, 2048, 1)), "rabenseifner");
+  EXPECT_STREQ(choose("all_reduce", std::size_t(8) << 20, c, shape(256, 256, 1)), "ring");
+  EXPECT_STREQ(choose("all_reduce", std::size_t(8) << 20, c, shape(768, 768, 1)), "ring");
 
   c.small_bytes = 0;
   EXPECT_STREQ(choose("all_reduce", 0, c, t), "recursive_doubling");
