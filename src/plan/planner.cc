@@ -120,10 +120,12 @@ void Planner::configure(const Config& c, const Shape& s) {
     const Algorithm* rd = find_algorithm(Collective::AllReduce, "recursive_doubling");
     const Algorithm* rab = find_algorithm(Collective::AllReduce, "rabenseifner");
     const Algorithm* ring = find_algorithm(Collective::AllReduce, "ring");
-    all_reduce_choices_[0] = {std::make_unique<AllReduceTuner>(c.small_bytes / 8, c.small_bytes), rd, rab};
+    // Trials in runs, the first of each untimed (tuner.h, MeanAfterFirst).
+    const auto runs = AllReduceTuner::Figure::MeanAfterFirst;
+    all_reduce_choices_[0] = {std::make_unique<AllReduceTuner>(c.small_bytes / 8, c.small_bytes, runs), rd, rab};
     if (c.small_bytes < net.ring_choice_high_bytes)
       all_reduce_choices_[1] = {std::make_unique<AllReduceTuner>(std::max(c.small_bytes, net.ring_choice_low_bytes),
-                                                                 net.ring_choice_high_bytes),
+                                                                 net.ring_choice_high_bytes, runs),
                                 rab, ring};
   }
 }

@@ -188,12 +188,13 @@ TEST_P(TunedAllReduce, EveryRankRunsTheSameAlgorithmAndEveryResultIsRight) {
         const std::size_t class_bytes[] = {12004, 20000, 65536, 1000000};
         const DataType dtypes[] = {DataType::Float32, DataType::Int32, DataType::BFloat16, DataType::Float64};
         const ReduceOpKind ops[] = {ReduceOpKind::Sum, ReduceOpKind::Max, ReduceOpKind::Avg, ReduceOpKind::Min};
-        const int per_class = 2 * (2 * 4 + 1) + 24 + 4;  // two epochs' trials and exchanges, the first quiet part, more
+        // The warm-up, two epochs' trials (runs of five) and exchanges, the first quiet part, more.
+        const int per_class = 2 + 2 * (2 * 5 + 1) + 24 + 4;
         std::uint64_t id = 910000;
         std::vector<int> class_of;  // of each operation run
         for (int i = 0; i < 4 * per_class; ++i) {
           // The large class only through its warm-up, trials, choice and a few more.
-          if (i % 4 == 3 && i / 4 >= 12) continue;
+          if (i % 4 == 3 && i / 4 >= 16) continue;
           CaseInfo c;
           c.id = ++id;
           c.dtype = dtypes[(i / 4) % 4];
@@ -209,16 +210,17 @@ TEST_P(TunedAllReduce, EveryRankRunsTheSameAlgorithmAndEveryResultIsRight) {
         const std::string mine = algorithms_run(comm.trace_json());
         ASSERT_EQ(mine.size(), class_of.size()) << mine;
         // Per class, the tuner's whole course: the table's choice then the other
-        // (untimed), trials alternating, the members' choice (1) from the
-        // exchange on, the next epoch's trials starting with the other.
+        // (untimed), trials in runs of five (the first of each untimed), the
+        // members' choice (1) from the exchange on, the next epoch's trials
+        // starting with the other.
         const std::string small =
             "dr"
-            "drdr" +
-            std::string(1 + 24, 'r') + "rdrd" + std::string(1 + 10, 'r');
+            "dddddrrrrr" +
+            std::string(1 + 24, 'r') + "rrrrrddddd" + std::string(1 + 4, 'r');
         const std::string expected[4] = {small, small, small,
                                          "rg"
-                                         "rgrg" +
-                                             std::string(6, 'g')};
+                                         "rrrrrggggg" +
+                                             std::string(4, 'g')};
         for (int k = 0; k < 4; ++k) {
           std::string got;
           for (std::size_t j = 0; j < mine.size(); ++j)
