@@ -15,8 +15,8 @@ all_gather, reduce_scatter, gather and scatter).
 
 Then it fits the model's parameters (sim.h, Params; gamma and shm_beta
 come from the VM's kernel figures instead, see FIXED) to the "tutti" points
-of every collective but reduce, gather and scatter (PREDICTED), which it
-only checks:
+of every collective (the rooted ones are what fixes the shared-memory step
+of back-to-back operations, shm_alpha; the forced ring's are only checked):
 the least squares of log(predicted / measured) over every point, each
 weighed by the spread of its runs (the steady large sizes pin the link, the
 noisy small ones count for what they are worth), by
@@ -54,19 +54,16 @@ START = {
 # The test-bed's hosts share the VM's 2 CPUs.
 FIXED = {"gamma": 1 / 12.6e9, "shm_beta": 1 / 13.0e9, "cores": 2}
 FREE = [k for k in NAMES if k not in FIXED]
-# Checked, not fitted: the model's predictions for these come from the
-# parameters the other collectives fix (their agreement tests the model).
-PREDICTED = {"reduce", "gather", "scatter"}
 DOCS = {
     "alpha": "s: latency of a round of network messages",
     "beta": "s per byte through one direction of a host's link",
     "gamma": "s per byte a rank reduces",
-    "overhead": "s: a rank's CPU time per message beyond a send and a receive a round",
+    "overhead": "s: a rank's CPU time per message it sends (in a round: beyond one send and one receive)",
     "shm_alpha": "s: one step of shared memory, or a round of messages within a host",
     "shm_beta": "s per byte copied within a host",
     "burst": "bytes a host's link carries at no cost per round (token bucket credit)",
     "cores": "CPUs every host shares (the test-bed's VM); 0: each host has its own",
-    "wake": "s of a shared CPU a rank takes to join a round of messages (with cores)",
+    "wake": "s of a shared CPU a rank takes to join a round or a shared-memory step (with cores)",
 }
 
 
@@ -239,7 +236,7 @@ def main():
     if a.check_only:
         report(predict(a.sim, a.points, read_params(a.params)))
         return
-    fitted = [p for p in pts if not p[5] and p[0] not in PREDICTED]
+    fitted = [p for p in pts if not p[5]]
     fit_path = a.points + ".fit"
     write_points(fit_path, fitted, a.netbed)
 

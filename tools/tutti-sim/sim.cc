@@ -57,12 +57,13 @@ constexpr ParamField kFields[] = {
     {"alpha", &Params::alpha, "s: latency of a round of network messages"},
     {"beta", &Params::beta, "s per byte through one direction of a host's link"},
     {"gamma", &Params::gamma, "s per byte a rank reduces"},
-    {"overhead", &Params::overhead, "s: a rank's CPU time per message beyond a send and a receive a round"},
+    {"overhead", &Params::overhead,
+     "s: a rank's CPU time per message it sends (in a round: beyond one send and one receive)"},
     {"shm_alpha", &Params::shm_alpha, "s: one step of shared memory, or a round of messages within a host"},
     {"shm_beta", &Params::shm_beta, "s per byte copied within a host"},
     {"burst", &Params::burst, "bytes a host's link carries at no cost per round (token bucket credit)"},
     {"cores", &Params::cores, "CPUs every host shares (the test-bed's VM); 0: each host has its own"},
-    {"wake", &Params::wake, "s of a shared CPU a rank takes to join a round of messages (with cores)"},
+    {"wake", &Params::wake, "s of a shared CPU a rank takes to join a round or a shared-memory step (with cores)"},
 };
 
 // ---- hosts, rounds, timelines -------------------------------------------------
@@ -92,7 +93,7 @@ struct Loads {
 class Round {
  public:
   explicit Round(const Group& g)
-      : g_(&g), out_(g.hosts()), in_(g.hosts()), local_(g.n), reduce_(g.n), copy_(g.n), msgs_(g.n) {}
+      : g_(&g), out_(g.hosts()), in_(g.hosts()), local_(g.n), reduce_(g.n), copy_(g.n), msgs_(g.n), sent_(g.n) {}
 
   // `msgs`: the messages it takes (a transfer in chunks posts one each).
   void send(int src, int dst, double bytes, double msgs = 1) {
@@ -107,6 +108,7 @@ class Round {
     }
     msgs_[src] += msgs;
     msgs_[dst] += msgs;
+    sent_[src] += msgs;
   }
   // Ranks that send or receive in this round (each of `copies` groups').
   int active() const {
@@ -123,6 +125,7 @@ class Round {
       reduce_[r] += o.reduce_[r];
       copy_[r] += o.copy_[r];
       msgs_[r] += o.msgs_[r];
+      sent_[r] += o.sent_[r];
     }
     cross_ = cross_ || o.cross_;
     local_any_ = local_any_ || o.local_any_;
@@ -139,17 +142,17 @@ class Round {
       cpu = std::max(cpu, mine);
       cpu_all += mine * g_->copies;
     }
-    double latency = cross_ ? p.alpha : local_any_ ? p.shm_alpha : 0;
+    const double latency = cross_ ? p.alpha : local_any_ ? p.shm_alpha : 0;
+    double t = latency + std::max({p.beta * std::max(0.0, link * scale - p.burst), p.shm_beta * local * scale,
+                                   p.overhead * std::max(0.0, posting - 2)});
     // Hosts that share the machine's CPUs share their work, and every rank
-    // of the round must be scheduled once before the round is over.
+    // of the round must be scheduled once before the round is over (while
+    // its bytes are on the way).
     if (p.cores > 0) {
       cpu = std::max(cpu, cpu_all / p.cores);
-      if (cross_) latency = std::max(latency, active() * p.wake / p.cores);
+      if (cross_ || local_any_) t = std::max(t, active() * p.wake / p.cores);
     }
-    return latency +
-           std::max({p.beta * std::max(0.0, link * scale - p.burst), p.shm_beta * local * scale,
-                     p.overhead * std::max(0.0, posting - 2)}) +
-           cpu;
+    return t + cpu;
   }
   void add_loads(Loads& l, const Params& p, double k, double scale) const {
     for (std::size_t h = 0; h < out_.size(); ++h) {
@@ -157,13 +160,14 @@ class Round {
       l.in[h] += k * scale * in_[h];
     }
     for (std::size_t r = 0; r < local_.size(); ++r)
-      l.busy[r] += k * (scale * (p.gamma * reduce_[r] + p.shm_beta * (copy_[r] + local_[r])) + p.overhead * msgs_[r]);
+      l.busy[r] += k * (scale * (p.gamma * reduce_[r] + p.shm_beta * (copy_[r] + local_[r])) + p.overhead * sent_[r]);
   }
 
  private:
   const Group* g_;
   std::vector<double> out_, in_;                      // per host: bytes to / from other hosts
   std::vector<double> local_, reduce_, copy_, msgs_;  // per rank
+  std::vector<double> sent_;                          // per rank: the messages it sends
   bool cross_ = false, local_any_ = false;
 };
 
@@ -626,11 +630,15 @@ class Net {
 //   gather, scatter     the root copies L blocks
 //   barrier             one step
 // `machine` ranks run such steps at once: where hosts share the machine's
-// `cores` (the test-bed), the copies and reductions take that much longer.
-double shm_time(Collective c, double bytes, int L, const Params& p, std::size_t one_shot, int machine) {
+// `cores` (the test-bed), the copies and reductions take that much longer,
+// and one operation alone (`latency`) waits for each of those ranks to be
+// scheduled at every step. Back-to-back operations do not: a rank finds the
+// next step's flag already set.
+double shm_time(Collective c, double bytes, int L, const Params& p, std::size_t one_shot, int machine, bool latency) {
   if (L <= 1) return 0;
   const double share = p.cores > 0 ? std::max(1.0, machine / p.cores) : 1.0;
-  const double a = p.shm_alpha, cb = p.shm_beta * share, g = p.gamma * share;
+  const double a = p.cores > 0 && latency ? std::max(p.shm_alpha, machine * p.wake / p.cores) : p.shm_alpha;
+  const double cb = p.shm_beta * share, g = p.gamma * share;
   switch (c) {
     case Collective::AllReduce:
     case Collective::Reduce:
@@ -655,6 +663,9 @@ double shm_time(Collective c, double bytes, int L, const Params& p, std::size_t 
 bool rooted(Collective c) {
   return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
 }
+
+// Whether measure m of collective c is the stream measure.
+bool streamed(Collective c, Measure m) { return m == Measure::Stream || (m == Measure::Bench && rooted(c)); }
 
 // What a timed choice (algorithms/tuner.h) settles on: the other
 // alternative where it saves at least kMargin of the preferred one's time.
@@ -692,8 +703,9 @@ bool Params::read(const std::string& path, std::string* error) {
     double v = 0;
     std::istringstream value_in(eq == std::string::npos ? "" : line.substr(eq + 1));
     if (!(value_in >> v) || !set(name, v)) {
-      *error = path + ":" + std::to_string(no) + ": expected 'NAME = number' with NAME one of alpha, beta, gamma, " +
-               "overhead, shm_alpha, shm_beta, burst";
+      std::string names;
+      for (const ParamField& f : kFields) names += std::string(names.empty() ? "" : ", ") + f.name;
+      *error = path + ":" + std::to_string(no) + ": expected 'NAME = number' with NAME one of " + names;
       return false;
     }
   }
@@ -820,8 +832,7 @@ struct Simulator::Impl {
         break;
     }
     if (!known) return false;
-    const bool stream = m == Measure::Stream || (m == Measure::Bench && rooted(c));
-    *seconds = stream ? t.stream() : t.latency();
+    *seconds = streamed(c, m) ? t.stream() : t.latency();
     return true;
   }
 
@@ -837,7 +848,7 @@ struct Simulator::Impl {
     if (plan.algorithm->medium != Medium::Network) {
       // A single-host group (a two-level form's cross communicator of one host).
       r.modeled = true;
-      r.seconds = shm_time(c, bytes, g.n, p, config.shm_one_shot_bytes, g.n * g.copies);
+      r.seconds = shm_time(c, bytes, g.n, p, config.shm_one_shot_bytes, g.n * g.copies, !streamed(c, m));
       r.what = plan.algorithm->name;
       return r;
     }
@@ -858,11 +869,11 @@ struct Simulator::Impl {
     const int H = n / L;
     Group cross{H, 1, 1}, cross_all{H, 1, L};
     const std::size_t one_shot = config.shm_one_shot_bytes;
-    auto shm = [&](Collective k, double b) { return shm_time(k, b, L, p, one_shot, n); };
+    const bool stream = streamed(c, m);
+    auto shm = [&](Collective k, double b) { return shm_time(k, b, L, p, one_shot, n, !stream); };
     Result r;
     r.modeled = true;
     r.what = "two_level";
-    const bool stream = m == Measure::Stream || (m == Measure::Bench && rooted(c));
     switch (c) {
       case Collective::AllReduce:
         r = two_level_all_reduce(bytes, n, L, m);
@@ -912,7 +923,9 @@ struct Simulator::Impl {
     const detail::TwoLevelThresholds& th = e.planner.thresholds().two_level;
     const detail::TwoLevelChoices choices = e.planner.two_level_choices(L);
     const std::size_t one_shot = config.shm_one_shot_bytes;
-    auto shm = [&](Collective k, double b) { return shm_time(k, b, L, p, one_shot, n); };
+    auto shm = [&](Collective k, double b) {
+      return shm_time(k, b, L, p, one_shot, n, !streamed(Collective::AllReduce, m));
+    };
     auto across = [&](double b, int copies) {
       return b > 0 ? table_network(Collective::AllReduce, b, Group{H, 1, copies}, m).seconds : 0.0;
     };
@@ -1003,7 +1016,7 @@ Result Simulator::run(Collective c, std::size_t bytes, int ranks, int per_host, 
     switch (plan.algorithm->medium) {
       case Medium::SharedMemory:
         r.modeled = true;
-        r.seconds = shm_time(c, b, ranks, s.p, s.config.shm_one_shot_bytes, ranks);
+        r.seconds = shm_time(c, b, ranks, s.p, s.config.shm_one_shot_bytes, ranks, !streamed(c, m));
         r.what = plan.algorithm->name;
         return r;
       case Medium::TwoLevel:
@@ -1020,7 +1033,7 @@ Result Simulator::run(Collective c, std::size_t bytes, int ranks, int per_host, 
     case Medium::SharedMemory:
       if (!single) return r;
       r.modeled = true;
-      r.seconds = shm_time(c, b, ranks, s.p, s.config.shm_one_shot_bytes, ranks);
+      r.seconds = shm_time(c, b, ranks, s.p, s.config.shm_one_shot_bytes, ranks, !streamed(c, m));
       return r;
     case Medium::TwoLevel:
       if (!two_level) return r;

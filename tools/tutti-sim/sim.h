@@ -12,10 +12,11 @@
 // A round is a set of transfers that run at once (one step of an
 // algorithm: every rank's sends and receives of that step). Its time:
 //
-//   latency   alpha if any transfer crosses hosts (at least wake per rank
-//             of the round over `cores` where the hosts share a machine's
-//             CPUs, as the test-bed's do), else shm_alpha if any stays
-//             within one (0 for a round with no transfer)
+//   latency   alpha if any transfer crosses hosts, else shm_alpha if any
+//             stays within one (0 for a round with no transfer); where the
+//             hosts share a machine's CPUs, as the test-bed's do, at least
+//             wake per rank of the round over `cores`: each must be
+//             scheduled once before the round is over
 //   + max(    beta * the most bytes through one direction of one host's
 //             link (less `burst`, the bytes a link carries at no cost after
 //             the round's latency: a token bucket's credit; 0 on a plain NIC),
@@ -37,13 +38,19 @@
 // holds the next one back (tutti-bench times a loop of them; a broadcast's
 // root starts the next as soon as its sends are out): the busiest resource
 // per operation, a host link's bytes in one direction times beta or one
-// rank's CPU time (overhead per message, the copies and the reductions;
-// with `cores`, every rank's together over the cores).
+// rank's CPU time (overhead per message it sends, the copies and the
+// reductions; with `cores`, every rank's together over the cores). Sends,
+// not receives: a rank that runs ahead finds many messages waiting and
+// takes them in one read (between the test-bed's 4 hosts, 8 B gather: 14 us
+// an operation, the root receiving 3 messages; scatter: 30, the root
+// sending 3).
 //
 // Shared-memory collectives (one host, and the local steps of the
 // two-level forms) cost shm_alpha per synchronizing step, shm_beta per byte
-// a rank copies and gamma per byte it reduces (sim.cc, shm_time; with
-// `cores`, copies and reductions slowed by the job's ranks over the cores).
+// a rank copies and gamma per byte it reduces (sim.cc, shm_time). With
+// `cores`, copies and reductions are slowed by the job's ranks over the
+// cores, and a step of one operation alone lasts at least wake per rank of
+// the job over the cores (in a stream a rank finds the next step ready).
 //
 // Two-level forms (hierarchy/hierarchy.cc) are those local steps and the
 // step across hosts: a network algorithm among one rank of each host, as
@@ -66,15 +73,16 @@ namespace tutti::sim {
 
 // The defaults: the network test-bed's fit (netbed_1gbit.params), rounded.
 struct Params {
-  double alpha = 30.0e-6;       // s: latency of a round of network messages
-  double beta = 8.355e-9;       // s per byte through one direction of a host's link
+  double alpha = 34.4e-6;       // s: latency of a round of network messages
+  double beta = 8.357e-9;       // s per byte through one direction of a host's link
   double gamma = 0.0794e-9;     // s per byte a rank reduces
-  double overhead = 11.6e-6;    // s: a rank's CPU time per message (see above)
-  double shm_alpha = 63.7e-6;   // s: one step of shared memory, or a round of messages within a host
+  double overhead = 11.3e-6;    // s: a rank's CPU time per message it sends (see above)
+  double shm_alpha = 27.0e-6;   // s: one step of shared memory, or a round of messages within a host
   double shm_beta = 0.0769e-9;  // s per byte copied within a host
-  double burst = 3069;          // bytes a link carries at no cost per round
-  // Hosts that share one machine's CPUs (the test-bed): a round of messages
-  // takes at least wake per rank in it over `cores` (0: hosts have their own).
+  double burst = 4618;          // bytes a link carries at no cost per round
+  // Hosts that share one machine's CPUs (the test-bed): a round of messages,
+  // or a shared-memory step, takes at least wake per rank in it over `cores`
+  // (0: hosts have their own).
   double cores = 0;
   double wake = 0;
 
