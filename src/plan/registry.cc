@@ -278,14 +278,23 @@ constexpr When kReduceChain[] = {
     {.min_bytes = 256 * K + 1, .min_ranks = 3, .min_hosts = 2, .min_bytes_per_rank = 64 * K}};
 constexpr When kAllGatherBruck[] = {{.max_bytes = 8 * K, .min_ranks = 8}};
 constexpr When kAllGatherRecursiveDoubling[] = {{.max_bytes = 256 * K}};
-constexpr When kReduceScatterRecursiveHalving[] = {{.max_bytes = 8 * K}, {.min_bytes = 64 * K, .pow2_ranks = true}};
+// Up to 8 KiB a rank; at any size on a power of two (no fold): ahead of
+// the ring or level from 8 to 64 KiB a rank on 4 and 8 ranks over loopback
+// TCP (1.1-1.5x at 8-32 KiB) and on 4 and 8 test-bed hosts at 1 Gbit/s
+// (8 KiB on 8: 476 against 623 us; 16-64 KiB level, at the link), and by
+// tutti-sim 1.1-1.2x at 16-32 KiB across 8-2,048 hosts.
+constexpr When kReduceScatterRecursiveHalving[] = {{.max_bytes = 8 * K}, {.pow2_ranks = true}};
 // Bytes a peer. Bruck sends each block log2 p / 2 times, pairwise once in
 // one of 2 (p - 1) messages a rank: on one host (TCP loopback, 4 and 8
 // ranks) Bruck leads up to 4-16 KiB a peer, across 1 Gbit/s hosts (4-16 on
-// the test-bed) up to 1-4 KiB; beyond 32 ranks up to 32 B (tutti-sim,
-// 64-16,384 ranks, 8 a host). docs/tuning.md.
-constexpr When kAllToAllBruck[] = {
-    {.max_bytes = 4 * K, .max_hosts = 1}, {.max_bytes = 2 * K, .max_ranks = 32}, {.max_bytes = 32}};
+// the test-bed) up to 1-4 KiB; beyond 32 ranks up to 128 B on up to 64,
+// 64 B on up to 4,096 and 32 B beyond (tutti-sim, 48-16,384 ranks, 8 a
+// host: docs/perf/sim/scale.md). docs/tuning.md.
+constexpr When kAllToAllBruck[] = {{.max_bytes = 4 * K, .max_hosts = 1},
+                                   {.max_bytes = 2 * K, .max_ranks = 32},
+                                   {.max_bytes = 128, .max_ranks = 64},
+                                   {.max_bytes = 64, .max_ranks = 4096},
+                                   {.max_bytes = 32}};
 
 using C = Collective;
 using M = Medium;

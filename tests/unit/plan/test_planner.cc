@@ -132,8 +132,12 @@ TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
       {"all_to_all", 2 * K, 16, 16, "bruck"},
       {"all_to_all", 2 * K + 1, 16, 16, "pairwise"},
       {"all_to_all", 2 * K, 32, 4, "bruck"},
-      {"all_to_all", 32, 64, 8, "bruck"},
-      {"all_to_all", 33, 64, 8, "pairwise"},
+      {"all_to_all", 128, 64, 8, "bruck"},
+      {"all_to_all", 129, 64, 8, "pairwise"},
+      {"all_to_all", 64, 4096, 512, "bruck"},
+      {"all_to_all", 65, 4096, 512, "pairwise"},
+      {"all_to_all", 32, 8192, 1024, "bruck"},
+      {"all_to_all", 33, 8192, 1024, "pairwise"},
   };
   for (const HostRow& r : host_rows)
     EXPECT_STREQ(choose(r.coll, r.bytes, c, shape(r.ranks, r.hosts, (r.ranks + r.hosts - 1) / r.hosts)), r.algo)
@@ -151,7 +155,9 @@ TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
       {"all_gather", 256 * K, 5, "recursive_doubling"},
       {"all_gather", 256 * K + 1, 5, "ring"},
       {"reduce_scatter", 8 * K, 5, "recursive_halving"},
-      {"reduce_scatter", 8 * K + 1, 8, "ring"},
+      {"reduce_scatter", 8 * K + 1, 8, "recursive_halving"},
+      {"reduce_scatter", 32 * K, 8, "recursive_halving"},
+      {"reduce_scatter", 8 * K + 1, 6, "ring"},
       {"reduce_scatter", 64 * K, 8, "recursive_halving"},
       {"reduce_scatter", 64 * K, 6, "ring"},
       {"reduce_scatter", std::size_t(1) << 30, 16, "recursive_halving"},
