@@ -99,7 +99,9 @@ void TcpTransport::apply_epoll(Conn& c) {
   if (!c.fd.valid() || c.draining || c.doomed) return;
   // While a caller drives the connection, or it is parked, the progress
   // thread only flushes it.
-  const std::uint32_t want = (c.driven || c.parked ? 0u : EPOLLIN | EPOLLRDHUP) | (c.want_out ? EPOLLOUT : 0u);
+  // A held one only for its peer closing it.
+  const std::uint32_t in = c.driven || c.parked ? 0u : c.held ? EPOLLRDHUP : EPOLLIN | EPOLLRDHUP;
+  const std::uint32_t want = in | (c.want_out ? EPOLLOUT : 0u);
   if (want == c.events) return;
   epoll_event ev{};
   ev.events = want;
@@ -178,6 +180,8 @@ void TcpTransport::lose_conn(Conn& c, const std::string& why) {
 void TcpTransport::fail_conn(Conn& c, const std::string& why) {
   if (!c.alive) return;
   c.alive = false;
+  c.held = false;
+  c.closing = true;
   made_.notify_all();
   if (c.doomed) {
     c.doomed = false;
@@ -204,6 +208,7 @@ void TcpTransport::fail_conn(Conn& c, const std::string& why) {
       continue;
     }
     if (it->has_claim) it->claim.req->fail(ErrorKind::PeerLost, why);
+    forget_early(c.peer, *it);
     it = waiting.erase(it);
   }
   c.rx_unexp = nullptr;
@@ -291,6 +296,7 @@ void TcpTransport::on_header(Conn& c) {
       u.comm = comm;
       u.tag = tag;
       u.sig = c.hdr.signature;
+      u.weight = bytes + kEarlyOverhead;
       try {
         if (striped) {
           u.parts.resize(c.lanes.size());  // each grows as its stripe arrives
@@ -303,6 +309,7 @@ void TcpTransport::on_header(Conn& c) {
                          "-byte message before its receive was posted, and it cannot be buffered");
         return;
       }
+      early_weight_[static_cast<std::size_t>(c.peer)] += u.weight;
       c.rx_unexp = &match_.add_unexpected(c.peer, std::move(u));
       c.rx_buf = c.rx_unexp->data.data();
     }
@@ -354,6 +361,7 @@ void TcpTransport::finish_stripe(Conn& c, InStripe& m) {
   u->stripe.reset();  // the caller holds m
   if (!u->has_claim) return;
   deliver_unexpected(u->claim, c.peer, *u);
+  forget_early(c.peer, *u);
   auto& waiting = match_.unexpected_from(c.peer);
   for (auto it = waiting.begin(); it != waiting.end(); ++it) {
     if (&*it == u) {
@@ -441,6 +449,7 @@ void TcpTransport::on_payload_done(Conn& c) {
     u->complete = true;
     if (u->has_claim) {
       deliver_unexpected(u->claim, c.peer, *u);
+      forget_early(c.peer, *u);
       auto& waiting = match_.unexpected_from(c.peer);
       for (auto it = waiting.begin(); it != waiting.end(); ++it) {
         if (&*it == u) {
@@ -467,6 +476,14 @@ void TcpTransport::handle_readable(Conn& c) {
   // Bytes already read into the stage are taken first, whatever the budget:
   // no readiness would announce them.
   while (c.alive && !c.doomed && !c.yield && (budget > 0 || staged(c))) {
+    // Between frames: held while nothing wants it (what the stage holds of
+    // the next frames waits there).
+    if (c.rx == Rx::Header && c.hdr_got == 0 && should_hold(c)) {
+      c.held = true;
+      c.parked = false;  // watched (for its closing) by the progress thread
+      apply_epoll(c);
+      return;
+    }
     char* dst;
     std::size_t want;
     if (c.rx == Rx::Header) {
@@ -557,6 +574,36 @@ void TcpTransport::handle_readable(Conn& c) {
     }
     if (drained && c.rx == Rx::Header) break;
   }
+}
+
+bool TcpTransport::wanted(int peer) const {
+  for (const PostedRecv& r : match_.posted()) {
+    if (r.peer == peer) return true;
+    if (r.peer == kAnyPeer && std::find(background_.begin(), background_.end(), r.comm) == background_.end())
+      return true;
+  }
+  return false;
+}
+
+bool TcpTransport::should_hold(const Conn& c) const {
+  const auto p = static_cast<std::size_t>(c.peer);
+  return !c.closing && !c.driven && c.peer != rank_ && early_weight_[p] >= kHoldBytes &&
+         match_.unexpected_from(c.peer).size() >= kHoldMessages && !wanted(c.peer);
+}
+
+void TcpTransport::release(Conn& c) {
+  if (!c.held) return;
+  c.held = false;
+  apply_epoll(c);
+  // What waits in the stage is the progress thread's to take: no readiness
+  // announces it.
+  if (staged(c)) wake_progress();
+}
+
+void TcpTransport::forget_early(int peer, const Unexpected& u) {
+  std::size_t& w = early_weight_[static_cast<std::size_t>(peer)];
+  w -= std::min(w, u.weight);
+  if (peer != rank_ && w <= kHoldBytes / 2) release(conns_[static_cast<std::size_t>(peer)]);
 }
 
 void TcpTransport::queue_notice(Conn& c, std::uint16_t flags, std::uint64_t comm, std::uint64_t tag,

@@ -49,6 +49,12 @@ inline constexpr std::size_t kStageBytes = 4096;
 // this many bytes and buffers (small ones cost little to allocate anew).
 inline constexpr std::size_t kSpareBytes = 64u << 20;
 inline constexpr std::size_t kSpareBuffers = 1024;
+// Flow control (tcp_transport.h): a peer is held once its early messages
+// weigh this much (payload and kEarlyOverhead each) and number at least
+// kHoldMessages, and read again once a receive needs it or they weigh half.
+inline constexpr std::size_t kHoldBytes = 4u << 20;
+inline constexpr std::size_t kHoldMessages = 16;
+inline constexpr std::size_t kEarlyOverhead = 256;
 // How often drivers look at parked connections, and how often the progress
 // thread does (and checks that drivers still run) while any is parked.
 inline constexpr auto kLook = std::chrono::milliseconds(1);

@@ -22,7 +22,7 @@ using namespace tcp;
 
 bool TcpTransport::may_park(const Conn& c) const {
   // Between frames, and no receive waits on it that nobody will drive.
-  if (c.rx != Rx::Header || c.hdr_got != 0 || staged(c) || !c.alive || c.draining) return false;
+  if (c.rx != Rx::Header || c.hdr_got != 0 || staged(c) || !c.alive || c.draining || c.held) return false;
   for (const PostedRecv& r : match_.posted())
     if ((r.peer == c.peer || r.peer == kAnyPeer) && !r.req->drive) return false;
   for (const Unexpected& u : match_.unexpected_from(c.peer))
@@ -302,6 +302,11 @@ void TcpTransport::progress_loop() {
             update_lane(c, lane - 1);
           continue;
         }
+        if (events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+          // Closing: read on to its end, held or not.
+          c.closing = true;
+          release(c);
+        }
         if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) handle_readable(c);
         if (c.alive && !c.doomed && (events[i].events & EPOLLOUT)) {
           if (flush(c) && c.sendq.empty()) update_epoll(c, false);
@@ -315,15 +320,15 @@ void TcpTransport::progress_loop() {
       // What a driver or this thread left in a stage when reading stopped
       // at a notice (once it is reported).
       for (Conn& c : conns_)
-        if (staged(c) && !c.driven && c.alive && !c.doomed) handle_readable(c);
+        if (staged(c) && !c.driven && !c.held && c.alive && !c.doomed) handle_readable(c);
     }
     report_lost();
     bool pending;
     {
       std::lock_guard<std::mutex> lock(mu_);
       pending = reports_pending();
-      const bool staged_left =
-          std::any_of(conns_.begin(), conns_.end(), [](const Conn& c) { return staged(c) && !c.driven && c.alive; });
+      const bool staged_left = std::any_of(conns_.begin(), conns_.end(),
+                                           [](const Conn& c) { return staged(c) && !c.driven && !c.held && c.alive; });
       timeout_ms = staged_left ? 0
                    : ticking_  ? static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(
                                                      std::max(next_tick_ - Clock::now(), Clock::duration::zero()))

@@ -40,6 +40,7 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<std::vector<Fd>> link
 TcpTransport::TcpTransport(int rank, int size, std::vector<std::vector<Fd>> links, std::size_t socket_buffer_bytes,
                            std::size_t stripe_bytes, TcpPeers* lazy)
     : rank_(rank), size_(size), stripe_bytes_(stripe_bytes), conns_(size), match_(size), discard_(64 << 10) {
+  early_weight_.assign(static_cast<std::size_t>(size), 0);
   socket_buffer_bytes_ = socket_buffer_bytes;
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -318,6 +319,7 @@ RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
     }
     if (it->complete) {
       deliver_unexpected(r, from, *it);
+      forget_early(from, *it);
       match_.erase_unexpected(from, it);
     } else {
       it->has_claim = true;
@@ -330,7 +332,25 @@ RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
     return req;
   }
   match_.post(std::move(r));
+  // Flow control: a held peer may have what this receive wants.
+  if (peer != kAnyPeer) {
+    release(conns_[peer]);
+  } else if (std::find(background_.begin(), background_.end(), comm_id) == background_.end()) {
+    for (Conn& c : conns_) release(c);
+  }
   return req;
+}
+
+void TcpTransport::set_background_comm(std::uint64_t comm_id, bool background) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = std::find(background_.begin(), background_.end(), comm_id);
+  if (background) {
+    if (it == background_.end()) background_.push_back(comm_id);
+    return;
+  }
+  if (it == background_.end()) return;
+  background_.erase(it);
+  for (Conn& c : conns_) release(c);  // its standing receives want every peer now
 }
 
 void TcpTransport::finish_recv(const PostedRecv& r, int from, const char* data, std::size_t bytes) {
@@ -403,6 +423,7 @@ void TcpTransport::abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::
   match_.fail_posted_if([&](const PostedRecv& r) { return r.comm == comm_id; }, kind, message);
   match_.drop_unexpected_if([&](int, const Unexpected& u) { return u.comm == comm_id; },
                             [&](int p, Unexpected& u) {
+                              forget_early(p, u);
                               if (u.has_claim) u.claim.req->fail(kind, message);
                               if (conns_[p].rx_unexp == &u) conns_[p].rx_unexp = nullptr, conns_[p].rx_buf = nullptr;
                               if (u.stripe) {  // its stripes still arrive: drop them

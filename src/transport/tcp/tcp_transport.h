@@ -37,7 +37,21 @@
 // all matching state and socket I/O; completions are signalled under it and
 // waited on outside it. Payloads go from the socket straight into a posted
 // receive buffer; a message that arrives before its receive is posted is
-// buffered ("unexpected") and copied once the receive is posted.
+// buffered ("unexpected", or early) and copied once the receive is posted.
+//
+// Flow control. A sender that runs ahead of its receiver (a stream of
+// reduces or gathers, whose leaves never wait for the root) would have the
+// receiver buffer everything it sends. So a peer whose early messages here
+// weigh kHoldBytes (tcp_constants.h) and number kHoldMessages is held: its
+// connection is not read, between frames, until a posted receive could
+// want one of its messages (a receive from it, or from any peer on a
+// communicator that is not in the background: set_background_comm) or its
+// early messages are taken down to half. Its sends then wait in its socket,
+// as they would for a receiver that reads slowly. A held connection is still
+// watched for its peer closing it (read on to the end then: a loss is never
+// hidden behind a hold). Only a stream of many messages is held: one large
+// message, or a few, are read whatever their size, so that two ranks that
+// send to each other before receiving still finish.
 
 #include <poll.h>
 #include <sys/epoll.h>
@@ -107,6 +121,7 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len,
                        std::uint64_t signature = 0) override;
   void abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) override;
+  void set_background_comm(std::uint64_t comm_id, bool background) override;
   std::string peer_failure(int peer) const override;
   // Also replays the losses reported before it was set.
   void set_peer_lost_handler(PeerLostHandler handler) override;
@@ -156,6 +171,7 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   struct Unexpected {
     std::uint64_t comm, tag, arrival;
     std::uint64_t sig = 0;
+    std::size_t weight = 0;  // in early_weight_: its bytes and kEarlyOverhead
     Bytes data;
     // A striped message: one buffer per stripe, each growing as its bytes
     // arrive, and the stripes still being read.
@@ -232,6 +248,8 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
     bool said_goodbye = false;  // the peer is shutting down in order
     bool draining = false;      // ...and closed; stripes are still being read
     bool driven = false;        // a waiting caller reads this connection (drive)
+    bool held = false;          // flow control: not read until a receive wants it (hold)
+    bool closing = false;       // the peer closed it (or it failed): never held again
     // Parked: its last driver left it, and nothing but a driven receive
     // waits on it, so the progress thread does not watch it for input; what
     // arrives waits in the socket for the next driver, or for the progress
@@ -362,6 +380,13 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   std::vector<Bytes> spare_;
   std::size_t spare_bytes_ = 0;
   void abort_sends(Conn& c, std::uint64_t comm_id, ErrorKind kind, const std::string& message);
+  // Flow control (see the top). All under mu_.
+  bool wanted(int peer) const;  // a posted receive could want a message of peer's not read yet
+  bool should_hold(const Conn& c) const;
+  void release(Conn& c);                             // reads it again
+  void forget_early(int peer, const Unexpected& u);  // u leaves the early messages
+  std::vector<std::size_t> early_weight_;            // per peer
+  std::vector<std::uint64_t> background_;            // set_background_comm
   void update_epoll(Conn& c, bool want_out);
   void apply_epoll(Conn& c);
   // A caller waiting for a receive from `peer` reads that peer's connection

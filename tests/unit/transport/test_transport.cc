@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -230,6 +231,113 @@ bool wait_ok(const d::RequestPtr& r, std::chrono::seconds limit = 20s) {
   }
   EXPECT_TRUE(r->ok()) << r->error_message();
   return r->ok();
+}
+
+// Flow control: rank 1 streams 64 KiB messages that nobody receives yet.
+// The transport reads some kHoldBytes of them and then holds rank 1 (its
+// writes stall in the socket); rank 2 is still served; an any-source
+// receive on a background communicator does not release it; receives from
+// rank 1 do, and every message arrives whole and in order.
+constexpr std::size_t kFlowMsg = 64u << 10;
+
+std::vector<char> flow_payload(std::size_t i) {
+  std::mt19937_64 g(1000 + i);
+  std::vector<char> v(kFlowMsg);
+  for (auto& c : v) c = static_cast<char>(g() | 1);
+  return v;
+}
+
+// Starts rank 1's stream of `count` messages on (comm 7, tag i); `sent`
+// counts the messages written whole.
+std::thread stream_from_rank1(Fixture& f, std::size_t count, std::atomic<std::size_t>& sent) {
+  return std::thread([&f, count, &sent] {
+    try {
+      for (std::size_t i = 0; i < count; ++i) {
+        const auto data = flow_payload(i);
+        d::FrameHeader h = header(7, i, kFlowMsg);
+        send_all(f.end[1].get(), &h, sizeof h);
+        send_all(f.end[1].get(), data.data(), data.size());
+        sent.store(i + 1);
+      }
+    } catch (const std::exception&) {
+      // The test's end was closed: the test itself says what went wrong.
+    }
+  });
+}
+
+// Waits until `sent` stays put for 300 ms (at most 10 s); returns it.
+std::size_t settled(const std::atomic<std::size_t>& sent) {
+  std::size_t last = sent.load();
+  for (auto t0 = d::Clock::now(), still = t0; d::Clock::now() - t0 < 10s;) {
+    std::this_thread::sleep_for(50ms);
+    const std::size_t now = sent.load();
+    if (now != last) {
+      last = now;
+      still = d::Clock::now();
+    } else if (d::Clock::now() - still >= 300ms) {
+      break;
+    }
+  }
+  return last;
+}
+
+TEST(TcpTransportFlow, APeerRunningAheadIsHeldUntilItsMessagesAreWanted) {
+  Fixture f;
+  const std::size_t count = 512;  // 32 MiB
+  std::atomic<std::size_t> sent{0};
+  std::thread writer = stream_from_rank1(f, count, sent);
+  const std::size_t held_at = settled(sent);
+  // About kHoldBytes buffered, plus what the socket holds.
+  EXPECT_GE(held_at, 16u);
+  EXPECT_LE(held_at, 128u) << "rank 1 was not held";
+
+  // Rank 2 is served meanwhile.
+  const auto two = random_payload(1000);
+  d::FrameHeader h2 = header(7, 99, two.size());
+  send_all(f.end[2].get(), &h2, sizeof h2);
+  send_all(f.end[2].get(), two.data(), two.size());
+  std::vector<char> got2(two.size());
+  auto r2 = f.t->post_recv(2, 7, 99, got2.data(), got2.size());
+  ASSERT_TRUE(wait_ok(r2));
+  EXPECT_TRUE(got2 == two);
+
+  // A standing any-source receive of a background communicator wants
+  // nothing from rank 1.
+  f.t->set_background_comm(8, true);
+  std::vector<char> inbox(16);
+  auto standing = f.t->post_recv(d::kAnyPeer, 8, 0, inbox.data(), inbox.size());
+  EXPECT_EQ(settled(sent), held_at) << "a background receive released rank 1";
+
+  // Receives from rank 1, in order, take every message whole.
+  std::vector<char> got(kFlowMsg);
+  for (std::size_t i = 0; i < count; ++i) {
+    auto r = f.t->post_recv(1, 7, i, got.data(), got.size());
+    ASSERT_TRUE(wait_ok(r)) << "message " << i;
+    ASSERT_TRUE(got == flow_payload(i)) << "message " << i;
+  }
+  writer.join();
+  EXPECT_EQ(sent.load(), count);
+  EXPECT_FALSE(standing->done());
+}
+
+TEST(TcpTransportFlow, AHeldPeerThatClosesItsConnectionIsNamedLost) {
+  Fixture f;
+  std::atomic<std::size_t> sent{0};
+  std::thread writer = stream_from_rank1(f, 512, sent);
+  const std::size_t held_at = settled(sent);
+  EXPECT_LE(held_at, 128u) << "rank 1 was not held";
+  // Rank 1 dies: its connection closes (and its writes fail).
+  const auto t0 = d::Clock::now();
+  ::shutdown(f.end[1].get(), SHUT_RDWR);
+  writer.join();
+  while (f.t->peer_failure(1).empty() && d::Clock::now() - t0 < 5s) std::this_thread::sleep_for(10ms);
+  EXPECT_LT(d::Clock::now() - t0, 2s) << "a held peer's loss must not wait for its messages to be wanted";
+  EXPECT_NE(f.t->peer_failure(1).find("rank 1"), std::string::npos) << f.t->peer_failure(1);
+  // What arrived whole stays deliverable.
+  std::vector<char> got(kFlowMsg);
+  auto r = f.t->post_recv(1, 7, 0, got.data(), got.size());
+  ASSERT_TRUE(wait_ok(r));
+  EXPECT_TRUE(got == flow_payload(0));
 }
 
 // Sizes below, at and above the threshold, not multiples of the stripe
