@@ -45,9 +45,6 @@ FaultService::FaultService(JobState& job)
       bytes_(sizeof(Head) + 2 * ((static_cast<std::size_t>(world_size_) + 7) / 8)),
       lost_(static_cast<std::size_t>(world_size_), 0),
       suspected_(static_cast<std::size_t>(world_size_), 0) {
-  // Until an agreement starts, the service's standing receive does not
-  // keep a peer's stream of early messages flowing (TCP flow control).
-  job_.transport->set_background_comm(channel_, true);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -88,12 +85,6 @@ void FaultService::send(int to, Type type, const Key& key, int ballot, const Rep
   auto& s = sends_.back();
   s.second = job_.transport->post_send(to, channel_, 0, s.first.data(), bytes_);
   for (auto it = sends_.begin(); it != sends_.end();) it = it->second && it->second->done() ? sends_.erase(it) : ++it;
-}
-
-void FaultService::foreground() {
-  if (foreground_) return;
-  foreground_ = true;
-  job_.transport->set_background_comm(channel_, false);
 }
 
 FaultService::Report FaultService::report_of(const Instance& in) const {
@@ -174,7 +165,6 @@ void FaultService::handle(const std::vector<char>& msg, int from) {
   }
   const Key key{h.comm, h.instance};
   Instance& in = instances_[key];
-  foreground();
   switch (type) {
     case Type::Contribution:
       if (in.decided) {
@@ -369,7 +359,6 @@ Agreement FaultService::agree(std::uint64_t comm_id, std::uint64_t instance, con
   const Key key{comm_id, instance};
   std::unique_lock<std::mutex> lock(mu_);
   Instance& in = instances_[key];
-  foreground();
   in.joined = true;
   in.members = members;
   in.index.assign(static_cast<std::size_t>(world_size_), -1);

@@ -129,10 +129,6 @@ class FaultService {
 
   std::mutex mu_;  // guards everything below
   std::condition_variable decided_;
-  // An agreement has been seen: the channel's standing receive wants every
-  // peer's messages from now on (Transport::set_background_comm). Needs mu_.
-  void foreground();
-  bool foreground_ = false;
   std::map<Key, Instance> instances_;
   std::vector<char> lost_;  // per world rank: lost, as the job last knew
   // Per world rank: declared lost by some agreement (it did not answer),

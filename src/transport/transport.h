@@ -85,12 +85,6 @@ class Transport {
   // one (shared memory) for the peers it exchanges messages with.
   virtual void watch_peer(int peer) { (void)peer; }
 
-  // Receives from any peer on `comm_id` stand posted at all times (a
-  // service's inbox): while `background`, they do not make this rank read
-  // on from a peer whose early messages already reached the transport's
-  // bound (TCP: flow control, tcp_transport.h). Other receives do.
-  virtual void set_background_comm(std::uint64_t comm_id, bool background) { (void)comm_id, (void)background; }
-
   // Words for a signature in Mismatch messages (set once at init).
   using DescribeSignature = std::string (*)(std::uint64_t signature);
   virtual void set_signature_describer(DescribeSignature d) { describe_signature_ = d; }

@@ -577,11 +577,8 @@ void TcpTransport::handle_readable(Conn& c) {
 }
 
 bool TcpTransport::wanted(int peer) const {
-  for (const PostedRecv& r : match_.posted()) {
-    if (r.peer == peer) return true;
-    if (r.peer == kAnyPeer && std::find(background_.begin(), background_.end(), r.comm) == background_.end())
-      return true;
-  }
+  for (const PostedRecv& r : match_.posted())
+    if (r.peer == peer || r.peer == kAnyPeer) return true;
   return false;
 }
 

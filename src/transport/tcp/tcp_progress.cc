@@ -89,6 +89,7 @@ void TcpTransport::drive(int peer, const Completion& req, TimePoint deadline) {
       return;
     c.driven = true;
     c.parked = false;
+    c.held = false;  // its waiter reads it (and it may stop inside a frame)
     ++drives_;
     apply_epoll(c);
     fd = c.fd.get();

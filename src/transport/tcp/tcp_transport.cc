@@ -324,6 +324,7 @@ RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
     } else {
       it->has_claim = true;
       it->claim = r;
+      release(conns_[static_cast<std::size_t>(from)]);  // the rest of it is wanted
     }
     return req;
   }
@@ -335,22 +336,15 @@ RequestPtr TcpTransport::post_recv(int peer, std::uint64_t comm_id, std::uint64_
   // Flow control: a held peer may have what this receive wants.
   if (peer != kAnyPeer) {
     release(conns_[peer]);
-  } else if (std::find(background_.begin(), background_.end(), comm_id) == background_.end()) {
+  } else {
     for (Conn& c : conns_) release(c);
   }
   return req;
 }
 
-void TcpTransport::set_background_comm(std::uint64_t comm_id, bool background) {
+bool TcpTransport::holding(int peer) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto it = std::find(background_.begin(), background_.end(), comm_id);
-  if (background) {
-    if (it == background_.end()) background_.push_back(comm_id);
-    return;
-  }
-  if (it == background_.end()) return;
-  background_.erase(it);
-  for (Conn& c : conns_) release(c);  // its standing receives want every peer now
+  return conns_[static_cast<std::size_t>(peer)].held;
 }
 
 void TcpTransport::finish_recv(const PostedRecv& r, int from, const char* data, std::size_t bytes) {

@@ -44,12 +44,13 @@
 // receiver buffer everything it sends. So a peer whose early messages here
 // weigh kHoldBytes (tcp_constants.h) and number kHoldMessages is held: its
 // connection is not read, between frames, until a posted receive could
-// want one of its messages (a receive from it, or from any peer on a
-// communicator that is not in the background: set_background_comm) or its
+// want one of its messages (a receive from it, or from any peer) or its
 // early messages are taken down to half. Its sends then wait in its socket,
-// as they would for a receiver that reads slowly. A held connection is still
-// watched for its peer closing it (read on to the end then: a loss is never
-// hidden behind a hold). Only a stream of many messages is held: one large
+// as they would for a receiver that reads slowly. Nothing this rank waits
+// for is behind a hold: a peer that dies while held is named as soon as a
+// receive wants it (its connection's end is read then), or when another
+// rank reports it; a close that reaches this rank while held (its data all
+// read) is read at once. Only a stream of many messages is held: one large
 // message, or a few, are read whatever their size, so that two ranks that
 // send to each other before receiving still finish.
 
@@ -121,7 +122,8 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   RequestPtr post_recv(int peer, std::uint64_t comm_id, std::uint64_t tag, void* buf, std::size_t len,
                        std::uint64_t signature = 0) override;
   void abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& message) override;
-  void set_background_comm(std::uint64_t comm_id, bool background) override;
+  // Flow control holds `peer` now (see the top): for tests and diagnostics.
+  bool holding(int peer) const;
   std::string peer_failure(int peer) const override;
   // Also replays the losses reported before it was set.
   void set_peer_lost_handler(PeerLostHandler handler) override;
@@ -386,7 +388,6 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   void release(Conn& c);                             // reads it again
   void forget_early(int peer, const Unexpected& u);  // u leaves the early messages
   std::vector<std::size_t> early_weight_;            // per peer
-  std::vector<std::uint64_t> background_;            // set_background_comm
   void update_epoll(Conn& c, bool want_out);
   void apply_epoll(Conn& c);
   // A caller waiting for a receive from `peer` reads that peer's connection

@@ -2,7 +2,9 @@
 // malformed frames: only that peer's connection fails, with PeerLost naming
 // it and what was wrong; other peers are served; nothing large is allocated
 // on a header's word alone.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -233,11 +235,10 @@ bool wait_ok(const d::RequestPtr& r, std::chrono::seconds limit = 20s) {
   return r->ok();
 }
 
-// Flow control: rank 1 streams 64 KiB messages that nobody receives yet.
-// The transport reads some kHoldBytes of them and then holds rank 1 (its
-// writes stall in the socket); rank 2 is still served; an any-source
-// receive on a background communicator does not release it; receives from
-// rank 1 do, and every message arrives whole and in order.
+// Flow control: rank 1 streams 64 KiB messages that nobody receives yet,
+// over TCP on loopback (a peer's close must reach the transport as it does
+// between hosts). The transport reads some kHoldBytes of them and then holds
+// rank 1: its writes stall in the socket.
 constexpr std::size_t kFlowMsg = 64u << 10;
 
 std::vector<char> flow_payload(std::size_t i) {
@@ -247,9 +248,48 @@ std::vector<char> flow_payload(std::size_t i) {
   return v;
 }
 
+// A connected pair of TCP sockets on loopback: {the transport's, the test's}.
+std::pair<d::Fd, d::Fd> tcp_pair() {
+  d::Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  EXPECT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(::listen(listener.get(), 1), 0);
+  EXPECT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+  d::Fd test(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  // The test's side buffers little, so that a held transport stalls it soon.
+  const int small = 64 << 10;
+  ::setsockopt(test.get(), SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  EXPECT_EQ(::connect(test.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  d::Fd mine(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  return {std::move(mine), std::move(test)};
+}
+
+// Rank 0's transport of a world of 3 over TCP (256 KiB socket buffers);
+// the test plays ranks 1 and 2.
+struct TcpFixture {
+  d::Fd end[3];
+  std::unique_ptr<d::TcpTransport> t;
+  ~TcpFixture() {
+    for (auto& e : end) e.reset();
+    t.reset();
+  }
+  TcpFixture() {
+    std::vector<d::Fd> peers(3);
+    for (int r = 1; r < 3; ++r) {
+      auto [mine, test] = tcp_pair();
+      peers[r] = std::move(mine);
+      end[r] = std::move(test);
+    }
+    t = std::make_unique<d::TcpTransport>(0, 3, std::move(peers), 256u << 10);
+  }
+};
+
 // Starts rank 1's stream of `count` messages on (comm 7, tag i); `sent`
 // counts the messages written whole.
-std::thread stream_from_rank1(Fixture& f, std::size_t count, std::atomic<std::size_t>& sent) {
+std::thread stream_from_rank1(TcpFixture& f, std::size_t count, std::atomic<std::size_t>& sent) {
   return std::thread([&f, count, &sent] {
     try {
       for (std::size_t i = 0; i < count; ++i) {
@@ -260,83 +300,96 @@ std::thread stream_from_rank1(Fixture& f, std::size_t count, std::atomic<std::si
         sent.store(i + 1);
       }
     } catch (const std::exception&) {
-      // The test's end was closed: the test itself says what went wrong.
+      // The test cut rank 1 off, or gave up: the test itself says which.
     }
   });
 }
 
-// Waits until `sent` stays put for 300 ms (at most 10 s); returns it.
-std::size_t settled(const std::atomic<std::size_t>& sent) {
-  std::size_t last = sent.load();
-  for (auto t0 = d::Clock::now(), still = t0; d::Clock::now() - t0 < 10s;) {
-    std::this_thread::sleep_for(50ms);
-    const std::size_t now = sent.load();
-    if (now != last) {
-      last = now;
-      still = d::Clock::now();
-    } else if (d::Clock::now() - still >= 300ms) {
-      break;
-    }
-  }
-  return last;
+// Waits (at most 20 s) until pred() holds.
+template <class Pred>
+bool eventually(Pred pred) {
+  for (auto t0 = d::Clock::now(); d::Clock::now() - t0 < 20s; std::this_thread::sleep_for(5ms))
+    if (pred()) return true;
+  return pred();
 }
 
+void send_frame(int fd, std::uint64_t comm, std::uint64_t tag, const std::vector<char>& data) {
+  d::FrameHeader h = header(comm, tag, data.size());
+  send_all(fd, &h, sizeof h);
+  send_all(fd, data.data(), data.size());
+}
+
+// Held, it stays held for rank 2's messages; a receive from rank 1 for a
+// message not read yet releases it until that message is in; an
+// any-source receive releases it; every message arrives whole and in order.
 TEST(TcpTransportFlow, APeerRunningAheadIsHeldUntilItsMessagesAreWanted) {
-  Fixture f;
+  TcpFixture f;
   const std::size_t count = 512;  // 32 MiB
   std::atomic<std::size_t> sent{0};
   std::thread writer = stream_from_rank1(f, count, sent);
-  const std::size_t held_at = settled(sent);
-  // About kHoldBytes buffered, plus what the socket holds.
+  ASSERT_TRUE(eventually([&] { return f.t->holding(1); })) << "rank 1 was never held; it sent " << sent.load();
+  // About kHoldBytes read, and what the two sockets buffer.
+  std::this_thread::sleep_for(100ms);
+  const std::size_t held_at = sent.load();
   EXPECT_GE(held_at, 16u);
-  EXPECT_LE(held_at, 128u) << "rank 1 was not held";
+  EXPECT_LE(held_at, 100u);
 
-  // Rank 2 is served meanwhile.
+  // Rank 2 is served, and rank 1 stays held.
   const auto two = random_payload(1000);
-  d::FrameHeader h2 = header(7, 99, two.size());
-  send_all(f.end[2].get(), &h2, sizeof h2);
-  send_all(f.end[2].get(), two.data(), two.size());
+  send_frame(f.end[2].get(), 7, 99, two);
   std::vector<char> got2(two.size());
-  auto r2 = f.t->post_recv(2, 7, 99, got2.data(), got2.size());
-  ASSERT_TRUE(wait_ok(r2));
+  ASSERT_TRUE(wait_ok(f.t->post_recv(2, 7, 99, got2.data(), got2.size())));
   EXPECT_TRUE(got2 == two);
+  EXPECT_TRUE(f.t->holding(1));
 
-  // A standing any-source receive of a background communicator wants
-  // nothing from rank 1.
-  f.t->set_background_comm(8, true);
-  std::vector<char> inbox(16);
-  auto standing = f.t->post_recv(d::kAnyPeer, 8, 0, inbox.data(), inbox.size());
-  EXPECT_EQ(settled(sent), held_at) << "a background receive released rank 1";
-
-  // Receives from rank 1, in order, take every message whole.
+  // A receive from rank 1 for a message behind the hold is served.
+  const std::size_t ahead = held_at + 40;
   std::vector<char> got(kFlowMsg);
+  ASSERT_TRUE(wait_ok(f.t->post_recv(1, 7, ahead, got.data(), got.size())));
+  EXPECT_TRUE(got == flow_payload(ahead));
+  ASSERT_TRUE(eventually([&] { return f.t->holding(1); })) << "rank 1 was not held again";
+
+  // So is an any-source receive (rank 2 answers it), and rank 1 advances.
+  const std::size_t before = sent.load();
+  std::vector<char> any(1000);
+  auto r_any = f.t->post_recv(d::kAnyPeer, 9, 0, any.data(), any.size());
+  EXPECT_FALSE(f.t->holding(1));
+  EXPECT_TRUE(eventually([&] { return sent.load() >= std::min(count, before + 16); }));
+  send_frame(f.end[2].get(), 9, 0, two);
+  ASSERT_TRUE(wait_ok(r_any));
+  EXPECT_EQ(r_any->source(), 2);
+
+  // Every message, in order.
   for (std::size_t i = 0; i < count; ++i) {
-    auto r = f.t->post_recv(1, 7, i, got.data(), got.size());
-    ASSERT_TRUE(wait_ok(r)) << "message " << i;
+    if (i == ahead) continue;
+    ASSERT_TRUE(wait_ok(f.t->post_recv(1, 7, i, got.data(), got.size()))) << "message " << i;
     ASSERT_TRUE(got == flow_payload(i)) << "message " << i;
   }
   writer.join();
   EXPECT_EQ(sent.load(), count);
-  EXPECT_FALSE(standing->done());
 }
 
-TEST(TcpTransportFlow, AHeldPeerThatClosesItsConnectionIsNamedLost) {
-  Fixture f;
+// Rank 1 dies while held, its last messages still in its socket (over TCP
+// its close waits behind them): a receive that wants rank 1 reads on and
+// names the loss; what arrived whole stays deliverable.
+TEST(TcpTransportFlow, AHeldPeerThatDiesIsNamedOnceAReceiveWantsIt) {
+  TcpFixture f;
   std::atomic<std::size_t> sent{0};
   std::thread writer = stream_from_rank1(f, 512, sent);
-  const std::size_t held_at = settled(sent);
-  EXPECT_LE(held_at, 128u) << "rank 1 was not held";
-  // Rank 1 dies: its connection closes (and its writes fail).
-  const auto t0 = d::Clock::now();
-  ::shutdown(f.end[1].get(), SHUT_RDWR);
+  ASSERT_TRUE(eventually([&] { return f.t->holding(1); })) << "rank 1 was never held";
+  std::this_thread::sleep_for(100ms);
+  ::shutdown(f.end[1].get(), SHUT_RDWR);  // rank 1 dies
   writer.join();
-  while (f.t->peer_failure(1).empty() && d::Clock::now() - t0 < 5s) std::this_thread::sleep_for(10ms);
-  EXPECT_LT(d::Clock::now() - t0, 2s) << "a held peer's loss must not wait for its messages to be wanted";
-  EXPECT_NE(f.t->peer_failure(1).find("rank 1"), std::string::npos) << f.t->peer_failure(1);
-  // What arrived whole stays deliverable.
+  f.end[1].reset();
   std::vector<char> got(kFlowMsg);
-  auto r = f.t->post_recv(1, 7, 0, got.data(), got.size());
-  ASSERT_TRUE(wait_ok(r));
+  const auto t0 = d::Clock::now();
+  auto never = f.t->post_recv(1, 7, 100000, got.data(), got.size());
+  ASSERT_TRUE(never->wait_until(d::Clock::now() + 20s));
+  EXPECT_LT(d::Clock::now() - t0, 2s);
+  EXPECT_FALSE(never->ok());
+  EXPECT_EQ(never->error_kind(), tutti::ErrorKind::PeerLost) << never->error_message();
+  EXPECT_NE(never->error_message().find("rank 1"), std::string::npos) << never->error_message();
+  ASSERT_TRUE(wait_ok(f.t->post_recv(1, 7, 0, got.data(), got.size())));
   EXPECT_TRUE(got == flow_payload(0));
 }
 
