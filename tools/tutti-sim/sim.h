@@ -13,10 +13,7 @@
 // algorithm: every rank's sends and receives of that step). Its time:
 //
 //   latency   alpha if any transfer crosses hosts, else shm_alpha if any
-//             stays within one (0 for a round with no transfer); where the
-//             hosts share a machine's CPUs, as the test-bed's do, at least
-//             wake per rank of the round over `cores`: each must be
-//             scheduled once before the round is over
+//             stays within one (0 for a round with no transfer)
 //   + max(    beta * the most bytes through one direction of one host's
 //             link (less `burst`, the bytes a link carries at no cost after
 //             the round's latency: a token bucket's credit; 0 on a plain NIC),
@@ -25,6 +22,10 @@
 //             `overhead` per message of the rank with the most, beyond one
 //             send and one receive (a rank that posts many messages at once
 //             pays for each while its link drains) )
+//   (where the hosts share a machine's CPUs, as the test-bed's do, these
+//   two together at least wake per rank of the round over `cores`: each
+//   must be scheduled once before the round is over, while its bytes are
+//   on the way)
 //   + the most CPU time of one rank outside the transfers: gamma per byte
 //     it reduces, shm_beta per byte it copies locally (packing, rotations);
 //     with `cores`, at least every rank's together over the cores.
