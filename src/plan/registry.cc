@@ -278,12 +278,18 @@ constexpr When kReduceChain[] = {
     {.min_bytes = 256 * K + 1, .min_ranks = 3, .min_hosts = 2, .min_bytes_per_rank = 64 * K}};
 constexpr When kAllGatherBruck[] = {{.max_bytes = 8 * K, .min_ranks = 8}};
 constexpr When kAllGatherRecursiveDoubling[] = {{.max_bytes = 256 * K}};
-// Up to 8 KiB a rank; at any size on a power of two (no fold): ahead of
-// the ring or level from 8 to 64 KiB a rank on 4 and 8 ranks over loopback
-// TCP (1.1-1.5x at 8-32 KiB) and on 4 and 8 test-bed hosts at 1 Gbit/s
-// (8 KiB on 8: 476 against 623 us; 16-64 KiB level, at the link), and by
-// tutti-sim 1.1-1.2x at 16-32 KiB across 8-2,048 hosts.
-constexpr When kReduceScatterRecursiveHalving[] = {{.max_bytes = 8 * K}, {.pow2_ranks = true}};
+// Up to 8 KiB a rank; up to 32 KiB on a power of two (no fold): ahead of
+// the ring or level from 8 to 32 KiB a rank on 4 and 8 ranks over loopback
+// TCP (1.1-1.5x) and on 4 and 8 test-bed hosts at 1 Gbit/s (8 KiB on 8:
+// 476 against 623 us; 16-32 KiB level, at the link), and by tutti-sim
+// 1.1-1.2x at 16-32 KiB across 8-2,048 hosts. Above, the ring: it reduces
+// in place where halving first copies every block into one accumulator,
+// and its flows run one way between two hosts, where halving's exchanges
+// run both ways at once; on 4 test-bed hosts the ring is level or ahead
+// from 64 KiB a rank and 2.0x ahead at 16 MiB (420-429 ms against
+// 786-892), and as the step across hosts of the two-level form on 4 x 2,
+// 1.2-1.5x ahead from 512 KiB (bench/peers/netbed/compare.sh; docs/tuning.md).
+constexpr When kReduceScatterRecursiveHalving[] = {{.max_bytes = 8 * K}, {.max_bytes = 32 * K, .pow2_ranks = true}};
 // Bytes a peer. Bruck sends each block log2 p / 2 times, pairwise once in
 // one of 2 (p - 1) messages a rank: on one host (TCP loopback, 4 and 8
 // ranks) Bruck leads up to 4-16 KiB a peer, across 1 Gbit/s hosts (4-16 on

@@ -158,9 +158,9 @@ TEST(CoreSelection, OtherCollectivesBySizeAndShape) {
       {"reduce_scatter", 8 * K + 1, 8, "recursive_halving"},
       {"reduce_scatter", 32 * K, 8, "recursive_halving"},
       {"reduce_scatter", 8 * K + 1, 6, "ring"},
-      {"reduce_scatter", 64 * K, 8, "recursive_halving"},
+      {"reduce_scatter", 32 * K + 1, 8, "ring"},
       {"reduce_scatter", 64 * K, 6, "ring"},
-      {"reduce_scatter", std::size_t(1) << 30, 16, "recursive_halving"},
+      {"reduce_scatter", std::size_t(1) << 30, 16, "ring"},
       {"all_to_all", 4 * K, 8, "bruck"},  // bytes a peer, on one host
       {"all_to_all", 4 * K + 1, 8, "pairwise"},
       {"all_to_all", 4 * K, 64, "bruck"},
