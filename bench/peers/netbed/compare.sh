@@ -7,7 +7,8 @@
 # of their own, "name=VAR=value VAR2=value;name2=...", printed as tutti-name;
 # BUILDS adds runs of other builds of tutti, "name=DIR;..." (DIR holds
 # bin/tuttirun and bin/tutti-bench), printed as tutti-name: a change's before
-# and after side by side. OPENMPI=0 leaves Open MPI out.
+# and after side by side. OPENMPI=0 leaves Open MPI out. TUTTIRUN_ARGS go to
+# every tuttirun (e.g. "--bind-to none").
 # Prints "size time_us algbw busbw wrong" rows per run; bench/peers/netbed/report.py
 # turns saved output into a table and a plot.
 set -uo pipefail
@@ -45,7 +46,8 @@ for rep in $(seq "${REPS:-2}"); do
       b:*) v=${v#b:}; name=tutti-${v%%=*}; dir=${v#*=} ;;
     esac
     echo "== $name rep $rep"
-    env ${settings[@]+"${settings[@]}"} "$dir/bin/tuttirun" --hosts "$hosts" --exec-prefix "$NETBED_PREFIX" \
+    # shellcheck disable=SC2086
+    env ${settings[@]+"${settings[@]}"} "$dir/bin/tuttirun" ${TUTTIRUN_ARGS:-} --hosts "$hosts" --exec-prefix "$NETBED_PREFIX" \
       --master-addr "$NETBED_MASTER" "$dir/bin/tutti-bench" $args 2>&1 | awk '/^ +[0-9]/ {print $1, $6, $7, $8, $9}'
   done
 done
