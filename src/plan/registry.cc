@@ -288,7 +288,7 @@ constexpr When kAllGatherRecursiveDoubling[] = {{.max_bytes = 256 * K}};
 // run both ways at once; on 4 test-bed hosts the ring is level or ahead
 // from 64 KiB a rank and 2.0x ahead at 16 MiB (420-429 ms against
 // 786-892), and as the step across hosts of the two-level form on 4 x 2,
-// 1.2-1.5x ahead from 512 KiB (bench/peers/netbed/compare.sh; docs/tuning.md).
+// 1.1-1.5x ahead from 512 KiB (bench/peers/netbed/compare.sh; docs/tuning.md).
 constexpr When kReduceScatterRecursiveHalving[] = {{.max_bytes = 8 * K}, {.max_bytes = 32 * K, .pow2_ranks = true}};
 // Bytes a peer. Bruck sends each block log2 p / 2 times, pairwise once in
 // one of 2 (p - 1) messages a rank: on one host (TCP loopback, 4 and 8
