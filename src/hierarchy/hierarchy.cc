@@ -260,7 +260,7 @@ RootPlace root_place(const Hierarchy& h, int root, int rank) {
 }
 
 // Rank r's place among blocks ordered host by host, then by local index.
-std::size_t host_major(const Hierarchy& h, std::size_t r) {
+std::size_t host_major_index(const Hierarchy& h, std::size_t r) {
   return static_cast<std::size_t>(h.host_of_rank[r]) * static_cast<std::size_t>(h.per_host) +
          static_cast<std::size_t>(h.local_of_rank[r]);
 }
@@ -310,7 +310,7 @@ void two_level_gather(Hierarchy& h, const void* send, std::span<char* const> out
     char* const all = rank == root ? h.scratch.get(1, all_bytes) : nullptr;
     h.cross.gather(host_blocks, all, L * count, dtype, at.host);
     for (std::size_t r = 0; rank == root && r < out.size(); ++r)
-      std::memcpy(out[r], all + host_major(h, r) * bytes, bytes);
+      std::memcpy(out[r], all + host_major_index(h, r) * bytes, bytes);
   }
   h.scratch.trim();
 }
@@ -326,7 +326,7 @@ void two_level_scatter(Hierarchy& h, std::span<const char* const> in, void* recv
   char* all = nullptr;
   if (rank == root) {
     all = h.scratch.get(1, all_bytes);
-    for (std::size_t r = 0; r < in.size(); ++r) std::memcpy(all + host_major(h, r) * bytes, in[r], bytes);
+    for (std::size_t r = 0; r < in.size(); ++r) std::memcpy(all + host_major_index(h, r) * bytes, in[r], bytes);
   }
   const std::size_t L = static_cast<std::size_t>(h.per_host);
   char* const host_blocks = at.crosses ? h.scratch.get(0, L * bytes) : nullptr;
@@ -375,6 +375,43 @@ void two_level_reduce_scatter(Hierarchy& h, std::span<const void* const> in, voi
   h.cross.reduce_scatter(mine, recv, count, dtype, cop);
   h.scratch.trim();
   if (op.kind == ReduceOpKind::Avg) divide_by(recv, count, dtype, n);
+}
+
+// Each host first exchanges in shared memory, so that its rank of local
+// index l holds every block the host sends to the ranks of local index l;
+// those ranks then exchange across hosts, one flow a pair of hosts for each
+// local index (L (H - 1) flows leave a host, against L (n - L) for the flat
+// exchange), each carrying L blocks.
+void two_level_all_to_all(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype) {
+  const std::size_t B = count * dtype_size(dtype);
+  if (B == 0) return;
+  const std::size_t H = static_cast<std::size_t>(h.hosts), L = static_cast<std::size_t>(h.per_host);
+  const std::size_t n = H * L;
+  const char* const in = static_cast<const char*>(send);
+  char* const out = static_cast<char*>(recv);
+  // by_local[l][hst]: this rank's block for the rank (hst, l).
+  char* const by_local = h.scratch.get(0, n * B);
+  bool host_major = true;
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t l = static_cast<std::size_t>(h.local_of_rank[r]);
+    const std::size_t hst = static_cast<std::size_t>(h.host_of_rank[r]);
+    host_major = host_major && r == hst * L + l;
+    std::memcpy(by_local + (l * H + hst) * B, in + r * B, B);
+  }
+  // mixed[l][hst]: the block of this host's rank of local index l for the
+  // rank (hst, this rank's local index).
+  char* const mixed = h.scratch.get(1, n * B);
+  h.local.all_to_all(by_local, mixed, H * count, dtype);
+  // by_host[hst][l] = mixed[l][hst] (by_local's buffer, read already).
+  char* const by_host = by_local;
+  for (std::size_t l = 0; l < L; ++l)
+    for (std::size_t hst = 0; hst < H; ++hst) std::memcpy(by_host + (hst * L + l) * B, mixed + (l * H + hst) * B, B);
+  // received[hst][l]: the block of the rank (hst, l) for this rank; in
+  // place where the communicator's ranks run host by host.
+  char* const received = host_major ? out : mixed;
+  h.cross.all_to_all(by_host, received, L * count, dtype);
+  for (std::size_t r = 0; !host_major && r < n; ++r) std::memcpy(out + r * B, received + host_major_index(h, r) * B, B);
+  h.scratch.trim();
 }
 
 }  // namespace detail

@@ -32,6 +32,9 @@
 // reduce_scatter: local reduce_scatter of "super-blocks" (super-block l holds
 //   the blocks of the ranks with local index l, host by host), then a cross
 //   reduce_scatter of the super-block.
+// all_to_all (equal blocks): a local all_to_all that gathers at local rank
+//   l the host's blocks for the ranks of local index l, then an all_to_all
+//   of those across hosts (one flow a host pair and local index).
 //
 // The two children are internal communicators, made at the first two-level
 // operation (every member runs it in the same order), with ids derived from
@@ -121,5 +124,7 @@ void two_level_all_gather(Hierarchy& h, const void* send, std::span<char* const>
 // in[r]: this rank's input block for rank r; recv may alias one of them.
 void two_level_reduce_scatter(Hierarchy& h, std::span<const void* const> in, void* recv, std::size_t count,
                               DataType dtype, const ReduceOp& op, int n);
+// Equal blocks of `count` elements; recv may be `send`.
+void two_level_all_to_all(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype);
 
 }  // namespace tutti::detail

@@ -66,7 +66,12 @@ const Algorithm& Planner::choose(Collective c, std::size_t bytes, const Config& 
     // means the table's choice.
     if (a->medium != Medium::TwoLevel || s.two_level) return *a;
   } else if (s.two_level) {
-    if (const Algorithm* a = of_medium(c, Medium::TwoLevel)) return *a;
+    // The two-level form, where it has no rules or one holds.
+    if (const Algorithm* a = of_medium(c, Medium::TwoLevel)) {
+      if (a->chosen.empty()) return *a;
+      for (const When& w : a->chosen)
+        if (holds(w, bytes, config.small_bytes, s)) return *a;
+    }
   }
   if (s.single_host && config.transport != "tcp")
     if (const Algorithm* a = of_medium(c, Medium::SharedMemory)) return *a;

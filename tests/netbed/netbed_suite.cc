@@ -136,6 +136,36 @@ TEST(Netbed, LargeMessages) {
   }
 }
 
+// Two-level all_to_all (equal blocks) on the world, whose ranks run host by
+// host (the step across hosts receives in place), and on a copy of it whose
+// ranks run local index by local index (every block placed from scratch);
+// every element checked. all_to_all_v stays pairwise.
+TEST(Netbed, TwoLevelAllToAll) {
+  Communicator& world = *g_world;
+  const int per_host = env_int("LOCAL_WORLD_SIZE", 1);
+  const int hosts = world.size() / per_host;
+  std::optional<Communicator> by_local = world.split(0, (world.rank() % per_host) * hosts + world.rank() / per_host);
+  ASSERT_TRUE(by_local.has_value());
+  std::uint64_t id = 960000;
+  for (Communicator* comm : {&world, &*by_local}) {
+    for (std::size_t count : {std::size_t(1), std::size_t(7), std::size_t(300), std::size_t(64) << 10}) {
+      for (DataType dt : {DataType::Float32, DataType::Int8}) {
+        CaseInfo c;
+        c.dtype = dt;
+        c.count = count;
+        c.id = ++id;
+        check_all_to_all(*comm, c);
+        c.id = ++id;
+        check_all_to_all_v(*comm, c);
+      }
+    }
+    const std::vector<std::string> algos = algorithms_in_trace(comm->trace_json(), "all_to_all");
+    ASSERT_FALSE(algos.empty());
+    for (const std::string& a : algos) EXPECT_EQ(a, "two_level");
+    for (const std::string& a : algorithms_in_trace(comm->trace_json(), "all_to_all_v")) EXPECT_EQ(a, "pairwise");
+  }
+}
+
 // Two-level all_reduce on both sides of the leader form's limit (128 KiB by
 // default; check_netbed.py runs it again with TUTTI_TWO_LEVEL_LEADER_BYTES=1M).
 TEST(Netbed, TwoLevelAllReduceAroundTheLeaderCut) {

@@ -911,6 +911,14 @@ struct Simulator::Impl {
         r.what += " (" + x.what + " across)";
         break;
       }
+      case Collective::AllToAll: {
+        // `bytes`: a rank's whole send buffer, packed by local index, then
+        // by host (two copies of it) around the local exchange.
+        const Result x = table_network(c, bytes, cross_all, m);
+        r.seconds = 2 * p.shm_beta * bytes + shm(c, bytes) + x.seconds;
+        r.what += " (" + x.what + " across)";
+        break;
+      }
       default:
         r.modeled = false;
     }

@@ -259,7 +259,7 @@ TEST(CoreRegistry, EveryCollectiveIsWhole) {
     }
     EXPECT_EQ(shm, 1) << d::collective_name(coll);
     EXPECT_EQ(fallback, 1) << d::collective_name(coll);
-    const bool has_two_level = coll != d::Collective::AllToAll && coll != d::Collective::Barrier;
+    const bool has_two_level = coll != d::Collective::Barrier;
     EXPECT_EQ(two_level, has_two_level ? 1 : 0) << d::collective_name(coll);
     EXPECT_EQ(&d::fallback_algorithm(coll), d::find_algorithm(coll, d::fallback_algorithm(coll).name));
   }
@@ -279,12 +279,22 @@ TEST(CoreSelection, MediaByShape) {
   for (const char* coll : {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "gather",
                            "scatter", "barrier"}) {
     EXPECT_STREQ(choose(coll, 1 << 20, c, one_host), "shm") << coll;
+    // all_to_all: in two levels up to 8 KiB a peer (below).
     const bool has = std::strcmp(coll, "all_to_all") && std::strcmp(coll, "barrier");
     if (has) {
       EXPECT_STREQ(choose(coll, 1 << 20, c, two_level), "two_level") << coll;
     } else {
       EXPECT_STRNE(choose(coll, 1 << 20, c, two_level), "shm") << coll;
     }
+  }
+  EXPECT_STREQ(choose("all_to_all", 0, c, two_level), "two_level");
+  EXPECT_STREQ(choose("all_to_all", 8 * 1024, c, two_level), "two_level");
+  EXPECT_STREQ(choose("all_to_all", 8 * 1024 + 1, c, two_level), "pairwise");
+  {
+    d::Config forced;
+    forced.algo["all_to_all"] = "two_level";
+    EXPECT_STREQ(choose("all_to_all", 1 << 20, forced, two_level), "two_level");
+    EXPECT_STREQ(choose("all_to_all", 8, forced, shape(8, 8, 1)), "bruck");
   }
   // TUTTI_TRANSPORT=tcp: the table on one host too.
   d::Config tcp;
