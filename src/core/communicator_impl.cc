@@ -390,7 +390,7 @@ std::string detail::CommunicatorImpl::describe_context(const void* ctx) {
   return static_cast<const OpContext*>(ctx)->where();
 }
 
-void detail::CommunicatorImpl::set_topology() {
+void detail::CommunicatorImpl::set_topology(int copies) {
   std::vector<int> per_host;  // members per host index
   for (int w : world) {
     const auto h = static_cast<std::size_t>(job->host_of[w]);
@@ -403,6 +403,7 @@ void detail::CommunicatorImpl::set_topology() {
   shape.ranks_per_host = per_host.empty() ? 1 : *std::max_element(per_host.begin(), per_host.end());
   shape.single_host = shape.hosts <= 1;
   shape.two_level = !shape.single_host && detail::hierarchy_applies(world, job->host_of);
+  shape.copies = copies;
   single_host = shape.single_host;
   two_level = shape.two_level;
   planner.configure(job->config, shape);

@@ -125,15 +125,17 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
 
   // Every member on one host: shared-memory collectives apply.
   bool single_host = false;
-  // Spans hosts with the same number (>= 2) of members on each: all_reduce,
-  // broadcast, all_gather and reduce_scatter run in two levels
+  // Spans hosts with the same number (>= 2) of members on each: every
+  // collective but the barrier (all_to_all up to 8 KiB a peer) runs in two levels
   // (hierarchy/hierarchy.h), through children made at the first such operation.
   bool two_level = false;
   detail::Hierarchy& hierarchy();
   // What each operation runs (plan/planner.h); set_topology() configures
-  // it, and single_host and two_level, from the job's host map and `world`.
+  // it, and single_host and two_level, from the job's host map and `world`;
+  // `copies`: communicators that run the same operation over each host's
+  // link at once (Shape::copies).
   detail::Planner planner;
-  void set_topology();
+  void set_topology(int copies = 1);
   // The communicator's shared-memory segment, mapped at the first
   // shared-memory collective (every member runs it in the same order), set
   // up for the operation `ctx`.

@@ -72,7 +72,11 @@ detail::Hierarchy& detail::CommunicatorImpl::hierarchy() {
   const std::uint64_t cross_id =
       mix64(comm_id ^ 0x63726f73732d3263ull ^ mix64(static_cast<std::uint64_t>(my_local) + 1));
   h->local = Communicator(make_child_impl(*this, local_id, local_members));
-  h->cross = Communicator(make_child_impl(*this, cross_id, cross_members));
+  // The L cross communicators share each host's link (all_to_all's
+  // rules count that).
+  std::shared_ptr<CommunicatorImpl> cross = make_child_impl(*this, cross_id, cross_members);
+  cross->set_topology(h->per_host);
+  h->cross = Communicator(std::move(cross));
   h->leader_bytes = job->config.two_level_leader_bytes;
   h->thresholds = planner.thresholds().two_level;
   TwoLevelChoices choices = planner.two_level_choices(h->per_host);

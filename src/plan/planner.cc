@@ -75,6 +75,17 @@ const Algorithm& Planner::choose(Collective c, std::size_t bytes, const Config& 
   }
   if (s.single_host && config.transport != "tcp")
     if (const Algorithm* a = of_medium(c, Medium::SharedMemory)) return *a;
+  if (c == Collective::AllToAll && s.copies > 1) {
+    // Cross communicators of a two-level form, one a local index: each
+    // round puts on a host's link what a flat communicator of all their
+    // ranks (copies a host) with blocks of 1/copies the size would, in
+    // fewer rounds; the flat table's rules hold for that one.
+    Shape flat = s;
+    flat.ranks = s.ranks * s.copies;
+    flat.ranks_per_host = s.ranks_per_host * s.copies;
+    flat.copies = 1;
+    return by_table(c, bytes / static_cast<std::size_t>(s.copies), config, flat);
+  }
   return by_table(c, bytes, config, s);
 }
 

@@ -29,6 +29,12 @@ struct Shape {
   int ranks_per_host = 0;  // the most members on any one host
   bool single_host = false;
   bool two_level = false;  // spans hosts with the same number (>= 2) of members on each
+  // Communicators that run the same operation over each host's link at
+  // once: a two-level form's cross communicators (one a local index: the
+  // ranks a host); 1 elsewhere. all_to_all's rules hold for them as for a
+  // flat communicator of all their ranks, with blocks 1/copies the size
+  // (the same bytes on a host's link each round).
+  int copies = 1;
 };
 
 // The two-level all_reduce's timed choices (hierarchy/hierarchy.h says what

@@ -133,18 +133,22 @@ class Round {
 
   // `scale` multiplies every byte count (not the messages).
   double time(const Params& p, double scale = 1) const {
-    double link = 0, local = 0, posting = 0, cpu = 0, cpu_all = 0;
+    double link = 0, local = 0, posting = 0, posting_all = 0, cpu = 0, cpu_all = 0;
     for (std::size_t h = 0; h < out_.size(); ++h) link = std::max({link, out_[h], in_[h]});
     for (std::size_t r = 0; r < local_.size(); ++r) {
       local = std::max(local, local_[r]);
       posting = std::max(posting, msgs_[r]);
+      posting_all += std::max(0.0, msgs_[r] - 2) * g_->copies;
       const double mine = scale * (p.gamma * reduce_[r] + p.shm_beta * copy_[r]);
       cpu = std::max(cpu, mine);
       cpu_all += mine * g_->copies;
     }
     const double latency = cross_ ? p.alpha : local_any_ ? p.shm_alpha : 0;
-    double t = latency + std::max({p.beta * std::max(0.0, link * scale - p.burst), p.shm_beta * local * scale,
-                                   p.overhead * std::max(0.0, posting - 2)});
+    // Where hosts share the machine's CPUs, so does the messages' CPU time.
+    const double posting_time =
+        p.overhead * (p.cores > 0 ? std::max(posting - 2, posting_all / p.cores) : std::max(0.0, posting - 2));
+    double t =
+        latency + std::max({p.beta * std::max(0.0, link * scale - p.burst), p.shm_beta * local * scale, posting_time});
     // Hosts that share the machine's CPUs share their work, and every rank
     // of the round must be scheduled once before the round is over (while
     // its bytes are on the way).
@@ -633,11 +637,15 @@ class Net {
 // `cores` (the test-bed), the copies and reductions take that much longer,
 // and one operation alone (`latency`) waits for each of those ranks to be
 // scheduled at every step. Back-to-back operations do not: a rank finds the
-// next step's flag already set.
-double shm_time(Collective c, double bytes, int L, const Params& p, std::size_t one_shot, int machine, bool latency) {
+// next step's flag already set. `awake`: the step's ranks all ran the step
+// before it (none slept through a step across hosts that others ran): it
+// waits for its own host's ranks only.
+double shm_time(Collective c, double bytes, int L, const Params& p, std::size_t one_shot, int machine, bool latency,
+                bool awake = false) {
   if (L <= 1) return 0;
   const double share = p.cores > 0 ? std::max(1.0, machine / p.cores) : 1.0;
-  const double a = p.cores > 0 && latency ? std::max(p.shm_alpha, machine * p.wake / p.cores) : p.shm_alpha;
+  const double waking = awake ? L : machine;
+  const double a = p.cores > 0 && latency ? std::max(p.shm_alpha, waking * p.wake / p.cores) : p.shm_alpha;
   const double cb = p.shm_beta * share, g = p.gamma * share;
   switch (c) {
     case Collective::AllReduce:
@@ -733,11 +741,12 @@ struct Simulator::Impl {
     detail::Planner planner;
     Units units;
   };
-  std::map<std::pair<int, int>, std::unique_ptr<Env>> envs;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Env>> envs;
   std::map<std::tuple<int, int, int>, std::unique_ptr<Round>> pairwise_units;
 
-  Env& env(int n, int L) {
-    auto& e = envs[{n, L}];
+  // `copies`: groups at once on the same hosts (Shape::copies).
+  Env& env(int n, int L, int copies = 1) {
+    auto& e = envs[{n, L, copies}];
     if (!e) {
       e = std::make_unique<Env>();
       detail::Shape& s = e->shape;
@@ -746,6 +755,7 @@ struct Simulator::Impl {
       s.ranks_per_host = std::min(n, L);
       s.single_host = s.hosts <= 1;
       s.two_level = !s.single_host && L >= 2 && n % L == 0;
+      s.copies = copies;
       e->planner.configure(config, s);
       e->units.chunk = e->planner.chunk_bytes();
       e->units.small_pipe = e->planner.small_pipe_bytes();
@@ -840,7 +850,7 @@ struct Simulator::Impl {
   // timed choice (all_reduce between recursive doubling and Rabenseifner,
   // Rabenseifner and the ring).
   Result table_network(Collective c, double bytes, const Group& g, Measure m) {
-    Env& e = env(g.n, g.per_host);
+    Env& e = env(g.n, g.per_host, g.copies);
     Result r;
     // all_to_all: the table counts the block a peer.
     const double table_bytes = c == Collective::AllToAll ? bytes / g.n : bytes;
@@ -871,6 +881,8 @@ struct Simulator::Impl {
     const std::size_t one_shot = config.shm_one_shot_bytes;
     const bool stream = streamed(c, m);
     auto shm = [&](Collective k, double b) { return shm_time(k, b, L, p, one_shot, n, !stream); };
+    // all_gather, reduce_scatter, all_to_all: every rank runs both steps.
+    auto shm_awake = [&](Collective k, double b) { return shm_time(k, b, L, p, one_shot, n, !stream, true); };
     Result r;
     r.modeled = true;
     r.what = "two_level";
@@ -901,13 +913,13 @@ struct Simulator::Impl {
       }
       case Collective::AllGather: {
         const Result x = table_network(c, bytes, cross_all, m);
-        r.seconds = x.seconds + shm(c, H * bytes) + p.shm_beta * n * bytes;
+        r.seconds = x.seconds + shm_awake(c, H * bytes) + p.shm_beta * n * bytes;
         r.what += " (" + x.what + " across)";
         break;
       }
       case Collective::ReduceScatter: {
         const Result x = table_network(c, bytes, cross_all, m);
-        r.seconds = p.shm_beta * n * bytes + shm(c, H * bytes) + x.seconds;
+        r.seconds = p.shm_beta * n * bytes + shm_awake(c, H * bytes) + x.seconds;
         r.what += " (" + x.what + " across)";
         break;
       }
@@ -915,7 +927,7 @@ struct Simulator::Impl {
         // `bytes`: a rank's whole send buffer, packed by local index, then
         // by host (two copies of it) around the local exchange.
         const Result x = table_network(c, bytes, cross_all, m);
-        r.seconds = 2 * p.shm_beta * bytes + shm(c, bytes) + x.seconds;
+        r.seconds = 2 * p.shm_beta * bytes + shm_awake(c, bytes) + x.seconds;
         r.what += " (" + x.what + " across)";
         break;
       }
@@ -1020,7 +1032,8 @@ Result Simulator::run(Collective c, std::size_t bytes, int ranks, int per_host, 
   Result r;
   if (algo == nullptr) {
     Impl::Env& e = s.env(ranks, L);
-    const detail::Plan plan = e.planner.plan(c, bytes);
+    // all_to_all: the table counts the block a peer.
+    const detail::Plan plan = e.planner.plan(c, c == Collective::AllToAll ? bytes / ranks : bytes);
     switch (plan.algorithm->medium) {
       case Medium::SharedMemory:
         r.modeled = true;

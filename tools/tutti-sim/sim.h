@@ -21,7 +21,8 @@
 //             own host,
 //             `overhead` per message of the rank with the most, beyond one
 //             send and one receive (a rank that posts many messages at once
-//             pays for each while its link drains) )
+//             pays for each while its link drains); with `cores`, at least
+//             every rank's such messages together over the cores )
 //   (where the hosts share a machine's CPUs, as the test-bed's do, these
 //   two together at least wake per rank of the round over `cores`: each
 //   must be scheduled once before the round is over, while its bytes are
@@ -51,13 +52,18 @@
 // a rank copies and gamma per byte it reduces (sim.cc, shm_time). With
 // `cores`, copies and reductions are slowed by the job's ranks over the
 // cores, and a step of one operation alone lasts at least wake per rank of
-// the job over the cores (in a stream a rank finds the next step ready).
+// the job over the cores (in a stream a rank finds the next step ready);
+// per rank of its host only where every rank of the job ran the step
+// before (all_gather, reduce_scatter and all_to_all in two levels, whose
+// ranks all take part in the step across hosts: none sleeps through it).
 //
 // Two-level forms (hierarchy/hierarchy.cc) are those local steps and the
 // step across hosts: a network algorithm among one rank of each host, as
-// that communicator's own table picks it. The all_reduce's slices run the
-// L cross all_reduces at once, sharing each host's link; in pieces, one
-// piece's local steps overlap another's step across hosts.
+// that communicator's own table picks it (for all_to_all, with its L copies
+// counted: planner.h, Shape::copies). The all_reduce's slices and the
+// all_gather, reduce_scatter and all_to_all run the L cross operations at
+// once, sharing each host's link; in pieces, one piece's local steps
+// overlap another's step across hosts.
 //
 // A timed choice (algorithms/tuner.h, and the two-level all_reduce's)
 // settles on what the model finds faster: the other alternative where it

@@ -296,6 +296,20 @@ TEST(CoreSelection, MediaByShape) {
     EXPECT_STREQ(choose("all_to_all", 1 << 20, forced, two_level), "two_level");
     EXPECT_STREQ(choose("all_to_all", 8, forced, shape(8, 8, 1)), "bruck");
   }
+  // A two-level form's cross communicators share each host's link:
+  // all_to_all's rules hold for them as for a flat communicator of all
+  // their ranks with blocks 1/copies the size.
+  d::Shape cross = shape(8, 8, 1);
+  EXPECT_STREQ(choose("all_to_all", 2 * 1024, c, cross), "bruck");
+  EXPECT_STREQ(choose("all_to_all", 2 * 1024 + 1, c, cross), "pairwise");
+  cross.copies = 8;  // as 64 ranks, 8 a host: Bruck up to 128 B a peer
+  EXPECT_STREQ(choose("all_to_all", 8 * 128, c, cross), "bruck");
+  EXPECT_STREQ(choose("all_to_all", 8 * 128 + 8, c, cross), "pairwise");
+  d::Shape wide = shape(128, 128, 1);
+  wide.copies = 8;  // as 1,024 ranks: Bruck up to 64 B a peer
+  EXPECT_STREQ(choose("all_to_all", 8 * 64, c, wide), "bruck");
+  EXPECT_STREQ(choose("all_to_all", 8 * 64 + 8, c, wide), "pairwise");
+  EXPECT_STREQ(choose("all_reduce", 8, c, cross), "recursive_doubling");
   // TUTTI_TRANSPORT=tcp: the table on one host too.
   d::Config tcp;
   tcp.transport = "tcp";
