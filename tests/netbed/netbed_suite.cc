@@ -139,7 +139,8 @@ TEST(Netbed, LargeMessages) {
 // Two-level all_to_all (equal blocks) on the world, whose ranks run host by
 // host (the step across hosts receives in place), and on a copy of it whose
 // ranks run local index by local index (every block placed from scratch);
-// every element checked. all_to_all_v stays pairwise.
+// every element checked. all_to_all_v, and all_to_all above 8 KiB a peer
+// (which runs as all_to_all_v), stay pairwise.
 TEST(Netbed, TwoLevelAllToAll) {
   Communicator& world = *g_world;
   const int per_host = env_int("LOCAL_WORLD_SIZE", 1);
@@ -148,7 +149,9 @@ TEST(Netbed, TwoLevelAllToAll) {
   ASSERT_TRUE(by_local.has_value());
   std::uint64_t id = 960000;
   for (Communicator* comm : {&world, &*by_local}) {
-    for (std::size_t count : {std::size_t(1), std::size_t(7), std::size_t(300), std::size_t(64) << 10}) {
+    // Up to 8 KiB a peer in two levels (2,048 float32s), pairwise above.
+    for (std::size_t count :
+         {std::size_t(1), std::size_t(7), std::size_t(300), std::size_t(2048), std::size_t(64) << 10}) {
       for (DataType dt : {DataType::Float32, DataType::Int8}) {
         CaseInfo c;
         c.dtype = dt;
