@@ -126,11 +126,7 @@ void FaultService::run() {
       }
       rx.reset();
     }
-    {
-      std::lock_guard<std::mutex> jl(job_.comms_mu);
-      for (const auto& l : job_.lost)
-        if (l.first >= 0 && l.first < world_size_) lost_[static_cast<std::size_t>(l.first)] = 1;
-    }
+    update_lost();
     for (auto& [key, in] : instances_) step(key, in);
     decided_.notify_all();
   }
@@ -229,9 +225,20 @@ void FaultService::refresh(Instance& in) {
   }
 }
 
+void FaultService::update_lost() {
+  std::lock_guard<std::mutex> jl(job_.comms_mu);
+  for (const auto& l : job_.lost)
+    if (l.first >= 0 && l.first < world_size_) lost_[static_cast<std::size_t>(l.first)] = 1;
+}
+
 void FaultService::answer_request(const Key& key, Instance& in, int from, int ballot) {
   const int n = static_cast<int>(in.members.size());
   if (ballot < in.promised || ballot < 0 || ballot >= n || in.members[static_cast<std::size_t>(ballot)] != from) return;
+  // What this rank knows now: a request can come before its first step
+  // since it joined, and members known dead must not be counted as
+  // declared lost below.
+  update_lost();
+  refresh(in);
   // The requester coordinates: every member below it is lost in its view,
   // and this rank now decides nothing with them.
   // (Counted as declared lost here, unless known dead: the quorum then

@@ -112,6 +112,8 @@ class FaultService {
   void run();
   void handle(const std::vector<char>& msg, int from);
   void step(const Key& key, Instance& in);
+  // lost_ from the job's losses (under mu_; takes JobState::comms_mu).
+  void update_lost();
   void refresh(Instance& in);
   void decide(const Key& key, Instance& in);
   void accept(const Key& key, Instance& in, int from, int ballot, const Report& d);
