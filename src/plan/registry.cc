@@ -306,13 +306,15 @@ constexpr When kAllToAllBruck[] = {{.max_bytes = 4 * K, .max_hosts = 1},
                                    {.max_bytes = 32}};
 
 // Where the two-level form applies, up to 8 KiB a peer: on 4 x 2 test-bed
-// hosts 1.1-1.3x ahead of flat Bruck from 16 B to 1 KiB a peer (209-238
-// against 248-314 us at 16 B) and level with pairwise at 8 KiB (818-848
-// against 828-833 us); by tutti-sim (hosts with CPUs of their own) ahead of
-// Bruck and pairwise or level on 64-16,384 ranks, 8 a host. Above, its two
-// copies of the send buffer and the local exchange cost more than its fewer
-// flows save: 1.4x behind pairwise at 128 KiB a peer on the test-bed (16.7-
-// 18.3 against 11.8-12.5 ms), level at 8 MiB a peer.
+// hosts 1.3x ahead of flat Bruck from 16 B to 1 KiB a peer (175-215 against
+// 224-297 us at 16 B) and level with pairwise at 8 KiB (829-830 against
+// 828-834 us); by tutti-sim (hosts with CPUs of their own) ahead of Bruck
+// and pairwise or level on 64-16,384 ranks, 8 a host. Above, its two copies
+// of the send buffer and the local exchange cost more than its fewer flows
+// save: 1.4x behind pairwise at 128 KiB a peer on the test-bed (16.7-18.3
+// against 11.8-12.5 ms), level at 8 MiB a peer. (One leader a host, one
+// flow a host pair, was slower still: 1.65-1.93 s at 8 MiB a peer against
+// 1.08-1.20 pairwise.) docs/tuning.md.
 constexpr When kAllToAllTwoLevel[] = {{.max_bytes = 8 * K}};
 
 using C = Collective;
