@@ -3,14 +3,14 @@
 #   1. plain: the sources against .clang-format, build/ (scripts/build.sh)
 #      and every test through ctest;
 #   2. the build matrix (tests/build/build_matrix.sh: library, tools and
-#      Python package with g++ and clang++, Release, Debug and
-#      RelWithDebInfo), then sanitizers: the multi-rank tests built with AddressSanitizer and
-#      UndefinedBehaviorSanitizer (build-asan/), then with ThreadSanitizer
-#      (build-tsan/); any report, in the test process or in a rank it forked,
-#      fails the test;
+#      Python package with g++ and clang++, Release and Debug; the plain
+#      build is g++ RelWithDebInfo), then sanitizers: the multi-rank tests
+#      built with AddressSanitizer and UndefinedBehaviorSanitizer
+#      (build-asan/), then with ThreadSanitizer (build-tsan/); any report,
+#      in the test process or in a rank it forked, fails the test;
 #   3. fuzz: the libFuzzer targets of tests/fuzz, built with clang
-#      (build-fuzz/), each run for $TUTTI_FUZZ_SECONDS (default 60) seconds;
-#      a crash, leak, timeout or failed check fails the command.
+#      (build-fuzz/), both at once, each for $TUTTI_FUZZ_SECONDS (default
+#      60) seconds; a crash, leak, timeout or failed check fails the command.
 #
 #   scripts/test.sh [--quick] [ctest arguments]
 #
@@ -96,20 +96,32 @@ unset ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS
 cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j"$jobs"
 stage_done "fuzz build"
-for target in store_stream transport_stream; do
+# The two targets run at once, one a core.
+targets=(store_stream transport_stream)
+pids=()
+for target in "${targets[@]}"; do
   mkdir -p "build-fuzz/corpus/$target" build-fuzz/artifacts
-  log=build-fuzz/$target.log
-  echo "fuzz_$target: ${fuzz_seconds} s (log: $log)"
+  echo "fuzz_$target: ${fuzz_seconds} s (log: build-fuzz/$target.log)"
   # New inputs go to build-fuzz/corpus/; the checked-in seeds are only read.
-  if ! build-fuzz/fuzz_$target -max_total_time="$fuzz_seconds" -print_final_stats=1 -timeout=10 \
-      -rss_limit_mb=2048 -max_len=8192 -artifact_prefix="build-fuzz/artifacts/$target-" \
-      "build-fuzz/corpus/$target" "tests/fuzz/corpus/$target" >"$log" 2>&1; then
+  build-fuzz/fuzz_$target -max_total_time="$fuzz_seconds" -print_final_stats=1 -timeout=10 \
+    -rss_limit_mb=2048 -max_len=8192 -artifact_prefix="build-fuzz/artifacts/$target-" \
+    "build-fuzz/corpus/$target" "tests/fuzz/corpus/$target" >"build-fuzz/$target.log" 2>&1 &
+  pids+=($!)
+done
+failed=0
+for i in "${!targets[@]}"; do
+  target=${targets[$i]}
+  log=build-fuzz/$target.log
+  if ! wait "${pids[$i]}"; then
     tail -n 80 "$log"
     echo "fuzz_$target failed; the input that failed is in build-fuzz/artifacts/" >&2
-    exit 1
+    failed=1
+    continue
   fi
+  echo "fuzz_$target:"
   grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::(number_of_executed_units|new_units_added)' "$log" || true
-  stage_done "fuzz $target"
 done
+[ "$failed" = 0 ] || exit 1
+stage_done "fuzzing"
 
 finish
