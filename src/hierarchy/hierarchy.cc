@@ -58,6 +58,9 @@ detail::Hierarchy& detail::CommunicatorImpl::hierarchy() {
   }
   h->hosts = static_cast<int>(host_ids.size());
   h->per_host = per_host_count[0];
+  h->host_major = true;
+  for (int r = 0; r < size; ++r)
+    h->host_major = h->host_major && r == h->host_of_rank[r] * h->per_host + h->local_of_rank[r];
   const int my_host = h->host_of_rank[rank], my_local = h->local_of_rank[rank];
   std::vector<int> local_members, cross_members;
   for (int r = 0; r < size; ++r)
@@ -395,11 +398,9 @@ void two_level_all_to_all(Hierarchy& h, const void* send, void* recv, std::size_
   char* const out = static_cast<char*>(recv);
   // by_local[l][hst]: this rank's block for the rank (hst, l).
   char* const by_local = h.scratch.get(0, n * B);
-  bool host_major = true;
   for (std::size_t r = 0; r < n; ++r) {
     const std::size_t l = static_cast<std::size_t>(h.local_of_rank[r]);
     const std::size_t hst = static_cast<std::size_t>(h.host_of_rank[r]);
-    host_major = host_major && r == hst * L + l;
     std::memcpy(by_local + (l * H + hst) * B, in + r * B, B);
   }
   // mixed[l][hst]: the block of this host's rank of local index l for the
@@ -412,9 +413,10 @@ void two_level_all_to_all(Hierarchy& h, const void* send, void* recv, std::size_
     for (std::size_t hst = 0; hst < H; ++hst) std::memcpy(by_host + (hst * L + l) * B, mixed + (l * H + hst) * B, B);
   // received[hst][l]: the block of the rank (hst, l) for this rank; in
   // place where the communicator's ranks run host by host.
-  char* const received = host_major ? out : mixed;
+  char* const received = h.host_major ? out : mixed;
   h.cross.all_to_all(by_host, received, L * count, dtype);
-  for (std::size_t r = 0; !host_major && r < n; ++r) std::memcpy(out + r * B, received + host_major_index(h, r) * B, B);
+  for (std::size_t r = 0; !h.host_major && r < n; ++r)
+    std::memcpy(out + r * B, received + host_major_index(h, r) * B, B);
   h.scratch.trim();
 }
 

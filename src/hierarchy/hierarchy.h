@@ -60,6 +60,7 @@ struct Hierarchy {
   int per_host = 0;                // local size
   std::vector<int> host_of_rank;   // comm rank -> host index (0..hosts-1)
   std::vector<int> local_of_rank;  // comm rank -> local index
+  bool host_major = false;         // rank r is host r / per_host's local index r % per_host
   Scratch scratch;                 // the operations' own buffers (trimmed after each)
   // The all_reduce size up to which one leader per host talks across hosts
   // (TUTTI_TWO_LEVEL_LEADER_BYTES).

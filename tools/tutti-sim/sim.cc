@@ -740,6 +740,12 @@ struct Simulator::Impl {
     detail::Shape shape;
     detail::Planner planner;
     Units units;
+    // The table's pick for `bytes` a rank: all_to_all's rules count the
+    // block a peer, as Communicator::all_to_all asks.
+    detail::Plan plan(Collective c, double bytes) const {
+      const double table_bytes = c == Collective::AllToAll ? bytes / shape.ranks : bytes;
+      return planner.plan(c, static_cast<std::size_t>(table_bytes));
+    }
   };
   std::map<std::tuple<int, int, int>, std::unique_ptr<Env>> envs;
   std::map<std::tuple<int, int, int>, std::unique_ptr<Round>> pairwise_units;
@@ -852,9 +858,7 @@ struct Simulator::Impl {
   Result table_network(Collective c, double bytes, const Group& g, Measure m) {
     Env& e = env(g.n, g.per_host, g.copies);
     Result r;
-    // all_to_all: the table counts the block a peer.
-    const double table_bytes = c == Collective::AllToAll ? bytes / g.n : bytes;
-    const detail::Plan plan = e.planner.plan(c, static_cast<std::size_t>(table_bytes));
+    const detail::Plan plan = e.plan(c, bytes);
     if (plan.algorithm->medium != Medium::Network) {
       // A single-host group (a two-level form's cross communicator of one host).
       r.modeled = true;
@@ -1031,9 +1035,7 @@ Result Simulator::run(Collective c, std::size_t bytes, int ranks, int per_host, 
   const double b = static_cast<double>(bytes);
   Result r;
   if (algo == nullptr) {
-    Impl::Env& e = s.env(ranks, L);
-    // all_to_all: the table counts the block a peer.
-    const detail::Plan plan = e.planner.plan(c, c == Collective::AllToAll ? bytes / ranks : bytes);
+    const detail::Plan plan = s.env(ranks, L).plan(c, b);
     switch (plan.algorithm->medium) {
       case Medium::SharedMemory:
         r.modeled = true;
