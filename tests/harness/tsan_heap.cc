@@ -19,6 +19,7 @@
 #if defined(__SANITIZE_THREAD__)
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -38,16 +39,17 @@ struct Heap {
   int count[kClasses];
   std::size_t kept;
 };
-// Constant-initialized, never destroyed in a way that matters: delete may run
-// after static destructors.
+// Constant-initialized; its destructor does nothing (std::mutex's is
+// trivial in effect), so a delete run after static destructors still works.
 Heap heap;
 
 std::size_t class_bytes(long c) { return kSmallest << c; }
 
 void* allocate(std::size_t n) noexcept {
-  const std::size_t total = n + kHeader < n ? n : n + kHeader;
+  if (n > SIZE_MAX - kHeader) return nullptr;
+  const std::size_t total = n + kHeader;
   long c = kUncached;
-  if (total >= kSmallest && total > n) {
+  if (total >= kSmallest) {
     for (long k = 0; k < kClasses; ++k)
       if (class_bytes(k) >= total) {
         c = k;
