@@ -28,6 +28,15 @@ inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;
 #endif
+// ThreadSanitizer checks the threads of one rank (progress thread, callers,
+// async work), whose steps do not depend on the dtype or on a reduction's
+// kernel: some tests run fewer dtypes and trials there than under
+// AddressSanitizer and UndefinedBehaviorSanitizer, which check each kernel.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitized = true;
+#else
+inline constexpr bool kThreadSanitized = false;
+#endif
 
 struct SpawnOptions {
   std::chrono::seconds timeout{300};

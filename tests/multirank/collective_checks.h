@@ -13,9 +13,21 @@
 #include <vector>
 
 #include "common/reference.h"
+#include "harness/spawn.h"
 #include "tutti/communicator.h"
 
 namespace tutti::testing {
+
+// The dtypes a sweep runs under the sanitizers (scripts/test.sh's second
+// stage). Under ASan and UBSan one of each element size (1, 2, 4, 8 and 16
+// bytes): slots, rounds and chunks depend on sizes, not on the type. Under
+// TSan, which checks one rank's threads and not the kernels, two sizes
+// (Float32 and Int8; spawn.h, kThreadSanitized).
+inline bool swept_when_sanitized(DataType dt) {
+  if (kThreadSanitized) return dt == DataType::Float32 || dt == DataType::Int8;
+  return dt == DataType::Float32 || dt == DataType::Int8 || dt == DataType::BFloat16 || dt == DataType::Complex64 ||
+         dt == DataType::Complex128;
+}
 
 using Buf = std::vector<char>;
 

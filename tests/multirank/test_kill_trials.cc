@@ -1,7 +1,7 @@
 // A rank killed (SIGKILL) at a random point of a random sequence of
 // collectives: every survivor's pending operation fails with PeerLost naming
 // it within 2 s of the kill, later calls fail at once with PeerLost, and
-// nobody hangs. 25 trials per transport (the first 12 under the sanitizers,
+// nobody hangs. 25 trials per transport (the first 12 under ASan, 6 under TSan,
 // scripts/test.sh's second stage), random world size, victim, op sequence,
 // message sizes and kill time (inside an op or between ops).
 #include <gtest/gtest.h>
@@ -61,7 +61,7 @@ void random_op(Communicator& comm, std::mt19937& rng, std::vector<float>& a, std
 
 class KillTrials : public ::testing::TestWithParam<std::string> {};
 
-constexpr unsigned kTrials = kSanitized ? 12 : 25;
+constexpr unsigned kTrials = kThreadSanitized ? 6 : kSanitized ? 12 : 25;
 
 TEST_P(KillTrials, SurvivorsGetPeerLostNamingTheVictimWithinTwoSeconds) {
   // Where the victim writes when it dies, seen by every rank (fork keeps
