@@ -38,6 +38,17 @@ stage_done() {
   echo "== $1: $((now - stage_start)) s"
   stage_start=$now
 }
+# ctest starts the longest tests first where it knows their times
+# (Testing/Temporary/CTestCostData.txt, which it rewrites after each run); a
+# fresh build directory gets those of tests/ctest_costs/NAME.txt (a clean
+# run's), so that no long test starts last with the other core idle.
+seed_costs() {  # build directory, NAME
+  local f=$1/Testing/Temporary/CTestCostData.txt
+  if [ ! -f "$f" ]; then
+    mkdir -p "$(dirname "$f")"
+    cp "tests/ctest_costs/$2.txt" "$f"
+  fi
+}
 finish() {
   echo "== stage times"
   printf '%s\n' "${summary[@]}"
@@ -54,6 +65,7 @@ if ! clang-format --dry-run -Werror "${sources[@]}"; then
 fi
 TUTTI_JOBS=$jobs bash scripts/build.sh
 stage_done "plain build"
+seed_costs build plain
 (cd build && ctest --output-on-failure -j2 --timeout 900 ${ctest_args[@]+"${ctest_args[@]}"})
 stage_done "plain tests"
 if [ "$quick" = 1 ]; then
@@ -85,6 +97,7 @@ sanitized() {  # name, TUTTI_SANITIZE value, TUTTI_TEST_LARGE_BYTES
     -DTUTTI_BUILD_TESTS=ON -DTUTTI_BUILD_TOOLS=ON -DTUTTI_BUILD_EXAMPLES=OFF >/dev/null
   cmake --build "$dir" -j"$jobs" --target tutti_multirank_tests
   stage_done "$1 build"
+  seed_costs "$dir" "$1"
   (cd "$dir" && TUTTI_TEST_LARGE_BYTES=$3 ctest --output-on-failure -j2 --timeout 900 -L multirank)
   stage_done "$1 multi-rank tests"
 }
