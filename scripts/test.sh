@@ -3,8 +3,8 @@
 #   1. plain: the sources against .clang-format, build/ (scripts/build.sh)
 #      and every test through ctest;
 #   2. the build matrix (tests/build/build_matrix.sh: library, tools and
-#      Python package with g++ and clang++, Release and Debug; the plain
-#      build is g++ RelWithDebInfo), then sanitizers: the multi-rank tests
+#      Python package with g++ in Release and Debug, clang++ in Release; the
+#      plain build is g++ RelWithDebInfo), then sanitizers: the multi-rank tests
 #      built with AddressSanitizer and UndefinedBehaviorSanitizer
 #      (build-asan/), then with ThreadSanitizer (build-tsan/); any report,
 #      in the test process or in a rank it forked, fails the test;
