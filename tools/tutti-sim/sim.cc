@@ -93,14 +93,14 @@ struct Loads {
 class Round {
  public:
   explicit Round(const Group& g)
-      : g_(&g), out_(g.hosts()), in_(g.hosts()), local_(g.n), reduce_(g.n), copy_(g.n), msgs_(g.n), sent_(g.n) {}
+      : g_(g), out_(g.hosts()), in_(g.hosts()), local_(g.n), reduce_(g.n), copy_(g.n), msgs_(g.n), sent_(g.n) {}
 
   // `msgs`: the messages it takes (a transfer in chunks posts one each).
   void send(int src, int dst, double bytes, double msgs = 1) {
-    const int hs = g_->host(src), hd = g_->host(dst);
+    const int hs = g_.host(src), hd = g_.host(dst);
     if (hs != hd) {
-      out_[hs] += bytes * g_->copies;
-      in_[hd] += bytes * g_->copies;
+      out_[hs] += bytes * g_.copies;
+      in_[hd] += bytes * g_.copies;
       cross_ = true;
     } else {
       local_[dst] += bytes;
@@ -114,7 +114,7 @@ class Round {
   int active() const {
     int k = 0;
     for (double m : msgs_) k += m > 0 ? 1 : 0;
-    return k * g_->copies;
+    return k * g_.copies;
   }
   void reduce(int r, double bytes) { reduce_[r] += bytes; }
   void copy(int r, double bytes) { copy_[r] += bytes; }
@@ -138,10 +138,10 @@ class Round {
     for (std::size_t r = 0; r < local_.size(); ++r) {
       local = std::max(local, local_[r]);
       posting = std::max(posting, msgs_[r]);
-      posting_all += std::max(0.0, msgs_[r] - 2) * g_->copies;
+      posting_all += std::max(0.0, msgs_[r] - 2) * g_.copies;
       const double mine = scale * (p.gamma * reduce_[r] + p.shm_beta * copy_[r]);
       cpu = std::max(cpu, mine);
-      cpu_all += mine * g_->copies;
+      cpu_all += mine * g_.copies;
     }
     const double latency = cross_ ? p.alpha : local_any_ ? p.shm_alpha : 0;
     // Where hosts share the machine's CPUs, so does the messages' CPU time.
@@ -168,7 +168,7 @@ class Round {
   }
 
  private:
-  const Group* g_;
+  Group g_;                                           // a copy: a cached round outlives the timeline it was built for
   std::vector<double> out_, in_;                      // per host: bytes to / from other hosts
   std::vector<double> local_, reduce_, copy_, msgs_;  // per rank
   std::vector<double> sent_;                          // per rank: the messages it sends
