@@ -51,7 +51,7 @@ std::string describe_signature(std::uint64_t sig, std::uint64_t bytes) {
         if (root != 0) rest += ", root " + std::to_string(root - 1);
         if (bytes == kNoBytes && !rest.empty()) rest.erase(0, 2);
         text += rest + ")";
-        if (text.back() == ')' && text[text.size() - 2] == '(') text.resize(text.size() - 2);
+        if (text.back() == ')' && text[text.size() - 2] == '(') text.resize(text.size() - 3);  // " ()"
       }
     }
     if (!text.empty()) break;

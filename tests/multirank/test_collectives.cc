@@ -152,6 +152,8 @@ TEST_P(LargeCollectives, LargeMessages) {
           c.id = ++id;
           check_all_to_all(comm, c);
           c.id = ++id;
+          check_all_to_all_v(comm, c);  // blocks of 0 to count + 1 elements: whole, and in pieces
+          c.id = ++id;
           check_gather(comm, c);
           c.id = ++id;
           check_scatter(comm, c);

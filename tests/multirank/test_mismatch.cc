@@ -6,7 +6,9 @@
 // every frame; a rank that finds a mismatch tells the other members.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
+#include <random>
 
 #include "common/errors.h"
 #include "harness/spawn.h"
@@ -191,6 +193,59 @@ TEST(MismatchTcp, FramesCarryTheSignature) {
              "all_reduce (float32, max)", "all_reduce (float32, sum)"},
         };
         for (const MismatchCase& m : cases) run_case(world, m);
+      },
+      o);
+}
+
+// all_to_all_v sends a block larger than the chunk in pieces, after its
+// size: counts that disagree by whole pieces (pieces of the same lengths)
+// still fail both ranks with Mismatch at once, naming both sizes, not after
+// the timeout waiting for a piece never sent. Rank 1 expects one piece more
+// from rank 0 than it sends, then one piece less.
+TEST(MismatchTcp, AllToAllVCountsThatDifferByWholePieces) {
+  SpawnOptions o;
+  o.env = {{"TUTTI_TRANSPORT", "tcp"}, {"TUTTI_CHUNK_BYTES", "65536"}};
+  spawn(
+      2,
+      [](Communicator& world) {
+        const int r = world.rank();
+        const std::size_t piece = 65536 / sizeof(float);
+        std::mt19937 gen(77 + r);
+        std::uniform_real_distribution<float> dist(-1.f, 1.f);
+        for (int extra : {1, -1}) {
+          SCOPED_TRACE(extra > 0 ? "rank 1 expects a piece more" : "rank 1 expects a piece less");
+          auto g = world.new_group(std::vector<int>{0, 1});
+          g->set_timeout(std::chrono::seconds(60));
+          // Rank 0 sends rank 1 three pieces and half a piece, rank 1 sends rank 0 two.
+          const std::size_t to1 = 3 * piece + piece / 2, to0 = 2 * piece;
+          const std::size_t expected_from0 = to1 + extra * piece;
+          // Counts by peer (index r: the rank's own block).
+          const std::size_t scounts[2] = {r == 0 ? piece : to0, r == 0 ? to1 : piece};
+          const std::size_t rcounts[2] = {r == 0 ? piece : expected_from0, r == 0 ? to0 : piece};
+          const std::size_t sd[2] = {0, scounts[0]}, rd[2] = {0, rcounts[0]};
+          std::vector<float> in(scounts[0] + scounts[1]), out(rcounts[0] + rcounts[1]);
+          for (float& x : in) x = dist(gen);
+          std::string error;
+          ErrorKind kind = ErrorKind::Internal;
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int attempt = 0; attempt < 2 && error.empty(); ++attempt) {
+            try {
+              if (attempt == 0) g->all_to_all_v(in.data(), scounts, sd, out.data(), rcounts, rd, DataType::Float32);
+              g->barrier();
+            } catch (const Error& e) {
+              error = e.message();
+              kind = e.kind();
+            }
+          }
+          ASSERT_FALSE(error.empty()) << "no error on rank " << r;
+          EXPECT_EQ(kind, ErrorKind::Mismatch) << error;
+          EXPECT_NE(error.find("all_to_all_v"), std::string::npos) << error;
+          const std::string why = "rank 0 sends this rank " + std::to_string(to1 * sizeof(float)) +
+                                  " bytes, where this rank expects " + std::to_string(expected_from0 * sizeof(float));
+          EXPECT_NE(error.find(why), std::string::npos) << error;
+          EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << error;
+          world.barrier();
+        }
       },
       o);
 }

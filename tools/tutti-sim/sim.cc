@@ -372,16 +372,21 @@ class Net {
   }
 
   // all_to_all_pairwise.cc: every receive and send posted at once, one
-  // round of n - 1 messages each way a rank. The unit round (1-byte blocks)
-  // is built once per shape: its loads scale with the block.
-  void all_to_all_pairwise(double S, std::map<std::tuple<int, int, int>, std::unique_ptr<Round>>& cache) {
+  // round of n - 1 messages each way a rank; a block beyond the chunk in
+  // pieces of it after its size, two rounds of pieces in flight, which keep
+  // the links as busy as one round of everything (the messages counted).
+  // The unit round (1-byte blocks) is built once per shape and number of
+  // pieces: its loads scale with the block.
+  void all_to_all_pairwise(double S, std::map<std::tuple<int, int, int, int>, std::unique_ptr<Round>>& cache) {
     if (n_ == 1) return;
     const double b = S / n_;
-    auto& unit = cache[{n_, g_.per_host, g_.copies}];
+    const double chunk = static_cast<double>(std::max<std::size_t>(u_.chunk, 1));
+    const int msgs = b > chunk ? static_cast<int>(std::ceil(b / chunk)) + 1 : 1;  // a peer's
+    auto& unit = cache[{n_, g_.per_host, g_.copies, msgs}];
     if (!unit) {
       unit = std::make_unique<Round>(g_);
       for (int s = 1; s < n_; ++s)
-        for (int q = 0; q < n_; ++q) unit->send(q, detail::pairwise::send_to(q, s, n_), 1);
+        for (int q = 0; q < n_; ++q) unit->send(q, detail::pairwise::send_to(q, s, n_), 1, msgs);
     }
     t_.round(*unit, 1, b);
   }
@@ -748,7 +753,7 @@ struct Simulator::Impl {
     }
   };
   std::map<std::tuple<int, int, int>, std::unique_ptr<Env>> envs;
-  std::map<std::tuple<int, int, int>, std::unique_ptr<Round>> pairwise_units;
+  std::map<std::tuple<int, int, int, int>, std::unique_ptr<Round>> pairwise_units;
 
   // `copies`: groups at once on the same hosts (Shape::copies).
   Env& env(int n, int L, int copies = 1) {

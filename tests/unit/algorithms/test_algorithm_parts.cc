@@ -287,4 +287,12 @@ TEST(CoreSignature, BroadcastsOfEveryDtypeDifferInThePackedTagsBits) {
   EXPECT_EQ(tags.size(), static_cast<std::size_t>(tutti::kNumDataTypes));
 }
 
+// An operation with nothing but its kind reads as its name alone.
+TEST(CoreSignature, ABarrierReadsAsItsName) {
+  d::OpContext c;
+  c.op_name = "barrier";
+  EXPECT_EQ(d::describe_signature_kind(d::op_signature(c)), "barrier");
+  EXPECT_EQ(d::describe_signature(d::op_signature(c), 0), "barrier (0 B)");
+}
+
 }  // namespace
