@@ -381,7 +381,8 @@ class Net {
     if (n_ == 1) return;
     const double b = S / n_;
     const double chunk = static_cast<double>(std::max<std::size_t>(u_.chunk, 1));
-    const int msgs = b > chunk ? static_cast<int>(std::ceil(b / chunk)) + 1 : 1;  // a peer's
+    // A peer's: the pieces, and the size before them (also before an 8-byte block).
+    const int msgs = b > chunk ? static_cast<int>(std::ceil(b / chunk)) + 1 : b == 8 ? 2 : 1;
     auto& unit = cache[{n_, g_.per_host, g_.copies, msgs}];
     if (!unit) {
       unit = std::make_unique<Round>(g_);
