@@ -198,9 +198,9 @@ TEST(MismatchTcp, FramesCarryTheSignature) {
 }
 
 // all_to_all_v sends a block larger than the chunk in pieces, after its
-// size: counts that disagree by whole pieces (pieces of the same lengths)
-// still fail both ranks with Mismatch at once, naming both sizes, not after
-// the timeout waiting for a piece never sent. Rank 1 expects one piece more
+// size: counts that disagree by whole pieces (the first pieces alike) still
+// fail both ranks with Mismatch at once, naming both sizes, not after the
+// timeout waiting for a piece never sent. Rank 1 expects one piece more
 // from rank 0 than it sends, one piece less, then 8 bytes (the length of a
 // size: an 8-byte block goes after its size too).
 TEST(MismatchTcp, AllToAllVCountsThatDifferByWholePieces) {
