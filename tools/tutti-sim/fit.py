@@ -34,6 +34,16 @@ import statistics
 import subprocess
 import sys
 
+# numpy and matplotlib come from Debian's packages (scripts/setup.sh), for
+# Debian's python: another python3 first on the PATH hands over to it.
+SYSTEM_PY = "/usr/bin/python3"
+try:
+    import numpy  # noqa: F401
+except ImportError:
+    if os.path.exists(SYSTEM_PY) and os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PY):
+        os.execv(SYSTEM_PY, [SYSTEM_PY, os.path.abspath(__file__)] + sys.argv[1:])
+    raise
+
 import numpy as np
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))

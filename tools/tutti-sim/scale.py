@@ -26,6 +26,16 @@ import os
 import subprocess
 import sys
 
+# numpy and matplotlib come from Debian's packages (scripts/setup.sh), for
+# Debian's python: another python3 first on the PATH hands over to it.
+SYSTEM_PY = "/usr/bin/python3"
+try:
+    import matplotlib  # noqa: F401
+except ImportError:
+    if os.path.exists(SYSTEM_PY) and os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PY):
+        os.execv(SYSTEM_PY, [SYSTEM_PY, os.path.abspath(__file__)] + sys.argv[1:])
+    raise
+
 import matplotlib
 
 matplotlib.use("Agg")
