@@ -74,7 +74,7 @@ void all_to_all_pairwise(OpContext& ctx, const char* sendbuf, std::span<const st
   for (std::size_t j = 0; j < rounds; ++j) {
     if (j >= 2) retire(j - 2);
     std::vector<Pending>& round = live[j % 2];
-    round.reserve(4 * static_cast<std::size_t>(n));
+    round.reserve(2 * static_cast<std::size_t>(n));
     for (int s = 1; s < n; ++s) {
       const int from = pairwise::recv_from(r, s, n);
       const std::size_t k = pieces_of(recv_bytes[from], chunk), off = j * chunk;

@@ -34,17 +34,11 @@ import statistics
 import subprocess
 import sys
 
-# numpy and matplotlib come from Debian's packages (scripts/setup.sh), for
-# Debian's python: another python3 first on the PATH hands over to it.
-SYSTEM_PY = "/usr/bin/python3"
-try:
-    import numpy  # noqa: F401
-except ImportError:
-    if os.path.exists(SYSTEM_PY) and os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PY):
-        os.execv(SYSTEM_PY, [SYSTEM_PY, os.path.abspath(__file__)] + sys.argv[1:])
-    raise
+from system_python import need
 
-import numpy as np
+need("numpy", __file__)
+
+import numpy as np  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BLOCKED = {"all_gather", "reduce_scatter", "gather", "scatter"}

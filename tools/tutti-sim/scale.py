@@ -26,17 +26,11 @@ import os
 import subprocess
 import sys
 
-# numpy and matplotlib come from Debian's packages (scripts/setup.sh), for
-# Debian's python: another python3 first on the PATH hands over to it.
-SYSTEM_PY = "/usr/bin/python3"
-try:
-    import matplotlib  # noqa: F401
-except ImportError:
-    if os.path.exists(SYSTEM_PY) and os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PY):
-        os.execv(SYSTEM_PY, [SYSTEM_PY, os.path.abspath(__file__)] + sys.argv[1:])
-    raise
+from system_python import need
 
-import matplotlib
+need("matplotlib", __file__)
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
