@@ -357,28 +357,6 @@ void TcpTransport::finish_recv(const PostedRecv& r, int from, const char* data, 
   r.req->complete(from, bytes);
 }
 
-TcpTransport::Bytes TcpTransport::take_buffer(std::size_t bytes) {
-  // The last given back first (warm in cache); the last buffer fills the gap.
-  for (std::size_t i = spare_.size(); i-- > 0;) {
-    if (spare_[i].capacity() < bytes) continue;
-    Bytes b = std::move(spare_[i]);
-    if (i + 1 != spare_.size()) spare_[i] = std::move(spare_.back());
-    spare_.pop_back();
-    spare_bytes_ -= b.capacity();
-    b.resize(bytes);
-    return b;
-  }
-  Bytes b;
-  b.resize(bytes);
-  return b;
-}
-
-void TcpTransport::give_back(Bytes&& b) {
-  if (b.capacity() == 0 || spare_.size() >= kSpareBuffers || spare_bytes_ + b.capacity() > kSpareBytes) return;
-  spare_bytes_ += b.capacity();
-  spare_.push_back(std::move(b));
-}
-
 void TcpTransport::deliver_unexpected(const PostedRecv& r, int from, Unexpected& u) {
   if (u.parts.empty()) {
     finish_recv(r, from, u.data.data(), u.data.size());

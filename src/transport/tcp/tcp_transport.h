@@ -73,6 +73,8 @@
 #include "net/socket.h"
 #include "transport/matching.h"
 #include "transport/tcp/frame.h"
+#include "transport/tcp/spare_pool.h"
+#include "transport/tcp/tcp_constants.h"
 #include "transport/transport.h"
 #include "tutti/store.h"
 
@@ -377,10 +379,9 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   // keeping them makes a 16 MiB all_reduce across 4 test-bed hosts markedly
   // faster (bench/peers/netbed/compare.sh, PER=1, 16 MiB, against a build
   // without the spares).
-  Bytes take_buffer(std::size_t bytes);
-  void give_back(Bytes&& b);
-  std::vector<Bytes> spare_;
-  std::size_t spare_bytes_ = 0;
+  Bytes take_buffer(std::size_t bytes) { return spare_.take(bytes); }
+  void give_back(Bytes&& b) { spare_.give(std::move(b)); }
+  SparePool<Bytes> spare_{tcp::kSpareBytes, tcp::kSpareBuffers};
   void abort_sends(Conn& c, std::uint64_t comm_id, ErrorKind kind, const std::string& message);
   // Flow control (see the top). All under mu_.
   bool wanted(int peer) const;  // a posted receive could want a message of peer's not read yet
