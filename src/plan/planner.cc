@@ -76,15 +76,21 @@ const Algorithm& Planner::choose(Collective c, std::size_t bytes, const Config& 
   if (s.single_host && config.transport != "tcp")
     if (const Algorithm* a = of_medium(c, Medium::SharedMemory)) return *a;
   if (c == Collective::AllToAll && s.copies > 1) {
-    // Cross communicators of a two-level form, one a local index: each
-    // round puts on a host's link what a flat communicator of all their
-    // ranks (copies a host) with blocks of 1/copies the size would, in
-    // fewer rounds; the flat table's rules hold for that one.
+    // Cross communicators of a two-level form, one a local index (`copies`
+    // a host), with blocks of `bytes` (copies of the form's blocks a peer).
+    // Bruck's rounds put on a host's link what a flat communicator of all
+    // their ranks with blocks of 1/copies the size would, but pairwise
+    // posts a copies-th of that one's messages, so its lead over Bruck
+    // begins at a block about copies times smaller: the flat table's rules
+    // hold for the cross blocks as they are. (Taken at 1/copies the size,
+    // they ran Bruck across where pairwise across was faster on 1,024-16,384
+    // ranks, 8 a host, by tutti-sim: 1.4-4.5x with the test-bed's fit on the
+    // AMD VM, up to 5.5x with the Intel VM's; docs/performance.md.)
     Shape flat = s;
     flat.ranks = s.ranks * s.copies;
     flat.ranks_per_host = s.ranks_per_host * s.copies;
     flat.copies = 1;
-    return by_table(c, bytes / static_cast<std::size_t>(s.copies), config, flat);
+    return by_table(c, bytes, config, flat);
   }
   return by_table(c, bytes, config, s);
 }
@@ -137,8 +143,11 @@ void Planner::configure(const Config& c, const Shape& s) {
     const Algorithm* rab = find_algorithm(Collective::AllReduce, "rabenseifner");
     const Algorithm* ring = find_algorithm(Collective::AllReduce, "ring");
     // Trials in runs, the first of each untimed (tuner.h, MeanAfterFirst).
+    // From a 32nd of TUTTI_SMALL_BYTES: with latencies of a few tens of
+    // microseconds a round, Rabenseifner leads from 4-8 KiB on 8-2,048
+    // hosts of 1 Gbit/s by tutti-sim (docs/perf/sim/scale.md).
     const auto runs = AllReduceTuner::Figure::MeanAfterFirst;
-    all_reduce_choices_[0] = {std::make_unique<AllReduceTuner>(c.small_bytes / 8, c.small_bytes, runs), rd, rab};
+    all_reduce_choices_[0] = {std::make_unique<AllReduceTuner>(c.small_bytes / 32, c.small_bytes, runs), rd, rab};
     if (c.small_bytes < net.ring_choice_high_bytes)
       all_reduce_choices_[1] = {std::make_unique<AllReduceTuner>(std::max(c.small_bytes, net.ring_choice_low_bytes),
                                                                  net.ring_choice_high_bytes, runs),

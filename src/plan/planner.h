@@ -32,8 +32,8 @@ struct Shape {
   // Communicators that run the same operation over each host's link at
   // once: a two-level form's cross communicators (one a local index: the
   // ranks a host); 1 elsewhere. all_to_all's rules hold for them as for a
-  // flat communicator of all their ranks, with blocks 1/copies the size
-  // (the same bytes on a host's link each round).
+  // flat communicator of all their ranks, with their own blocks (planner.cc,
+  // choose).
   int copies = 1;
 };
 

@@ -298,17 +298,21 @@ TEST(CoreSelection, MediaByShape) {
   }
   // A two-level form's cross communicators share each host's link:
   // all_to_all's rules hold for them as for a flat communicator of all
-  // their ranks with blocks 1/copies the size.
+  // their ranks, with their own blocks (copies of the form's blocks a peer).
   d::Shape cross = shape(8, 8, 1);
   EXPECT_STREQ(choose("all_to_all", 2 * 1024, c, cross), "bruck");
   EXPECT_STREQ(choose("all_to_all", 2 * 1024 + 1, c, cross), "pairwise");
-  cross.copies = 8;  // as 64 ranks, 8 a host: Bruck up to 128 B a peer
-  EXPECT_STREQ(choose("all_to_all", 8 * 128, c, cross), "bruck");
-  EXPECT_STREQ(choose("all_to_all", 8 * 128 + 8, c, cross), "pairwise");
+  cross.copies = 8;  // as 64 ranks, 8 a host: Bruck up to 128 B a cross block (16 B a peer of the form)
+  EXPECT_STREQ(choose("all_to_all", 128, c, cross), "bruck");
+  EXPECT_STREQ(choose("all_to_all", 128 + 8, c, cross), "pairwise");
+  d::Shape pair = shape(4, 4, 1);
+  pair.copies = 2;  // 4 x 2: as 8 ranks, Bruck up to 2 KiB a cross block (1 KiB a peer of the form)
+  EXPECT_STREQ(choose("all_to_all", 2 * 1024, c, pair), "bruck");
+  EXPECT_STREQ(choose("all_to_all", 2 * 1024 + 8, c, pair), "pairwise");
   d::Shape wide = shape(128, 128, 1);
-  wide.copies = 8;  // as 1,024 ranks: Bruck up to 64 B a peer
-  EXPECT_STREQ(choose("all_to_all", 8 * 64, c, wide), "bruck");
-  EXPECT_STREQ(choose("all_to_all", 8 * 64 + 8, c, wide), "pairwise");
+  wide.copies = 8;  // as 1,024 ranks: Bruck up to 64 B a cross block (8 B a peer of the form)
+  EXPECT_STREQ(choose("all_to_all", 64, c, wide), "bruck");
+  EXPECT_STREQ(choose("all_to_all", 64 + 8, c, wide), "pairwise");
   EXPECT_STREQ(choose("all_reduce", 8, c, cross), "recursive_doubling");
   // TUTTI_TRANSPORT=tcp: the table on one host too.
   d::Config tcp;
@@ -329,7 +333,7 @@ TEST(CoreSelection, MediaByShape) {
 }
 
 // The network all_reduce's timed choices: recursive doubling against
-// Rabenseifner in (TUTTI_SMALL_BYTES/8, TUTTI_SMALL_BYTES], Rabenseifner
+// Rabenseifner in (TUTTI_SMALL_BYTES/32, TUTTI_SMALL_BYTES], Rabenseifner
 // against the ring in (512 KiB, 4 MiB]; none with tuning off, none where
 // TUTTI_ALGO names an all_reduce algorithm; shared memory's per collective.
 TEST(CorePlanner, TimedChoices) {
@@ -337,9 +341,12 @@ TEST(CorePlanner, TimedChoices) {
   d::Planner p;
   p.configure(c, shape(8, 4, 2));
   const std::size_t small = c.small_bytes;
-  auto plan = p.plan(d::Collective::AllReduce, small / 8);
+  auto plan = p.plan(d::Collective::AllReduce, small / 32);
   EXPECT_STREQ(plan.algorithm->name, "recursive_doubling");
   EXPECT_EQ(plan.tuner, nullptr);
+  plan = p.plan(d::Collective::AllReduce, small / 32 + 1);
+  ASSERT_NE(plan.tuner, nullptr);
+  EXPECT_STREQ(plan.alternative->name, "rabenseifner");
   plan = p.plan(d::Collective::AllReduce, small);
   ASSERT_NE(plan.tuner, nullptr);
   EXPECT_STREQ(plan.algorithm->name, "recursive_doubling");
