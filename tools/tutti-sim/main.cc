@@ -13,6 +13,9 @@
 //                          (each of many back-to-back ones), bench (as
 //                          tutti-bench times them: stream for broadcast,
 //                          reduce, gather and scatter, latency otherwise)
+//   ... --copies N         N such communicators at once, sharing each host's
+//                          link (a two-level form's cross communicators,
+//                          one a local index: --per-host 1 --copies L)
 //   ... --tsv              one line per size and algorithm, for scripts:
 //                          collective ranks per_host bytes algorithm
 //                          seconds table(1: the table's choice) what
@@ -71,7 +74,7 @@ using tutti::sim::Simulator;
 
 int usage() {
   std::fputs(
-      "usage: tutti-sim --coll NAME --ranks N --per-host L --sizes LIST [--algo NAME|all]\n"
+      "usage: tutti-sim --coll NAME --ranks N --per-host L [--copies N] --sizes LIST [--algo NAME|all]\n"
       "                 [--measure latency|stream|bench] [--tsv] [--params FILE] [--param NAME=VALUE]...\n"
       "       tutti-sim --check FILE [--tolerance F] [--min-bytes N] [--except COLL:HxL,...] [--tsv] [--params FILE]\n"
       "                 [--param NAME=VALUE]...\n"
@@ -118,7 +121,7 @@ bool parse_measure(const std::string& s, Measure* m) {
 }
 
 // The table for one collective and shape.
-int table(Simulator& sim, Collective c, int ranks, int per_host, const std::vector<std::size_t>& sizes,
+int table(Simulator& sim, Collective c, int ranks, int per_host, int copies, const std::vector<std::size_t>& sizes,
           const std::string& algo, Measure m, bool tsv) {
   std::vector<const Algorithm*> algos;
   if (algo == "all") {
@@ -142,7 +145,7 @@ int table(Simulator& sim, Collective c, int ranks, int per_host, const std::vect
     std::printf("\n");
   }
   for (std::size_t bytes : sizes) {
-    const Result t = sim.run(c, bytes, ranks, per_host, nullptr, m);
+    const Result t = sim.run(c, bytes, ranks, per_host, nullptr, m, copies);
     if (tsv) {
       std::printf("%s\t%d\t%d\t%zu\ttable\t%.9g\t1\t%s\n", cname, ranks, L, bytes, t.modeled ? t.seconds : NAN,
                   t.what.c_str());
@@ -153,7 +156,7 @@ int table(Simulator& sim, Collective c, int ranks, int per_host, const std::vect
     const Algorithm* best = nullptr;
     double best_s = 0;
     for (const Algorithm* a : algos) {
-      const Result r = sim.run(c, bytes, ranks, per_host, a, m);
+      const Result r = sim.run(c, bytes, ranks, per_host, a, m, copies);
       if (tsv) {
         const bool picked = t.what.rfind(a->name, 0) == 0;
         std::printf("%s\t%d\t%d\t%zu\t%s\t%.9g\t%d\t%s\n", cname, ranks, L, bytes, a->name, r.modeled ? r.seconds : NAN,
@@ -247,7 +250,7 @@ int check(Simulator& sim, const std::string& path, double tolerance, std::size_t
 
 int main(int argc, char** argv) {
   std::string coll, sizes_text, algo, params_path, check_path, measure_text = "latency";
-  int ranks = 0, per_host = 1;
+  int ranks = 0, per_host = 1, copies = 1;
   double tolerance = 0.15;
   std::size_t min_bytes = 0;
   std::set<std::string> except;
@@ -269,6 +272,8 @@ int main(int argc, char** argv) {
         ranks = std::stoi(value());
       } else if (a == "--per-host") {
         per_host = std::stoi(value());
+      } else if (a == "--copies") {
+        copies = std::stoi(value());
       } else if (a == "--sizes") {
         sizes_text = value();
       } else if (a == "--algo") {
@@ -333,13 +338,13 @@ int main(int argc, char** argv) {
 
     Collective c;
     Measure m;
-    if (coll.empty() || !tutti::detail::find_collective(coll, &c) || ranks < 1 || per_host < 1 || sizes_text.empty() ||
-        !parse_measure(measure_text, &m))
+    if (coll.empty() || !tutti::detail::find_collective(coll, &c) || ranks < 1 || per_host < 1 || copies < 1 ||
+        (copies > 1 && per_host > 1) || sizes_text.empty() || !parse_measure(measure_text, &m))
       return usage();
     std::vector<std::size_t> sizes;
     std::stringstream list(sizes_text);
     for (std::string item; std::getline(list, item, ',');) sizes.push_back(tutti::detail::parse_bytes(item, "--sizes"));
-    return table(sim, c, ranks, per_host, sizes, algo, m, tsv);
+    return table(sim, c, ranks, per_host, copies, sizes, algo, m, tsv);
   } catch (const tutti::Error& e) {
     std::fprintf(stderr, "tutti-sim: %s\n", e.what());
     return 2;

@@ -40,7 +40,10 @@ RANKS = [64, 256, 1024, 4096, 16384]
 PER_HOST = 8
 SIZES = [2**k for k in range(3, 27)]
 COLLS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all", "reduce", "barrier"]
-TWO_LEVEL = ["all_reduce", "broadcast", "all_gather", "reduce_scatter"]
+TWO_LEVEL = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all"]
+# Two-level forms whose step across hosts runs on the L cross communicators
+# at once (one a local index), which share each host's link.
+CROSS_COPIES = {"all_gather", "reduce_scatter", "all_to_all"}
 WRONG = 1.10  # the table's time over the fastest's from which a pick counts as wrong
 
 
@@ -59,11 +62,12 @@ def human_time(s):
     return "%.2f s" % s
 
 
-def simulate(sim, params, coll, ranks, per_host, sizes):
+def simulate(sim, params, coll, ranks, per_host, sizes, copies=1):
     """{bytes: {"table": (seconds, what), algorithm: seconds}}."""
     if coll == "barrier":
         sizes = [0]
-    res = subprocess.run([sim, "--coll", coll, "--ranks", str(ranks), "--per-host", str(per_host), "--sizes",
+    res = subprocess.run([sim, "--coll", coll, "--ranks", str(ranks), "--per-host", str(per_host),
+                          "--copies", str(copies), "--sizes",
                           ",".join(str(s) for s in sizes), "--algo", "all", "--tsv", "--params", params,
                           # Hosts with CPUs of their own, not the test-bed's shared
                           # ones, and plain NICs: no token bucket's credit a round
@@ -145,7 +149,9 @@ def main():
         for ranks in RANKS:
             results[(coll, ranks)] = simulate(a.sim, a.params, coll, ranks, PER_HOST, sizes_for(coll, ranks))
             if coll in TWO_LEVEL:
-                cross[(coll, ranks)] = simulate(a.sim, a.params, coll, ranks // PER_HOST, 1, SIZES)
+                hosts = ranks // PER_HOST
+                cross[(coll, ranks)] = simulate(a.sim, a.params, coll, hosts, 1, sizes_for(coll, hosts),
+                                                PER_HOST if coll in CROSS_COPIES else 1)
         plot_collective(coll, results, a.out)
 
     md = ["# tutti at scale, as the model predicts it", ""]
@@ -193,7 +199,10 @@ def main():
         "## The two-level forms' step across hosts",
         "",
         "The table of the communicator of one rank a host (ranks = hosts), which the two-level forms",
-        "use across hosts:",
+        "use across hosts; for all_gather, reduce_scatter and all_to_all as %d such communicators at" % PER_HOST,
+        "once (one a local index: `--copies %d`), sharing each host's link. Sizes as tutti-bench counts" % PER_HOST,
+        "them for that communicator (all_to_all: a cross rank's whole send buffer, %d of the two-level" % PER_HOST,
+        "form's blocks a peer host).",
         "",
         "| collective | hosts | sizes | table runs | faster | table / faster |",
         "|---|---:|---|---|---|---:|",

@@ -55,7 +55,8 @@
 // the job over the cores (in a stream a rank finds the next step ready);
 // per rank of its host only where every rank of the job ran the step
 // before (all_gather, reduce_scatter and all_to_all in two levels, whose
-// ranks all take part in the step across hosts: none sleeps through it).
+// ranks all take part in the step across hosts: none sleeps through it),
+// and in the two-level all_reduce (as the test-bed measures it).
 //
 // Two-level forms (hierarchy/hierarchy.cc) are those local steps and the
 // step across hosts: a network algorithm among one rank of each host, as
@@ -63,7 +64,11 @@
 // counted: planner.h, Shape::copies). The all_reduce's slices and the
 // all_gather, reduce_scatter and all_to_all run the L cross operations at
 // once, sharing each host's link; in pieces, one piece's local steps
-// overlap another's step across hosts.
+// overlap another's step across hosts. Back-to-back rooted operations in
+// two levels last at least their busiest resource (the step across hosts
+// in the stream measure, or the local step), and with `cores` at least the
+// CPU time of both together over the cores: the step across hosts' and
+// step_cpu for every rank's local step.
 //
 // A timed choice (algorithms/tuner.h, and the two-level all_reduce's)
 // settles on what the model finds faster: the other alternative where it
@@ -80,18 +85,22 @@ namespace tutti::sim {
 
 // The defaults: the network test-bed's fit (netbed_1gbit.params), rounded.
 struct Params {
-  double alpha = 34.4e-6;       // s: latency of a round of network messages
-  double beta = 8.357e-9;       // s per byte through one direction of a host's link
+  double alpha = 15.1e-6;       // s: latency of a round of network messages
+  double beta = 8.281e-9;       // s per byte through one direction of a host's link
   double gamma = 0.0794e-9;     // s per byte a rank reduces
-  double overhead = 11.3e-6;    // s: a rank's CPU time per message it sends (see above)
-  double shm_alpha = 27.0e-6;   // s: one step of shared memory, or a round of messages within a host
+  double overhead = 4.06e-6;    // s: a rank's CPU time per message it sends (see above)
+  double shm_alpha = 11.5e-6;   // s: one step of shared memory, or a round of messages within a host
   double shm_beta = 0.0769e-9;  // s per byte copied within a host
-  double burst = 4618;          // bytes a link carries at no cost per round
+  double burst = 2198;          // bytes a link carries at no cost per round
   // Hosts that share one machine's CPUs (the test-bed): a round of messages,
   // or a shared-memory step, takes at least wake per rank in it over `cores`
   // (0: hosts have their own).
   double cores = 0;
   double wake = 0;
+  // With `cores`: CPU a rank spends on a shared-memory step in back-to-back
+  // operations (it finds the step ready, so no wake), which the step across
+  // hosts of the two-level rooted forms shares the CPUs with.
+  double step_cpu = 0;
 
   // "name = value" lines (# starts a comment); false with `error` set on
   // an unknown name or a value that is not a number.
@@ -110,6 +119,7 @@ struct Result {
   bool modeled = false;  // false: no model for this algorithm (or it cannot run on this shape)
   double seconds = 0;
   std::string what;  // the algorithm, and the timed choice's pick where one was made
+  double cpu = 0;    // the stream measure: every rank's CPU seconds together
 };
 
 class Simulator {
@@ -126,8 +136,10 @@ class Simulator {
   // algo null: what the library runs (the table with TUTTI_* settings of
   // the environment, and its timed choices); else that algorithm, as
   // TUTTI_ALGO would force it (no timed choice).
-  Result run(detail::Collective c, std::size_t bytes, int ranks, int per_host, const detail::Algorithm* algo,
-             Measure m);
+  // copies > 1: that many such communicators run it at once, sharing each
+  // host's link (a two-level form's cross communicators, one a local index).
+  Result run(detail::Collective c, std::size_t bytes, int ranks, int per_host, const detail::Algorithm* algo, Measure m,
+             int copies = 1);
   // The algorithms of `c` that can run on this shape (shared memory on one
   // host, the two-level form where it applies, every network algorithm).
   std::vector<const detail::Algorithm*> candidates(detail::Collective c, int ranks, int per_host) const;
