@@ -5,12 +5,10 @@
 //
 // Class k holds buffers whose capacity has bit width k + 1 (from 2^k to
 // 2^(k+1) - 1 bytes), each class last in, first out (the last given back is
-// warm in cache). A scan of one list for a buffer that fits, as the pool
-// was before, cost a pass over every kept buffer for each message once the
-// pool held only smaller ones: after a run of 8-byte messages, its 1024
-// 8-byte buffers made every later small unexpected message 1-2 us slower
-// (tutti-bench reduce -b 8 -e 512 on 4 ranks over TCP: 64 B in 3.7 us
-// alone, 5.0 right after 8 B).
+// warm in cache). One list scanned for a buffer that fits would cost a pass
+// over every kept buffer for each message once it held only smaller ones
+// (1024 8-byte buffers after a run of 8-byte messages: 1-2 us more for each
+// later small unexpected message on 4 ranks over TCP).
 #include <array>
 #include <bit>
 #include <cstddef>
