@@ -11,22 +11,20 @@ std::size_t class_index(std::size_t bytes) { return static_cast<std::size_t>(std
 
 }  // namespace
 
-AllReduceTuner::Class& AllReduceTuner::at(std::size_t bytes) {
+Tuner::Class& Tuner::at(std::size_t bytes) {
   auto& c = classes_[class_index(bytes)];
   if (!c) c = std::make_unique<Class>();
   return *c;
 }
 
-const AllReduceTuner::Class* AllReduceTuner::find(std::size_t bytes) const {
-  return classes_[class_index(bytes)].get();
-}
+const Tuner::Class* Tuner::find(std::size_t bytes) const { return classes_[class_index(bytes)].get(); }
 
-std::size_t AllReduceTuner::class_hi(std::size_t bytes) {
+std::size_t Tuner::class_hi(std::size_t bytes) {
   const std::size_t i = class_index(bytes);
   return i >= 64 ? ~std::size_t(0) : std::size_t(1) << i;
 }
 
-AllReduceTuner::Step AllReduceTuner::next(std::size_t bytes, int preferred) {
+Tuner::Step Tuner::next(std::size_t bytes, int preferred) {
   Class& c = at(bytes);
   Step s;
   if (c.warm < 2) {  // the class's first two operations, one of each: untimed
@@ -35,7 +33,9 @@ AllReduceTuner::Step AllReduceTuner::next(std::size_t bytes, int preferred) {
   }
   const std::uint64_t per = static_cast<std::uint64_t>(samples());
   // Operations of one algorithm in a row: one for Figure::Mean, samples()
-  // for Fastest, samples() after an untimed one for MeanAfterFirst.
+  // for Fastest, samples() after an untimed one for MeanAfterFirst and
+  // SlowestRun.
+  const bool after_first = figure_ == Figure::MeanAfterFirst || figure_ == Figure::SlowestRun;
   const std::uint64_t run = figure_ == Figure::Mean ? 1 : figure_ == Figure::Fastest ? per : per + 1;
   const std::uint64_t trials = figure_ == Figure::Mean ? 2 * per : 2 * run;
   if (c.ops < trials) {
@@ -46,7 +46,8 @@ AllReduceTuner::Step AllReduceTuner::next(std::size_t bytes, int preferred) {
     // caches the other path filled).
     const std::uint64_t turn = c.ops / run;
     s.algo = static_cast<int>((turn + c.epoch) % 2);
-    s.timed = figure_ != Figure::MeanAfterFirst || c.ops % run != 0;
+    s.timed = !after_first || c.ops % run != 0;
+    s.sync = figure_ == Figure::SlowestRun && c.ops % run == 0;
     ++c.ops;
     return s;
   }
@@ -65,21 +66,21 @@ AllReduceTuner::Step AllReduceTuner::next(std::size_t bytes, int preferred) {
   return s;
 }
 
-std::array<std::atomic<std::int64_t>, 2> AllReduceTuner::test_penalty_{};
+std::array<std::atomic<std::int64_t>, 2> Tuner::test_penalty_{};
 
-void AllReduceTuner::set_test_penalty(std::int64_t ns0, std::int64_t ns1) {
+void Tuner::set_test_penalty(std::int64_t ns0, std::int64_t ns1) {
   test_penalty_[0].store(ns0, std::memory_order_relaxed);
   test_penalty_[1].store(ns1, std::memory_order_relaxed);
 }
 
-void AllReduceTuner::record(std::size_t bytes, int algo, std::int64_t ns) {
+void Tuner::record(std::size_t bytes, int algo, std::int64_t ns) {
   ns += test_penalty_[static_cast<std::size_t>(algo)].load(std::memory_order_relaxed);
   Class& c = at(bytes);
   int& n = c.taken[static_cast<std::size_t>(algo)];
   if (n < samples()) c.samples[static_cast<std::size_t>(algo)][static_cast<std::size_t>(n++)] = ns;
 }
 
-std::array<std::int64_t, 2> AllReduceTuner::means(std::size_t bytes) const {
+std::array<std::int64_t, 2> Tuner::means(std::size_t bytes) const {
   std::array<std::int64_t, 2> m{0, 0};
   const Class* c = find(bytes);
   if (!c) return m;
@@ -93,7 +94,7 @@ std::array<std::int64_t, 2> AllReduceTuner::means(std::size_t bytes) const {
   return m;
 }
 
-int AllReduceTuner::decide(std::size_t bytes, const std::array<std::int64_t, 2>& sums, int preferred) {
+int Tuner::decide(std::size_t bytes, const std::array<std::int64_t, 2>& sums, int preferred) {
   Class& c = at(bytes);
   const int other = 1 - preferred;
   const auto p = static_cast<std::size_t>(preferred), o = static_cast<std::size_t>(other);
@@ -102,7 +103,7 @@ int AllReduceTuner::decide(std::size_t bytes, const std::array<std::int64_t, 2>&
   return c.choice;
 }
 
-int AllReduceTuner::chosen(std::size_t bytes) const {
+int Tuner::chosen(std::size_t bytes) const {
   const Class* c = find(bytes);
   return c ? c->choice : -1;
 }

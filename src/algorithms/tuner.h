@@ -1,6 +1,7 @@
 #pragma once
-// A timed choice between two ways of running an all_reduce, for the sizes
-// where the better one depends on the network.
+// A timed choice between two ways of running a collective, for the sizes
+// where the better one depends on the network (where each applies:
+// plan/planner.cc, Planner::configure; docs/tuning.md "Timed choice").
 //
 // - Network all_reduce (core/communicator.cc): recursive doubling sends the
 //   whole message S at each of log2(n) steps (2S on 4 ranks), Rabenseifner
@@ -14,6 +15,10 @@
 //   VARIANTS naming TUTTI_ALGO=all_reduce:recursive_doubling, :rabenseifner
 //   and :ring; on loopback, TUTTI_TRANSPORT=tcp bench/peers/compare.py
 //   all_reduce 4 with the same settings (docs/tuning.md "Timed choice").
+// - Network broadcast, binomial against scatter + all_gather, and all_to_all,
+//   Bruck against pairwise (plan/registry.cc, timed()): each pair trades
+//   rounds for bytes, and where they cross depends on the link against the
+//   CPUs (plan/thresholds.h).
 // - Two-level all_reduce (hierarchy/hierarchy.cc): one leader per host, or every
 //   local rank with a slice; which is faster depends on the link, the cores
 //   and the size alike.
@@ -50,7 +55,7 @@
 
 namespace tutti::detail {
 
-class AllReduceTuner {
+class Tuner {
  public:
   static constexpr int kSamples = 2;  // timed runs of each algorithm per epoch
   // With Figure::Fastest: in shared memory the operations right after a
@@ -65,7 +70,7 @@ class AllReduceTuner {
   // untimed one.
   static constexpr int kRunSamples = 4;
   int samples() const {
-    return figure_ == Figure::Fastest ? kFastestSamples : figure_ == Figure::MeanAfterFirst ? kRunSamples : kSamples;
+    return figure_ == Figure::Fastest ? kFastestSamples : figure_ == Figure::Mean ? kSamples : kRunSamples;
   }
   static constexpr std::uint64_t kFirstQuiet = 24;  // operations after the first choice
   static constexpr std::uint64_t kMaxQuiet = 6144;
@@ -93,8 +98,18 @@ class AllReduceTuner {
   // operations, so alternating trials chose the slower leader form;
   // bench/peers/netbed/compare.sh, PER=2, 8 B-16 KiB, against
   // VARIANTS="flat=TUTTI_ALGO=all_reduce:recursive_doubling").
-  enum class Figure { Mean, Fastest, MeanAfterFirst };
-  AllReduceTuner(std::size_t lo, std::size_t hi, Figure figure = Figure::Mean) : lo_(lo), hi_(hi), figure_(figure) {}
+  // SlowestRun: as MeanAfterFirst, but the members meet (a barrier:
+  // Step::sync) before each run and the slowest member's mean counts, not
+  // the sum. For a broadcast, whose root sends and goes on: back to back,
+  // the root ran ahead by many operations, its data waited in the
+  // receivers' sockets, and every member timed a binomial tree at 1-9 us
+  // an operation while the run took 67 us an operation, so the members'
+  // sums chose it over scatter + all_gather (52-64 us); 4 test-bed hosts
+  // at 1 Gbit/s, 4 KiB, bench/peers/netbed/compare.sh with TUTTI_LOG=debug.
+  // After a barrier the receiver last in line waits for each operation's
+  // data as the run delivers it.
+  enum class Figure { Mean, Fastest, MeanAfterFirst, SlowestRun };
+  Tuner(std::size_t lo, std::size_t hi, Figure figure = Figure::Mean) : lo_(lo), hi_(hi), figure_(figure) {}
 
   bool covers(std::size_t bytes) const { return bytes > lo_ && bytes <= hi_; }
 
@@ -102,7 +117,10 @@ class AllReduceTuner {
     int algo = 0;        // valid unless `agree`
     bool timed = false;  // report its time with record()
     bool agree = false;  // sum means() among the members first, then decide()
+    bool sync = false;   // a barrier of the members first (Figure::SlowestRun)
   };
+  // How the members' figures combine: summed, or their maximum (slowest()).
+  bool slowest() const { return figure_ == Figure::SlowestRun; }
   // The next operation of `bytes` (covers(bytes) must hold). A class's
   // first two operations run `preferred` (the table's choice), then the
   // other, untimed: each pays for what is new to it at that size (page
@@ -131,8 +149,9 @@ class AllReduceTuner {
   // exchange inside this operation, the same on every member) and
   // `chosen(sums, algo)` hears the result; then `run(algo)`, timed and
   // recorded when it is a trial. Returns the algorithm run.
-  template <class Sum, class Chosen, class Run>
-  int step(std::size_t bytes, int preferred, Sum&& sum, Chosen&& chosen, Run&& run) {
+  // `sync()` is the members' barrier of a Step::sync.
+  template <class Sum, class Chosen, class Run, class Sync>
+  int step(std::size_t bytes, int preferred, Sum&& sum, Chosen&& chosen, Run&& run, Sync&& sync) {
     Step s = next(bytes, preferred);
     if (s.agree) {
       std::array<std::int64_t, 2> sums = means(bytes);
@@ -140,12 +159,18 @@ class AllReduceTuner {
       s.algo = decide(bytes, sums, preferred);
       chosen(sums, s.algo);
     }
+    if (s.sync) sync();
     const auto t0 = std::chrono::steady_clock::now();
     run(s.algo);
     if (s.timed)
       record(bytes, s.algo,
              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
     return s.algo;
+  }
+
+  template <class Sum, class Chosen, class Run>
+  int step(std::size_t bytes, int preferred, Sum&& sum, Chosen&& chosen, Run&& run) {
+    return step(bytes, preferred, sum, chosen, run, [] {});
   }
 
   // For tests: nanoseconds added to every time this process records for

@@ -376,7 +376,7 @@ void detail::CommunicatorImpl::shm_min(detail::ShmGroup& g, std::array<std::int6
 void detail::CommunicatorImpl::log_shm_choice(const OpContext& x, const std::array<std::int64_t, 2>& figures,
                                               int algo) const {
   if (x.rank == 0)
-    TUTTI_LOG(Debug, x.op_name << " up to " << detail::AllReduceTuner::class_hi(x.bytes) << " B on " << x.size
+    TUTTI_LOG(Debug, x.op_name << " up to " << detail::Tuner::class_hi(x.bytes) << " B on " << x.size
                                << " ranks in shared memory: single copy " << figures[0] / 1000.0 << " us, copying "
                                << figures[1] / 1000.0
                                << " us (the fastest trial of any member): " << (algo ? "copying" : "single copy"));

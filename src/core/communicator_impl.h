@@ -176,7 +176,7 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
       x.set_algo(detail::kShmDirectName);
       return;
     }
-    detail::AllReduceTuner* t = planner.shm_tuner(which);
+    detail::Tuner* t = planner.shm_tuner(which);
     if (!t || !t->covers(x.bytes) || !g.single_copy_agreed()) [[likely]] {
       run(g);
       return;

@@ -226,7 +226,7 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
     return [&h, bytes, n, what0, what1](const std::array<std::int64_t, 2>& sums, int algo) {
       if (h.local.rank() == 0 && h.cross.rank() == 0)
         TUTTI_LOG(Debug, "two-level all_reduce up to "
-                             << AllReduceTuner::class_hi(bytes) << " B on " << h.hosts << " x " << h.per_host
+                             << Tuner::class_hi(bytes) << " B on " << h.hosts << " x " << h.per_host
                              << " ranks: " << what0 << " " << sums[0] / 1000 / n << " us, " << what1 << " "
                              << sums[1] / 1000 / n << " us (mean of the members' means): " << (algo ? what1 : what0));
     };

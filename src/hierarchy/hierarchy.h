@@ -71,7 +71,7 @@ struct Hierarchy {
   // From leader_bytes/8 to leader_bytes*8, the leader and slices forms are
   // timed against each other (algorithms/tuner.h; 0 the leader form, 1 the
   // slices; null with TUTTI_ALGO_TUNING=off).
-  std::unique_ptr<AllReduceTuner> forms;
+  std::unique_ptr<Tuner> forms;
   // Above the sizes `forms` covers, from slices of 512 KiB a rank up to
   // slices of 4 MiB (at most 16 MiB), the slices form whole (0) or in pieces
   // (1) (null with
@@ -80,7 +80,7 @@ struct Hierarchy {
   // the limit (a faster link) their extra steps cost more than they hide,
   // and whole slices win (bench/peers/netbed/compare.sh, PER=2, 4 MiB at
   // --rate 1gbit and 4gbit; docs/tuning.md "Timed choice").
-  std::unique_ptr<AllReduceTuner> pieces;
+  std::unique_ptr<Tuner> pieces;
   // Above that, up to slices of 32 MiB, pieces of an 8th of the slice (0)
   // against a 32nd (1), each from 512 KiB to 1 MiB (null with
   // TUTTI_ALGO_TUNING=off: a 32nd). Where the CPUs are the limit each
@@ -88,11 +88,11 @@ struct Hierarchy {
   // wins at 16 and 32 MiB; on a slow link a 32nd keeps it busier and an
   // 8th is slightly slower (bench/peers/netbed/compare.sh, PER=2 at --rate
   // 4gbit and 1gbit; docs/tuning.md "Timed choice").
-  std::unique_ptr<AllReduceTuner> piece_size;
+  std::unique_ptr<Tuner> piece_size;
   // Up to leader_bytes/8, the leader form (0) against recursive doubling
   // over the whole communicator (1) (null with TUTTI_ALGO_TUNING=off or an
   // all_reduce algorithm named in TUTTI_ALGO).
-  std::unique_ptr<AllReduceTuner> flat;
+  std::unique_ptr<Tuner> flat;
 };
 
 // The parent communicator's own network all_reduce, in place on `buf`

@@ -126,44 +126,54 @@ void Planner::configure(const Config& c, const Shape& s) {
       s.ranks >= 2)
     for (int i = 0; i < kCollectives; ++i)
       if (static_cast<Collective>(i) != Collective::Barrier)
-        shm_tuners_[i] =
-            std::make_unique<AllReduceTuner>(c.shm_cma_bytes / 16, SIZE_MAX, AllReduceTuner::Figure::Fastest);
+        shm_tuners_[i] = std::make_unique<Tuner>(c.shm_cma_bytes / 16, SIZE_MAX, Tuner::Figure::Fastest);
 
-  // The network all_reduce (TUTTI_ALGO_TUNING): `auto` on communicators of
-  // 3 or more ranks spanning hosts, `on` wherever all_reduce goes over the
-  // network. Naming an all_reduce algorithm other than the two-level form
-  // turns it off.
-  for (auto& tc : all_reduce_choices_) tc = TimedChoice{};
+  // Timed choices over the network (TUTTI_ALGO_TUNING): `auto` on
+  // communicators of 3 or more ranks spanning hosts, `on` wherever the
+  // collective goes over the network. Naming an algorithm of the collective
+  // other than the two-level form turns its choices off.
+  for (auto& tc : timed_) tc = TimedChoice{};
   const bool network = !s.single_host || c.transport == "tcp";
   const bool tune =
       c.algo_tuning == "on" ? network && s.ranks >= 2 : c.algo_tuning == "auto" && !s.single_host && s.ranks >= 3;
-  const auto forced = c.algo.find("all_reduce");
-  if (tune && (forced == c.algo.end() || forced->second == "two_level") && c.small_bytes >= 16) {
-    const Algorithm* rd = find_algorithm(Collective::AllReduce, "recursive_doubling");
-    const Algorithm* rab = find_algorithm(Collective::AllReduce, "rabenseifner");
-    const Algorithm* ring = find_algorithm(Collective::AllReduce, "ring");
-    // Trials in runs, the first of each untimed (tuner.h, MeanAfterFirst).
+  if (!tune) return;
+  auto timed = [&](Collective k) {
+    const auto forced = c.algo.find(collective_name(k));
+    return forced == c.algo.end() || forced->second == "two_level";
+  };
+  // Trials in runs, the first of each untimed (tuner.h, MeanAfterFirst);
+  // broadcast's after a barrier, the slowest member's figure counting
+  // (SlowestRun: its root does not wait for the receivers).
+  std::size_t n = 0;
+  auto add = [&](Collective k, std::size_t lo, std::size_t hi, const char* table, const char* other) {
+    const auto figure = k == Collective::Broadcast ? Tuner::Figure::SlowestRun : Tuner::Figure::MeanAfterFirst;
+    timed_[n++] = {k, std::make_unique<Tuner>(lo, hi, figure), find_algorithm(k, table), find_algorithm(k, other)};
+  };
+  if (timed(Collective::AllReduce) && c.small_bytes >= 16) {
     // From a 32nd of TUTTI_SMALL_BYTES: with latencies of a few tens of
     // microseconds a round, Rabenseifner leads from 4-8 KiB on 8-2,048
     // hosts of 1 Gbit/s by tutti-sim (docs/perf/sim/scale.md).
-    const auto runs = AllReduceTuner::Figure::MeanAfterFirst;
-    all_reduce_choices_[0] = {std::make_unique<AllReduceTuner>(c.small_bytes / 32, c.small_bytes, runs), rd, rab};
+    add(Collective::AllReduce, c.small_bytes / 32, c.small_bytes, "recursive_doubling", "rabenseifner");
     if (c.small_bytes < net.ring_choice_high_bytes)
-      all_reduce_choices_[1] = {std::make_unique<AllReduceTuner>(std::max(c.small_bytes, net.ring_choice_low_bytes),
-                                                                 net.ring_choice_high_bytes, runs),
-                                rab, ring};
+      add(Collective::AllReduce, std::max(c.small_bytes, net.ring_choice_low_bytes), net.ring_choice_high_bytes,
+          "rabenseifner", "ring");
   }
+  if (timed(Collective::Broadcast))
+    add(Collective::Broadcast, net.broadcast_choice_low_bytes, net.broadcast_choice_high_bytes, "binomial",
+        "scatter_all_gather");
+  // Wherever the table runs Bruck (up to 4 KiB a peer).
+  if (timed(Collective::AllToAll))
+    add(Collective::AllToAll, net.all_to_all_choice_low_bytes, SIZE_MAX, "bruck", "pairwise");
 }
 
 Plan Planner::plan_by_table(Collective c, std::size_t bytes) const {
   Plan p{&choose(c, bytes, *config_, shape_)};
-  if (c == Collective::AllReduce)
-    for (const TimedChoice& tc : all_reduce_choices_)
-      if (tc.tuner && tc.table == p.algorithm && tc.tuner->covers(bytes)) {
-        p.tuner = tc.tuner.get();
-        p.alternative = tc.other;
-        break;
-      }
+  for (const TimedChoice& tc : timed_)
+    if (tc.tuner && tc.collective == c && tc.table == p.algorithm && tc.tuner->covers(bytes)) {
+      p.tuner = tc.tuner.get();
+      p.alternative = tc.other;
+      break;
+    }
   return p;
 }
 
@@ -173,7 +183,7 @@ TwoLevelChoices Planner::two_level_choices(int per_host) const {
   if (c.algo_tuning == "off") return out;
   const TwoLevelThresholds& t = thresholds_.two_level;
   const std::size_t leader = c.two_level_leader_bytes;
-  if (leader >= 8) out.forms = std::make_unique<AllReduceTuner>(leader / 8, leader * 8);
+  if (leader >= 8) out.forms = std::make_unique<Tuner>(leader / 8, leader * 8);
   const auto L = static_cast<std::size_t>(per_host);
   const std::size_t lo = std::max<std::size_t>(t.least_piece_bytes * L, out.forms ? leader * 8 : 0);
   // Up to slices of least_piece_bytes * fewer_pieces (4 MiB) both piece
@@ -182,10 +192,10 @@ TwoLevelChoices Planner::two_level_choices(int per_host) const {
   const std::size_t same_low = t.least_piece_bytes * t.fewer_pieces * L;
   const std::size_t same_high = t.most_piece_bytes * t.pieces * L;
   const std::size_t hi = std::min(same_low, t.most_tuned_pieces_bytes);
-  if (lo < hi) out.pieces = std::make_unique<AllReduceTuner>(lo, hi);
-  out.piece_size = std::make_unique<AllReduceTuner>(std::max(lo, same_low), same_high);
+  if (lo < hi) out.pieces = std::make_unique<Tuner>(lo, hi);
+  out.piece_size = std::make_unique<Tuner>(std::max(lo, same_low), same_high);
   if (leader >= 8 && !c.algo.count("all_reduce"))
-    out.flat = std::make_unique<AllReduceTuner>(0, leader / 8, AllReduceTuner::Figure::MeanAfterFirst);
+    out.flat = std::make_unique<Tuner>(0, leader / 8, Tuner::Figure::MeanAfterFirst);
   return out;
 }
 

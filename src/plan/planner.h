@@ -40,7 +40,7 @@ struct Shape {
 // The two-level all_reduce's timed choices (hierarchy/hierarchy.h says what
 // each one chooses between); null where not timed.
 struct TwoLevelChoices {
-  std::unique_ptr<AllReduceTuner> forms, pieces, piece_size, flat;
+  std::unique_ptr<Tuner> forms, pieces, piece_size, flat;
 };
 
 class Planner {
@@ -72,7 +72,7 @@ class Planner {
   std::size_t small_pipe_bytes() const { return small_pipe_bytes_; }
   // Shared memory's timed choice of single copy against copying through the
   // segment for collective `c`, or null (TUTTI_ALGO_TUNING, TUTTI_SHM_CMA_BYTES).
-  AllReduceTuner* shm_tuner(Collective c) const { return shm_tuners_[static_cast<int>(c)].get(); }
+  Tuner* shm_tuner(Collective c) const { return shm_tuners_[static_cast<int>(c)].get(); }
   // The two-level all_reduce's timed choices for `per_host` members a host.
   TwoLevelChoices two_level_choices(int per_host) const;
 
@@ -86,15 +86,18 @@ class Planner {
   std::array<const Algorithm*, kCollectives> shm_{};
   std::size_t chunk_bytes_ = std::size_t{1} << 20;
   std::size_t small_pipe_bytes_ = std::size_t{64} << 10;
-  // Network all_reduce: recursive doubling against Rabenseifner up to
-  // TUTTI_SMALL_BYTES, Rabenseifner against the ring above.
+  // Over the network (configure() says where): all_reduce's recursive
+  // doubling against Rabenseifner up to TUTTI_SMALL_BYTES and Rabenseifner
+  // against the ring above; broadcast's binomial tree against scatter +
+  // all_gather; all_to_all's Bruck against pairwise.
   struct TimedChoice {
-    std::unique_ptr<AllReduceTuner> tuner;
+    Collective collective = Collective::AllReduce;
+    std::unique_ptr<Tuner> tuner;
     const Algorithm* table = nullptr;  // alternative 0
     const Algorithm* other = nullptr;  // alternative 1
   };
-  std::array<TimedChoice, 2> all_reduce_choices_;
-  std::array<std::unique_ptr<AllReduceTuner>, kCollectives> shm_tuners_;
+  std::array<TimedChoice, 4> timed_;
+  std::array<std::unique_ptr<Tuner>, kCollectives> shm_tuners_;
 };
 
 }  // namespace tutti::detail

@@ -64,27 +64,39 @@ void all_reduce_two_level(CommunicatorImpl& comm, OpContext& x, const OpArgs& a,
 
 // The plan's tuner picks between its two algorithms as it runs
 // (algorithms/tuner.h): a trial (timed), the exchange of the members' trial
-// times and the choice, or the chosen one. Every member takes the same path:
-// the tuner's state follows the communicator's operations, run in order.
-void all_reduce_timed(const Plan& p, OpContext& x, void* buf, std::size_t count, DataType dtype, ReduceOpKind op) {
+// times and the choice, or the chosen one; `run(a)` runs alternative a
+// (0: the plan's algorithm, 1: its alternative). Every member takes the
+// same path: the tuner's state follows the communicator's operations, run
+// in order.
+template <class Run>
+void timed(const Plan& p, OpContext& x, Run&& run) {
   const Algorithm* const alt[2] = {p.algorithm, p.alternative};
   p.tuner->step(
       x.bytes, 0,
       [&](std::array<std::int64_t, 2>& sums) {
         x.step_base += kTunerStepBase;
-        all_reduce_recursive_doubling(x, sums.data(), 2, DataType::Int64, ReduceOpKind::Sum);
+        all_reduce_recursive_doubling(x, sums.data(), 2, DataType::Int64,
+                                      p.tuner->slowest() ? ReduceOpKind::Max : ReduceOpKind::Sum);
         x.step_base -= kTunerStepBase;
       },
       [&](const std::array<std::int64_t, 2>& sums, int algo) {
-        if (x.rank == 0)
-          TUTTI_LOG(Debug, "all_reduce up to " << AllReduceTuner::class_hi(x.bytes) << " B on " << x.size
-                                               << " ranks: " << alt[0]->name << " " << sums[0] / 1000 / x.size
-                                               << " us, " << alt[1]->name << " " << sums[1] / 1000 / x.size
-                                               << " us (mean of the members' means): " << alt[algo]->name);
+        if (x.rank != 0) return;
+        const bool slowest = p.tuner->slowest();
+        const std::int64_t per = 1000 * (slowest ? 1 : x.size);
+        TUTTI_LOG(Debug, collective_name(alt[0]->collective)
+                             << " up to " << Tuner::class_hi(x.bytes) << " B on " << x.size << " ranks: "
+                             << alt[0]->name << " " << sums[0] / per << " us, " << alt[1]->name << " " << sums[1] / per
+                             << " us (" << (slowest ? "the slowest member's mean" : "mean of the members' means")
+                             << "): " << alt[algo]->name);
       },
       [&](int a) {
         x.set_algo(alt[a]->name);
-        alt[a]->kernel(x, buf, count, dtype, op);
+        run(a, *alt[a]);
+      },
+      [&] {
+        x.step_base += kTunerStepBase;
+        barrier_dissemination(x);
+        x.step_base -= kTunerStepBase;
       });
 }
 
@@ -98,7 +110,7 @@ void all_reduce_network(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, c
     std::memcpy(a.recv, a.send, a.bytes);
   }
   if (p.tuner) {
-    all_reduce_timed(p, x, a.recv, a.count, a.dtype, base_op(a.op));
+    timed(p, x, [&](int, const Algorithm& alg) { alg.kernel(x, a.recv, a.count, a.dtype, base_op(a.op)); });
   } else {
     p.algorithm->kernel(x, a.recv, a.count, a.dtype, base_op(a.op));
   }
@@ -114,8 +126,12 @@ void broadcast_two_level(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, 
   two_level_broadcast(comm.hierarchy(), a.recv, a.count, a.dtype, a.root, x.rank);
 }
 template <void (*F)(OpContext&, void*, std::size_t, int)>
-void broadcast_network(CommunicatorImpl&, OpContext& x, const OpArgs& a, const Plan&) {
-  F(x, a.recv, a.bytes, a.root);
+void broadcast_network(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan& p) {
+  if (p.tuner) {
+    timed(p, x, [&](int, const Algorithm& alg) { alg.run(comm, x, a, Plan{&alg}); });
+  } else {
+    F(x, a.recv, a.bytes, a.root);
+  }
 }
 
 // ---- reduce ----------------------------------------------------------------------
@@ -191,11 +207,8 @@ void all_to_all_shm(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const
 void all_to_all_two_level(CommunicatorImpl& comm, OpContext&, const OpArgs& a, const Plan&) {
   two_level_all_to_all(comm.hierarchy(), a.send, a.recv, a.count, a.dtype);
 }
-void all_to_all_bruck_run(CommunicatorImpl&, OpContext& x, const OpArgs& a, const Plan&) {
-  all_to_all_bruck(x, static_cast<const char*>(a.send), static_cast<char*>(a.recv), a.bytes);
-}
 // Per-peer sizes (all_to_all with equal blocks goes through all_to_all_v
-// where it runs pairwise).
+// where the table runs pairwise).
 void all_to_all_pairwise_run(CommunicatorImpl&, OpContext& x, const OpArgs& a, const Plan&) {
   // Receives land while sends still read: in place, send from a copy.
   std::vector<char> copy;
@@ -205,6 +218,33 @@ void all_to_all_pairwise_run(CommunicatorImpl&, OpContext& x, const OpArgs& a, c
     src = copy.data();
   }
   all_to_all_pairwise(x, src, a.send_bytes, a.send_displs, static_cast<char*>(a.recv), a.recv_bytes, a.recv_displs);
+}
+// Equal blocks of a.bytes; timed against pairwise where the plan says so.
+void all_to_all_bruck_run(CommunicatorImpl& comm, OpContext& x, const OpArgs& a, const Plan& p) {
+  if (!p.tuner) {
+    all_to_all_bruck(x, static_cast<const char*>(a.send), static_cast<char*>(a.recv), a.bytes);
+    return;
+  }
+  timed(p, x, [&](int alt, const Algorithm& alg) {
+    if (alt == 0) {
+      all_to_all_bruck(x, static_cast<const char*>(a.send), static_cast<char*>(a.recv), a.bytes);
+      return;
+    }
+    // Pairwise, with equal blocks as per-peer tables.
+    const auto n = static_cast<std::size_t>(x.size);
+    SmallVector<std::size_t> bytes(n, a.bytes), displs(n, 0);
+    for (std::size_t i = 0; i < n; ++i) displs[i] = i * a.bytes;
+    OpArgs v = a;
+    v.send_bytes = bytes;
+    v.send_displs = displs;
+    v.recv_bytes = bytes;
+    v.recv_displs = displs;
+    v.send_extent = n * a.bytes;
+    const char* s0 = static_cast<const char*>(a.send);
+    const char* r0 = static_cast<const char*>(a.recv);
+    v.overlap = v.send_extent && s0 < r0 + v.send_extent && r0 < s0 + v.send_extent;
+    alg.run(comm, x, v, Plan{&alg});
+  });
 }
 
 // ---- gather, scatter, barrier ----------------------------------------------------------
@@ -257,7 +297,9 @@ constexpr When kAllReduceRabenseifner[] = {
 // pipelined chain runs at line rate once the message outgrows its fill,
 // n - 2 chunks: from 128 KiB a rank (4, 8, 16 hosts: faster than scatter +
 // all_gather from 512 KiB, 1 MiB, 2 MiB). Elsewhere binomial, the
-// fallback. docs/tuning.md.
+// fallback, timed against scatter + all_gather above 2 KiB up to 256 KiB
+// (planner.cc): on 4 test-bed hosts scatter + all_gather is 1.3x ahead at
+// 8-32 KiB. docs/tuning.md.
 constexpr When kBroadcastBinomial[] = {{.max_bytes = 256 * K, .max_hosts = 1}, {.max_bytes = 32 * K}};
 constexpr When kBroadcastChain[] = {
     {.min_bytes = 256 * K + 1, .min_ranks = 3, .min_hosts = 2, .min_bytes_per_rank = 128 * K}};
@@ -298,7 +340,9 @@ constexpr When kReduceScatterRecursiveHalving[] = {{.max_bytes = 8 * K}, {.max_b
 // ranks) Bruck leads up to 4-16 KiB a peer, across 1 Gbit/s hosts (4-16 on
 // the test-bed) up to 1-4 KiB; beyond 32 ranks up to 128 B on up to 64,
 // 64 B on up to 4,096 and 32 B beyond (tutti-sim, 48-16,384 ranks, 8 a
-// host: docs/perf/sim/scale.md). docs/tuning.md.
+// host: docs/perf/sim/scale.md; with the Intel VM's fit pairwise leads at
+// the top of each range, so Bruck is timed against it above 16 B a peer:
+// planner.cc). docs/tuning.md.
 constexpr When kAllToAllBruck[] = {{.max_bytes = 4 * K, .max_hosts = 1},
                                    {.max_bytes = 2 * K, .max_ranks = 32},
                                    {.max_bytes = 128, .max_ranks = 64},

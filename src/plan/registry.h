@@ -23,7 +23,7 @@ namespace tutti::detail {
 
 struct CommunicatorImpl;
 struct OpContext;
-class AllReduceTuner;
+class Tuner;
 
 enum class Collective : std::uint8_t {
   AllReduce,
@@ -96,7 +96,7 @@ struct Algorithm;
 // is `algorithm`, the table's choice).
 struct Plan {
   const Algorithm* algorithm = nullptr;
-  AllReduceTuner* tuner = nullptr;
+  Tuner* tuner = nullptr;
   const Algorithm* alternative = nullptr;
 };
 

@@ -78,6 +78,19 @@ struct NetworkThresholds {
   // sizes above max(TUTTI_SMALL_BYTES, the first value) up to the second.
   std::size_t ring_choice_low_bytes = std::size_t{512} << 10;
   std::size_t ring_choice_high_bytes = std::size_t{4} << 20;
+  // The broadcast timed choice (binomial against scatter + all_gather, where
+  // the table runs binomial) covers sizes above the first value up to the
+  // second; the all_to_all one (Bruck against pairwise, where the table runs
+  // Bruck) blocks a peer above the third. By tutti-sim, scatter + all_gather
+  // leads from 4 KiB on 8 hosts up to 128 KiB on 2,048, and pairwise from
+  // 32 B a peer, at the top of Bruck's range, on 64-16,384 ranks (the
+  // two-level forms' steps across hosts; docs/perf/sim/scale.md). On 4
+  // test-bed hosts at 1 Gbit/s scatter + all_gather ran 1.3x ahead at 8-32
+  // KiB, and pairwise across 1.2x ahead at 8 KiB on 4 x 2 (docs/tuning.md,
+  // "Timed choice").
+  std::size_t broadcast_choice_low_bytes = std::size_t{2} << 10;
+  std::size_t broadcast_choice_high_bytes = std::size_t{256} << 10;
+  std::size_t all_to_all_choice_low_bytes = 16;
 };
 
 struct Thresholds {

@@ -183,9 +183,9 @@ TEST_P(TunedAllReduce, EveryRankRunsTheSameAlgorithmAndEveryResultIsRight) {
         // would run 0 (the last rank alone 1), and ranks would part ways.
         const std::int64_t s = 1000000000;
         if (comm.rank() == comm.size() - 1) {
-          detail::AllReduceTuner::set_test_penalty(2 * s * comm.size(), 0);
+          detail::Tuner::set_test_penalty(2 * s * comm.size(), 0);
         } else {
-          detail::AllReduceTuner::set_test_penalty(0, s);
+          detail::Tuner::set_test_penalty(0, s);
         }
         // Bytes in (8, 16], (16, 32], (32, 64] KiB and (512 KiB, 1 MiB], default classes.
         const std::size_t class_bytes[] = {12004, 20000, 65536, 1000000};
@@ -260,6 +260,96 @@ TEST_P(TunedAllReduce, EveryRankRunsTheSameAlgorithmAndEveryResultIsRight) {
 INSTANTIATE_TEST_SUITE_P(World, TunedAllReduce, ::testing::Values(2, 4, 5),
                          [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
 
+// The tuned broadcast (binomial against scatter + all_gather) and all_to_all
+// (Bruck against pairwise), turned on over TCP: two size classes of each,
+// interleaved, through the first epoch and the next one's trials, with the
+// same skewed timings as above (only the members' sums choose the
+// alternative), roots in turn, random data, every element checked, the
+// async and in-place forms included. Every rank ran the same algorithm in
+// every operation, each class's whole course as the tuner runs it.
+class TunedBroadcastAndAllToAll : public ::testing::TestWithParam<int> {};
+
+TEST_P(TunedBroadcastAndAllToAll, EveryRankRunsTheSameAlgorithmAndEveryResultIsRight) {
+  SpawnOptions o;
+  o.env = {{"TUTTI_TRANSPORT", "tcp"}, {"TUTTI_ALGO_TUNING", "on"}, {"TUTTI_TRACE_BUFFER", "1024"}};
+  if (GetParam() == 3) o.env.emplace_back("TUTTI_DEBUG", "detail");
+  spawn(
+      GetParam(),
+      [](Communicator& comm) {
+        const int n = comm.size();
+        const std::int64_t s = 1000000000;
+        if (comm.rank() == n - 1) {
+          detail::Tuner::set_test_penalty(2 * s * n, 0);
+        } else {
+          detail::Tuner::set_test_penalty(0, s);
+        }
+        // Broadcast: (2, 4] and (64, 128] KiB; all_to_all: (32, 64] B and
+        // (512, 1024] B a peer.
+        const std::size_t bcast_bytes[] = {3000, 100000}, a2a_bytes[] = {40, 1000};
+        const DataType dtypes[] = {DataType::Float32, DataType::Int32, DataType::BFloat16, DataType::Float64};
+        const int per_class = 2 + 2 * (2 * 5 + 1) + 24 + 4;
+        std::uint64_t id = 930000;
+        std::vector<int> bcast_class, a2a_class;
+        for (int i = 0; i < 2 * per_class; ++i) {
+          const int k = i % 2;
+          CaseInfo c;
+          c.id = ++id;
+          c.dtype = dtypes[(i / 2) % 4];
+          c.count = bcast_bytes[k] / dtype_size(c.dtype);
+          c.root = (i / 2) % n;
+          c.async = (i % 5) == 0;
+          check_broadcast(comm, c);
+          bcast_class.push_back(k);
+          c.id = ++id;
+          c.count = a2a_bytes[k] / dtype_size(c.dtype);
+          if (i % 7 == 3) {
+            check_all_to_all_in_place(comm, c);
+          } else {
+            check_all_to_all(comm, c);
+          }
+          a2a_class.push_back(k);
+          if (::testing::Test::HasFailure()) return;
+        }
+        const std::string js = comm.trace_json();
+        auto letters = [&](const char* op, const std::vector<int>& class_of) {
+          std::array<std::string, 2> out;
+          std::size_t j = 0;
+          for (const std::string& name : algorithms_in_trace(js, op)) {
+            if (j >= class_of.size()) break;
+            out[class_of[j++]] += name == "binomial"             ? 'b'
+                                  : name == "scatter_all_gather" ? 's'
+                                  : name == "bruck"              ? 'k'
+                                  : name == "pairwise"           ? 'p'
+                                                                 : '?';
+          }
+          return out;
+        };
+        // The table's choice then the other (untimed), trials in runs of
+        // five (the first of each untimed), the members' choice (1) from the
+        // exchange on, the next epoch's trials starting with the other.
+        auto course = [](char a, char b) {
+          return std::string{a, b} + std::string(5, a) + std::string(5, b) + std::string(1 + 24, b) +
+                 std::string(5, b) + std::string(5, a) + std::string(1 + 4, b);
+        };
+        const auto bcast = letters("broadcast", bcast_class), a2a = letters("all_to_all", a2a_class);
+        for (int k = 0; k < 2; ++k) {
+          EXPECT_EQ(bcast[k], course('b', 's')) << bcast_bytes[k] << " B broadcast on rank " << comm.rank();
+          EXPECT_EQ(a2a[k], course('k', 'p')) << a2a_bytes[k] << " B a peer all_to_all on rank " << comm.rank();
+        }
+        // Every rank the same, operation by operation.
+        const std::string mine = bcast[0] + bcast[1] + a2a[0] + a2a[1];
+        std::vector<char> all(mine.size() * static_cast<std::size_t>(n));
+        comm.all_gather(mine.data(), all.data(), mine.size(), DataType::UInt8);
+        for (int p = 0; p < n; ++p)
+          EXPECT_EQ(std::string(all.data() + p * mine.size(), mine.size()), mine)
+              << "rank " << p << " against rank " << comm.rank();
+      },
+      o);
+}
+
+INSTANTIATE_TEST_SUITE_P(World, TunedBroadcastAndAllToAll, ::testing::Values(3, 4),
+                         [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
+
 // Single copy against copying through the segment in shared memory, timed
 // (communicator_impl.h, shm_run): every collective that has both, at a size
 // where the rules use single copy, through the first epoch and the next
@@ -311,9 +401,9 @@ TEST_P(TunedSingleCopy, EveryRankTakesTheMembersChoiceAndEveryResultIsRight) {
           // Even collectives must end up copying, odd ones with single copy.
           const bool copy = k % 2 == 0;
           if (copy) {
-            detail::AllReduceTuner::set_test_penalty(last ? 5 * s : s, last ? 0 : 10 * s);
+            detail::Tuner::set_test_penalty(last ? 5 * s : s, last ? 0 : 10 * s);
           } else {
-            detail::AllReduceTuner::set_test_penalty(last ? 0 : 10 * s, last ? 5 * s : s);
+            detail::Tuner::set_test_penalty(last ? 0 : 10 * s, last ? 5 * s : s);
           }
           const char x = copy ? 'c' : 's';
           // Warm-up (the rules' choice, then the other), trials in runs of
@@ -363,7 +453,7 @@ TEST_P(TunedSingleCopy, EveryRankTakesTheMembersChoiceAndEveryResultIsRight) {
           check_all_reduce(comm, c);
         }
         EXPECT_EQ(copies_run(comm.trace_json(), "all_reduce"), before + "sss") << "rank " << comm.rank();
-        detail::AllReduceTuner::set_test_penalty(0, 0);
+        detail::Tuner::set_test_penalty(0, 0);
       },
       o);
 }

@@ -691,9 +691,7 @@ bool streamed(Collective c, Measure m) { return m == Measure::Stream || (m == Me
 
 // What a timed choice (algorithms/tuner.h) settles on: the other
 // alternative where it saves at least kMargin of the preferred one's time.
-bool other_wins(double preferred, double other) {
-  return preferred - other >= detail::AllReduceTuner::kMargin * preferred;
-}
+bool other_wins(double preferred, double other) { return preferred - other >= detail::Tuner::kMargin * preferred; }
 
 }  // namespace
 

@@ -49,10 +49,10 @@ TEST(CoreRingSteps, ChunksCoverRangeExactly) {
 
 // Runs the tuner's steps for `bytes` until its next exchange, timing
 // algorithm a at t[a] ns (+i for the i-th trial); returns the algorithms run.
-std::vector<int> run_trials(d::AllReduceTuner& t, std::size_t bytes, std::array<std::int64_t, 2> ns) {
+std::vector<int> run_trials(d::Tuner& t, std::size_t bytes, std::array<std::int64_t, 2> ns) {
   std::vector<int> ran;
   for (int i = 0; i < 2 * t.samples(); ++i) {
-    d::AllReduceTuner::Step s = t.next(bytes);
+    d::Tuner::Step s = t.next(bytes);
     EXPECT_FALSE(s.agree) << i;
     EXPECT_TRUE(s.timed) << i;
     t.record(bytes, s.algo, ns[static_cast<std::size_t>(s.algo)] + i);
@@ -63,9 +63,9 @@ std::vector<int> run_trials(d::AllReduceTuner& t, std::size_t bytes, std::array<
 }
 
 // A class's first two operations: the preferred algorithm, then the other, untimed.
-void expect_warm_up(d::AllReduceTuner& t, std::size_t bytes, int preferred) {
+void expect_warm_up(d::Tuner& t, std::size_t bytes, int preferred) {
   for (int want : {preferred, 1 - preferred}) {
-    d::AllReduceTuner::Step s = t.next(bytes, preferred);
+    d::Tuner::Step s = t.next(bytes, preferred);
     EXPECT_EQ(s.algo, want);
     EXPECT_FALSE(s.timed || s.agree);
   }
@@ -74,32 +74,32 @@ void expect_warm_up(d::AllReduceTuner& t, std::size_t bytes, int preferred) {
 // 0,1,0,1,... (or 1,0,... from `first`), kSamples of each.
 std::vector<int> alternating(int first) {
   std::vector<int> v;
-  for (int i = 0; i < 2 * d::AllReduceTuner::kSamples; ++i) v.push_back((first + i) % 2);
+  for (int i = 0; i < 2 * d::Tuner::kSamples; ++i) v.push_back((first + i) % 2);
   return v;
 }
 
 TEST(CoreTuner, TrialsAlternateThenTheMembersSumsDecideForAGrowingEpoch) {
-  static_assert(d::AllReduceTuner::kSamples >= 2);
-  d::AllReduceTuner t(8 << 10, 64 << 10);
+  static_assert(d::Tuner::kSamples >= 2);
+  d::Tuner t(8 << 10, 64 << 10);
   EXPECT_FALSE(t.covers(8 << 10));
   EXPECT_TRUE(t.covers((8 << 10) + 1));
   EXPECT_TRUE(t.covers(64 << 10));
   EXPECT_FALSE(t.covers((64 << 10) + 1));
   const std::size_t b = 20000;  // class (16 KiB, 32 KiB]
-  EXPECT_EQ(d::AllReduceTuner::class_hi(b), std::size_t(32) << 10);
+  EXPECT_EQ(d::Tuner::class_hi(b), std::size_t(32) << 10);
   EXPECT_EQ(t.chosen(b), -1);
   expect_warm_up(t, b, 0);
   // Epoch 0: 0,1,0,1,... ; the means of what each took (+i for trial i).
   EXPECT_EQ(run_trials(t, b, {1000, 500}), alternating(0));
   std::array<std::int64_t, 2> m = t.means(b);
-  const std::int64_t k = d::AllReduceTuner::kSamples;
+  const std::int64_t k = d::Tuner::kSamples;
   EXPECT_EQ(m[0], 1000 + (k - 1));  // trials 0, 2, ..., 2k-2: mean k-1
   EXPECT_EQ(m[1], 500 + k);         // trials 1, 3, ..., 2k-1: mean k
   // The members' sums decide: Rabenseifner (1) clearly faster.
   EXPECT_EQ(t.decide(b, {4000, 2000}), 1);
   EXPECT_EQ(t.chosen(b), 1);
-  for (std::uint64_t i = 0; i < d::AllReduceTuner::kFirstQuiet; ++i) {
-    d::AllReduceTuner::Step s = t.next(b);
+  for (std::uint64_t i = 0; i < d::Tuner::kFirstQuiet; ++i) {
+    d::Tuner::Step s = t.next(b);
     EXPECT_EQ(s.algo, 1);
     EXPECT_FALSE(s.timed || s.agree);
   }
@@ -107,7 +107,7 @@ TEST(CoreTuner, TrialsAlternateThenTheMembersSumsDecideForAGrowingEpoch) {
   // margin the table's choice (0) stays.
   EXPECT_EQ(run_trials(t, b, {1000, 980}), alternating(1));
   EXPECT_EQ(t.decide(b, {1000, 960}), 0);
-  for (std::uint64_t i = 0; i < 4 * d::AllReduceTuner::kFirstQuiet; ++i) EXPECT_EQ(t.next(b).algo, 0);
+  for (std::uint64_t i = 0; i < 4 * d::Tuner::kFirstQuiet; ++i) EXPECT_EQ(t.next(b).algo, 0);
   run_trials(t, b, {1000, 1000});
   EXPECT_EQ(t.decide(b, {1000, 940}), 1);  // just past the margin
   // Other classes are independent.
@@ -124,7 +124,7 @@ TEST(CoreTuner, TrialsAlternateThenTheMembersSumsDecideForAGrowingEpoch) {
   run_trials(t, big, {500, 500});
   EXPECT_EQ(t.decide(big, {1960, 2000}, 1), 1);
   EXPECT_EQ(t.chosen(big), 1);
-  for (std::uint64_t i = 0; i < d::AllReduceTuner::kFirstQuiet; ++i) t.next(big, 1);
+  for (std::uint64_t i = 0; i < d::Tuner::kFirstQuiet; ++i) t.next(big, 1);
   run_trials(t, big, {500, 500});
   EXPECT_EQ(t.decide(big, {1880, 2000}, 1), 0);
 }
@@ -133,8 +133,8 @@ TEST(CoreTuner, TrialsAlternateThenTheMembersSumsDecideForAGrowingEpoch) {
 // kFastestSamples of each, the next epoch's starting with the other; a
 // member reports the fastest of each alternative's trials.
 TEST(CoreTuner, FastestFigureRunsTrialsInRunsAndReportsTheFastest) {
-  d::AllReduceTuner t(8 << 10, SIZE_MAX, d::AllReduceTuner::Figure::Fastest);
-  ASSERT_EQ(t.samples(), d::AllReduceTuner::kFastestSamples);
+  d::Tuner t(8 << 10, SIZE_MAX, d::Tuner::Figure::Fastest);
+  ASSERT_EQ(t.samples(), d::Tuner::kFastestSamples);
   EXPECT_TRUE(t.covers(std::size_t(1) << 40));
   const std::size_t b = 200000;
   const std::int64_t k = t.samples();
@@ -149,7 +149,7 @@ TEST(CoreTuner, FastestFigureRunsTrialsInRunsAndReportsTheFastest) {
   EXPECT_EQ(m[0], 3000);
   EXPECT_EQ(m[1], 7000 + k);
   EXPECT_EQ(t.decide(b, {3000, 7000}), 0);
-  for (std::uint64_t i = 0; i < d::AllReduceTuner::kFirstQuiet; ++i) EXPECT_EQ(t.next(b).algo, 0);
+  for (std::uint64_t i = 0; i < d::Tuner::kFirstQuiet; ++i) EXPECT_EQ(t.next(b).algo, 0);
   std::reverse(runs.begin(), runs.end());
   EXPECT_EQ(run_trials(t, b, {9000, 100}), runs);
   m = t.means(b);
@@ -157,23 +157,23 @@ TEST(CoreTuner, FastestFigureRunsTrialsInRunsAndReportsTheFastest) {
   EXPECT_EQ(m[1], 100);
   EXPECT_EQ(t.decide(b, m), 1);
   // Slow trials (the first after a switch) do not hide a fast one.
-  d::AllReduceTuner u(0, SIZE_MAX, d::AllReduceTuner::Figure::Fastest);
+  d::Tuner u(0, SIZE_MAX, d::Tuner::Figure::Fastest);
   expect_warm_up(u, b, 0);
   for (int i = 0; i < 2 * k; ++i) {
-    const d::AllReduceTuner::Step s = u.next(b);
+    const d::Tuner::Step s = u.next(b);
     u.record(b, s.algo, s.algo == 0 ? (i == k - 1 ? 1000 : 500000) : 2000 + i);
   }
   EXPECT_EQ(u.means(b)[0], 1000);
   EXPECT_EQ(u.means(b)[1], 2000 + k);
   // The mean figure keeps kSamples, alternating.
-  EXPECT_EQ(d::AllReduceTuner(0, 1).samples(), d::AllReduceTuner::kSamples);
+  EXPECT_EQ(d::Tuner(0, 1).samples(), d::Tuner::kSamples);
 }
 
 // MeanAfterFirst: runs of kRunSamples + 1 of each, the first of each run
 // untimed (whatever it would have recorded), the mean of the rest.
 TEST(CoreTuner, MeanAfterFirstFigureSkipsTheFirstOfEachRun) {
-  d::AllReduceTuner t(0, 16 << 10, d::AllReduceTuner::Figure::MeanAfterFirst);
-  const std::int64_t k = d::AllReduceTuner::kRunSamples;
+  d::Tuner t(0, 16 << 10, d::Tuner::Figure::MeanAfterFirst);
+  const std::int64_t k = d::Tuner::kRunSamples;
   ASSERT_EQ(t.samples(), k);
   EXPECT_FALSE(t.covers(0));
   EXPECT_TRUE(t.covers(8));
@@ -183,7 +183,7 @@ TEST(CoreTuner, MeanAfterFirstFigureSkipsTheFirstOfEachRun) {
   for (int epoch = 0; epoch < 2; ++epoch) {
     std::vector<int> ran, timed;
     for (int i = 0; i < 2 * (k + 1); ++i) {
-      const d::AllReduceTuner::Step s = t.next(b);
+      const d::Tuner::Step s = t.next(b);
       EXPECT_FALSE(s.agree) << i;
       ran.push_back(s.algo);
       timed.push_back(s.timed);
@@ -199,7 +199,7 @@ TEST(CoreTuner, MeanAfterFirstFigureSkipsTheFirstOfEachRun) {
       }
     EXPECT_EQ(ran, want_ran) << "epoch " << epoch;
     EXPECT_EQ(timed, want_timed) << "epoch " << epoch;
-    const d::AllReduceTuner::Step agree = t.next(b);
+    const d::Tuner::Step agree = t.next(b);
     EXPECT_TRUE(agree.agree);
     // Means of the timed ones (whole nanoseconds): trial i records base + i,
     // i over the run's positions 1..k (first run) or k+2..2k+1 (second).
@@ -208,15 +208,15 @@ TEST(CoreTuner, MeanAfterFirstFigureSkipsTheFirstOfEachRun) {
     EXPECT_EQ(m[0], 300000 + (epoch % 2 == 0 ? first_run : second_run)) << "epoch " << epoch;
     EXPECT_EQ(m[1], 200000 + (epoch % 2 == 0 ? second_run : first_run)) << "epoch " << epoch;
     EXPECT_EQ(t.decide(b, m), 1);
-    const std::uint64_t quiet = epoch == 0 ? d::AllReduceTuner::kFirstQuiet : 4 * d::AllReduceTuner::kFirstQuiet;
+    const std::uint64_t quiet = epoch == 0 ? d::Tuner::kFirstQuiet : 4 * d::Tuner::kFirstQuiet;
     for (std::uint64_t i = 0; i < quiet; ++i) EXPECT_EQ(t.next(b).algo, 1);
   }
 }
 
 TEST(CoreTuner, EpochsGrowFourfoldUpToTheLimit) {
-  d::AllReduceTuner t(8 << 10, 64 << 10);
+  d::Tuner t(8 << 10, 64 << 10);
   const std::size_t b = 40000;
-  std::uint64_t quiet = d::AllReduceTuner::kFirstQuiet;
+  std::uint64_t quiet = d::Tuner::kFirstQuiet;
   expect_warm_up(t, b, 0);
   run_trials(t, b, {100, 200});
   for (int epoch = 0; epoch < 8; ++epoch) {
@@ -224,21 +224,21 @@ TEST(CoreTuner, EpochsGrowFourfoldUpToTheLimit) {
     std::uint64_t n = 0;
     while (!t.next(b).timed) ++n;  // counts up to the next epoch's first trial
     EXPECT_EQ(n, quiet) << "epoch " << epoch;
-    quiet = std::min<std::uint64_t>(quiet * 4, d::AllReduceTuner::kMaxQuiet);
-    for (int i = 1; i < 2 * d::AllReduceTuner::kSamples; ++i) ASSERT_TRUE(t.next(b).timed);
+    quiet = std::min<std::uint64_t>(quiet * 4, d::Tuner::kMaxQuiet);
+    for (int i = 1; i < 2 * d::Tuner::kSamples; ++i) ASSERT_TRUE(t.next(b).timed);
     ASSERT_TRUE(t.next(b).agree);
   }
-  EXPECT_EQ(quiet, d::AllReduceTuner::kMaxQuiet);
+  EXPECT_EQ(quiet, d::Tuner::kMaxQuiet);
 }
 
 TEST(CoreTuner, AStepTimesItsTrialsAndDecidesOnTheExchangedSums) {
-  d::AllReduceTuner t(8 << 10, 64 << 10);
+  d::Tuner t(8 << 10, 64 << 10);
   const std::size_t b = 20000;
   // This process finds alternative 1 50 ms slower than 0 in every trial.
-  d::AllReduceTuner::set_test_penalty(0, 50000000);
+  d::Tuner::set_test_penalty(0, 50000000);
   std::vector<int> ran;
   int exchanges = 0, heard = -1;
-  const int steps = 2 + 2 * d::AllReduceTuner::kSamples + 3;
+  const int steps = 2 + 2 * d::Tuner::kSamples + 3;
   for (int i = 0; i < steps; ++i) {
     const int a = t.step(
         b, 0,
@@ -255,7 +255,7 @@ TEST(CoreTuner, AStepTimesItsTrialsAndDecidesOnTheExchangedSums) {
         [&](int algo) { ran.push_back(algo); });
     EXPECT_EQ(a, ran.back());
   }
-  d::AllReduceTuner::set_test_penalty(0, 0);
+  d::Tuner::set_test_penalty(0, 0);
   EXPECT_EQ(exchanges, 1);
   EXPECT_EQ(heard, 1);  // the exchanged sums decide, not this member's own times
   std::vector<int> expected = {0, 1};

@@ -389,6 +389,94 @@ TEST(CorePlanner, TimedChoices) {
   EXPECT_EQ(p.small_pipe_bytes(), p.thresholds().network.small_pipe_bytes_hosts);
 }
 
+// Broadcast's binomial tree against scatter + all_gather, all_to_all's
+// Bruck against pairwise: where the table runs the first, in their ranges,
+// across hosts (and not where TUTTI_ALGO names the collective).
+TEST(CorePlanner, TimedBroadcastAndAllToAll) {
+  d::Config c;  // algo_tuning "auto"
+  d::Planner p;
+  p.configure(c, shape(8, 8, 1));
+  const d::NetworkThresholds& net = p.thresholds().network;
+  const std::size_t lo = net.broadcast_choice_low_bytes;
+  auto plan = p.plan(d::Collective::Broadcast, lo);
+  EXPECT_STREQ(plan.algorithm->name, "binomial");
+  EXPECT_EQ(plan.tuner, nullptr);
+  for (std::size_t bytes : {lo + 1, std::size_t(32) << 10}) {
+    plan = p.plan(d::Collective::Broadcast, bytes);
+    EXPECT_STREQ(plan.algorithm->name, "binomial") << bytes;
+    ASSERT_NE(plan.tuner, nullptr) << bytes;
+    EXPECT_STREQ(plan.alternative->name, "scatter_all_gather");
+  }
+  // The table's scatter + all_gather: not timed.
+  plan = p.plan(d::Collective::Broadcast, (std::size_t(32) << 10) + 1);
+  EXPECT_STREQ(plan.algorithm->name, "scatter_all_gather");
+  EXPECT_EQ(plan.tuner, nullptr);
+  // The chain (from 128 KiB a rank): not timed.
+  plan = p.plan(d::Collective::Broadcast, std::size_t(1) << 20);
+  EXPECT_STREQ(plan.algorithm->name, "chain");
+  EXPECT_EQ(plan.tuner, nullptr);
+  // Bruck (up to 2 KiB a peer on 32 ranks or fewer), timed above 16 B.
+  plan = p.plan(d::Collective::AllToAll, net.all_to_all_choice_low_bytes);
+  EXPECT_STREQ(plan.algorithm->name, "bruck");
+  EXPECT_EQ(plan.tuner, nullptr);
+  for (std::size_t bytes : {net.all_to_all_choice_low_bytes + 1, std::size_t(2) << 10}) {
+    plan = p.plan(d::Collective::AllToAll, bytes);
+    EXPECT_STREQ(plan.algorithm->name, "bruck") << bytes;
+    ASSERT_NE(plan.tuner, nullptr) << bytes;
+    EXPECT_STREQ(plan.alternative->name, "pairwise");
+  }
+  plan = p.plan(d::Collective::AllToAll, (std::size_t(2) << 10) + 1);
+  EXPECT_STREQ(plan.algorithm->name, "pairwise");
+  EXPECT_EQ(plan.tuner, nullptr);
+  // Each collective's choices have a tuner of their own.
+  EXPECT_NE(p.plan(d::Collective::Broadcast, 4096).tuner, p.plan(d::Collective::AllToAll, 64).tuner);
+  EXPECT_NE(p.plan(d::Collective::Broadcast, 4096).tuner, p.plan(d::Collective::AllReduce, 4096).tuner);
+  // 2,048 hosts: binomial below 256 KiB (128 B a rank), timed.
+  p.configure(c, shape(2048, 2048, 1));
+  plan = p.plan(d::Collective::Broadcast, net.broadcast_choice_high_bytes - 1);
+  EXPECT_STREQ(plan.algorithm->name, "binomial");
+  ASSERT_NE(plan.tuner, nullptr);
+  EXPECT_EQ(p.plan(d::Collective::Broadcast, net.broadcast_choice_high_bytes).tuner, nullptr);
+  // 4,096 hosts: binomial up to the top of the range, not above.
+  p.configure(c, shape(4096, 4096, 1));
+  EXPECT_NE(p.plan(d::Collective::Broadcast, net.broadcast_choice_high_bytes).tuner, nullptr);
+  plan = p.plan(d::Collective::Broadcast, net.broadcast_choice_high_bytes + 1);
+  EXPECT_STREQ(plan.algorithm->name, "binomial");
+  EXPECT_EQ(plan.tuner, nullptr);
+  // TUTTI_ALGO naming broadcast: its choice off, all_to_all's and
+  // all_reduce's on.
+  d::Config named = c;
+  named.algo["broadcast"] = "binomial";
+  p.configure(named, shape(8, 8, 1));
+  plan = p.plan(d::Collective::Broadcast, 4096);
+  EXPECT_STREQ(plan.algorithm->name, "binomial");
+  EXPECT_EQ(plan.tuner, nullptr);
+  EXPECT_NE(p.plan(d::Collective::AllToAll, 64).tuner, nullptr);
+  EXPECT_NE(p.plan(d::Collective::AllReduce, 4096).tuner, nullptr);
+  // Two ranks across hosts under `auto`, and `off`: none.
+  p.configure(c, shape(2, 2, 1));
+  EXPECT_EQ(p.plan(d::Collective::Broadcast, 4096).tuner, nullptr);
+  EXPECT_EQ(p.plan(d::Collective::AllToAll, 64).tuner, nullptr);
+  d::Config off = c;
+  off.algo_tuning = "off";
+  p.configure(off, shape(8, 8, 1));
+  EXPECT_EQ(p.plan(d::Collective::Broadcast, 4096).tuner, nullptr);
+  EXPECT_EQ(p.plan(d::Collective::AllToAll, 64).tuner, nullptr);
+  // `on` over TCP on one host: Bruck up to 4 KiB a peer, timed.
+  d::Config on = c;
+  on.algo_tuning = "on";
+  on.transport = "tcp";
+  d::Shape host = shape(4, 1, 4);
+  host.single_host = true;
+  p.configure(on, host);
+  plan = p.plan(d::Collective::AllToAll, std::size_t(4) << 10);
+  EXPECT_STREQ(plan.algorithm->name, "bruck");
+  EXPECT_NE(plan.tuner, nullptr);
+  plan = p.plan(d::Collective::Broadcast, std::size_t(256) << 10);
+  EXPECT_STREQ(plan.algorithm->name, "binomial");
+  EXPECT_NE(plan.tuner, nullptr);
+}
+
 TEST(CoreSelection, ValidateAlgoOverrides) {
   d::Config c;
   EXPECT_NO_THROW(d::Planner::validate_overrides(c));
