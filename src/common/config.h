@@ -40,8 +40,9 @@ struct Config {
   // ranks spanning hosts, "on" on every network communicator of 2 or more,
   // "off" never. TUTTI_ALGO naming an all_reduce algorithm turns it off.
   std::string algo_tuning = "auto";
-  // TUTTI_SOCKET_BUFFER_BYTES: SO_SNDBUF/SO_RCVBUF of peer sockets (0: kernel default).
-  std::size_t socket_buffer_bytes = 4 << 20;
+  // TUTTI_SOCKET_BUFFER_BYTES: SO_SNDBUF/SO_RCVBUF of peer sockets (0: the
+  // kernel's sizes and autotuning).
+  std::size_t socket_buffer_bytes = 0;
   // TUTTI_TCP_CONGESTION: congestion control of peer connections: a name the
   // kernel allows (reno, cubic, ...), "system" for the kernel's default, or
   // empty (unset): reno where the kernel's default is cubic or bbr, else the

@@ -120,7 +120,7 @@ TEST_F(CoreConfigEnv, Defaults) {
   EXPECT_EQ(c.hosts_chunk_bytes, std::size_t(256) << 10);
   EXPECT_EQ(c.small_bytes, std::size_t(64) << 10);
   EXPECT_TRUE(c.algo.empty());
-  EXPECT_EQ(c.socket_buffer_bytes, std::size_t(4) << 20);
+  EXPECT_EQ(c.socket_buffer_bytes, 0u);
   EXPECT_EQ(c.listen_addr, "0.0.0.0");
   EXPECT_EQ(c.store_listen_addr, "");
   EXPECT_EQ(c.advertise_addr, "");
