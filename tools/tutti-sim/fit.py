@@ -26,8 +26,9 @@ point within 15%: least squares alone gives up a few small points for a
 lower rms), by Nelder-Mead on the logarithms of the parameters, each
 evaluation one run of tutti-sim --check. beta starts at the shaped rate (1 Gbit/s, 1514 bytes on
 the wire for 1448 of TCP payload). It writes the parameters file and prints
-every point's agreement. --check-only skips the fit and checks the
-parameters file as it is.
+every point's agreement. The fit starts from fixed values or from the
+parameters file's, whichever fits better. --check-only skips the fit and
+checks the parameters file as it is.
 """
 import argparse
 import math
@@ -267,8 +268,19 @@ def main():
         rms = math.sqrt(sum(w * e * e for w, e in zip(weights, errs)) / sum(weights))
         return rms + sum(max(0.0, abs(e) - HINGE) ** 2 for e in errs)
 
-    x0 = [math.log(START[k]) for k in FREE]
-    best, value = x0, cost(x0)
+    # From the fixed start or the parameters file's values, whichever
+    # fits better: a refit after new runs starts where the last fit ended.
+    best, value = None, math.inf
+    starts = [START]
+    if os.path.exists(a.params):
+        old = read_params(a.params)
+        if all(k in old and old[k] > 0 for k in FREE):
+            starts.append(old)
+    for start in starts:
+        x0 = [math.log(start[k]) for k in FREE]
+        v0 = cost(x0)
+        if v0 < value:
+            best, value = x0, v0
     for _ in range(3):  # restarts around the best point so far
         x, v = nelder_mead(cost, best)
         if v < value:

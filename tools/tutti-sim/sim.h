@@ -85,13 +85,13 @@ namespace tutti::sim {
 
 // The defaults: the network test-bed's fit (netbed_1gbit.params), rounded.
 struct Params {
-  double alpha = 15.1e-6;       // s: latency of a round of network messages
-  double beta = 8.281e-9;       // s per byte through one direction of a host's link
+  double alpha = 15.0e-6;       // s: latency of a round of network messages
+  double beta = 8.466e-9;       // s per byte through one direction of a host's link
   double gamma = 0.0794e-9;     // s per byte a rank reduces
-  double overhead = 4.06e-6;    // s: a rank's CPU time per message it sends (see above)
-  double shm_alpha = 11.5e-6;   // s: one step of shared memory, or a round of messages within a host
+  double overhead = 3.19e-6;    // s: a rank's CPU time per message it sends (see above)
+  double shm_alpha = 7.93e-6;   // s: one step of shared memory, or a round of messages within a host
   double shm_beta = 0.0769e-9;  // s per byte copied within a host
-  double burst = 2198;          // bytes a link carries at no cost per round
+  double burst = 2313;          // bytes a link carries at no cost per round
   // Hosts that share one machine's CPUs (the test-bed): a round of messages,
   // or a shared-memory step, takes at least wake per rank in it over `cores`
   // (0: hosts have their own).
