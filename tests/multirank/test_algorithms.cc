@@ -263,10 +263,12 @@ INSTANTIATE_TEST_SUITE_P(World, TunedAllReduce, ::testing::Values(2, 4, 5),
 // The tuned broadcast (binomial against scatter + all_gather) and all_to_all
 // (Bruck against pairwise), turned on over TCP: two size classes of each,
 // interleaved, through the first epoch and the next one's trials, with the
-// same skewed timings as above (only the members' sums choose the
-// alternative), roots in turn, random data, every element checked, the
-// async and in-place forms included. Every rank ran the same algorithm in
-// every operation, each class's whole course as the tuner runs it.
+// same skewed timings as above (only the members' combined figures choose
+// the alternative: all_to_all's sums, broadcast's slowest member, whose
+// trial runs each start with a barrier), roots in turn, random data, every
+// element checked, the async and in-place forms included. Every rank ran
+// the same algorithm in every operation, each class's whole course as the
+// tuner runs it.
 class TunedBroadcastAndAllToAll : public ::testing::TestWithParam<int> {};
 
 TEST_P(TunedBroadcastAndAllToAll, EveryRankRunsTheSameAlgorithmAndEveryResultIsRight) {
@@ -313,15 +315,14 @@ TEST_P(TunedBroadcastAndAllToAll, EveryRankRunsTheSameAlgorithmAndEveryResultIsR
         const std::string js = comm.trace_json();
         auto letters = [&](const char* op, const std::vector<int>& class_of) {
           std::array<std::string, 2> out;
-          std::size_t j = 0;
-          for (const std::string& name : algorithms_in_trace(js, op)) {
-            if (j >= class_of.size()) break;
-            out[class_of[j++]] += name == "binomial"             ? 'b'
-                                  : name == "scatter_all_gather" ? 's'
-                                  : name == "bruck"              ? 'k'
-                                  : name == "pairwise"           ? 'p'
-                                                                 : '?';
-          }
+          const std::vector<std::string> names = algorithms_in_trace(js, op);
+          EXPECT_EQ(names.size(), class_of.size()) << op;
+          for (std::size_t j = 0; j < names.size() && j < class_of.size(); ++j)
+            out[class_of[j]] += names[j] == "binomial"             ? 'b'
+                                : names[j] == "scatter_all_gather" ? 's'
+                                : names[j] == "bruck"              ? 'k'
+                                : names[j] == "pairwise"           ? 'p'
+                                                                   : '?';
           return out;
         };
         // The table's choice then the other (untimed), trials in runs of
