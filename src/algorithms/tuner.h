@@ -116,7 +116,7 @@ class Tuner {
   struct Step {
     int algo = 0;        // valid unless `agree`
     bool timed = false;  // report its time with record()
-    bool agree = false;  // sum means() among the members first, then decide()
+    bool agree = false;  // combine means() among the members first (slowest()), then decide()
     bool sync = false;   // a barrier of the members first (Figure::SlowestRun)
   };
   // How the members' figures combine: summed, or their maximum (slowest()).

@@ -34,11 +34,12 @@ struct Config {
   std::size_t two_level_leader_bytes = 128 << 10;
   // TUTTI_ALGO: "collective:algorithm,..." overrides of the selection table.
   std::map<std::string, std::string> algo;
-  // TUTTI_ALGO_TUNING: whether all_reduce between TUTTI_SMALL_BYTES/8 and
-  // TUTTI_SMALL_BYTES times recursive doubling against Rabenseifner and runs
-  // the faster (algorithms/tuner.h): "auto" on communicators of 3 or more
-  // ranks spanning hosts, "on" on every network communicator of 2 or more,
-  // "off" never. TUTTI_ALGO naming an all_reduce algorithm turns it off.
+  // TUTTI_ALGO_TUNING: whether all_reduce, broadcast and all_to_all time
+  // two ways of running against each other where the better one depends on
+  // the network, and run the faster (algorithms/tuner.h; where each applies:
+  // Planner::configure): "auto" on communicators of 3 or more ranks spanning
+  // hosts, "on" on every network communicator of 2 or more, "off" never.
+  // TUTTI_ALGO naming an algorithm of the collective turns its choice off.
   std::string algo_tuning = "auto";
   // TUTTI_SOCKET_BUFFER_BYTES: SO_SNDBUF/SO_RCVBUF of peer sockets (0: the
   // kernel's sizes and autotuning).

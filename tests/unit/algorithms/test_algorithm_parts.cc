@@ -213,6 +213,52 @@ TEST(CoreTuner, MeanAfterFirstFigureSkipsTheFirstOfEachRun) {
   }
 }
 
+// SlowestRun (broadcast): the runs of MeanAfterFirst, each opened by a
+// barrier of the members (Step::sync on its untimed first operation, on no
+// other), over two epochs; the members' figures combine by their maximum.
+TEST(CoreTuner, SlowestRunFigureMeetsBeforeEachRun) {
+  d::Tuner t(2 << 10, 256 << 10, d::Tuner::Figure::SlowestRun);
+  const std::int64_t k = d::Tuner::kRunSamples;
+  ASSERT_EQ(t.samples(), k);
+  EXPECT_TRUE(t.slowest());
+  EXPECT_FALSE(d::Tuner(0, 1, d::Tuner::Figure::MeanAfterFirst).slowest());
+  const std::size_t b = 4000;
+  for (int i = 0; i < 2; ++i) EXPECT_FALSE(t.next(b).sync) << "warm-up " << i;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<int> ran, timed, synced;
+    for (int i = 0; i < 2 * (k + 1); ++i) {
+      const d::Tuner::Step s = t.next(b);
+      ran.push_back(s.algo);
+      timed.push_back(s.timed);
+      synced.push_back(s.sync);
+      if (s.timed) t.record(b, s.algo, s.algo == 0 ? 500 : 300);
+    }
+    std::vector<int> want_ran, want_timed, want_synced;
+    for (int a : {epoch % 2, 1 - epoch % 2})
+      for (int i = 0; i <= k; ++i) {
+        want_ran.push_back(a);
+        want_timed.push_back(i != 0);
+        want_synced.push_back(i == 0);
+      }
+    EXPECT_EQ(ran, want_ran) << "epoch " << epoch;
+    EXPECT_EQ(timed, want_timed) << "epoch " << epoch;
+    EXPECT_EQ(synced, want_synced) << "epoch " << epoch;
+    const d::Tuner::Step agree = t.next(b);
+    EXPECT_TRUE(agree.agree);
+    EXPECT_FALSE(agree.sync);
+    EXPECT_EQ(t.decide(b, t.means(b)), 1);
+    const std::uint64_t quiet = epoch == 0 ? d::Tuner::kFirstQuiet : 4 * d::Tuner::kFirstQuiet;
+    for (std::uint64_t i = 0; i < quiet; ++i) {
+      const d::Tuner::Step s = t.next(b);
+      EXPECT_EQ(s.algo, 1);
+      EXPECT_FALSE(s.sync || s.timed);
+    }
+  }
+  // MeanAfterFirst runs the same course without meeting.
+  d::Tuner m(2 << 10, 256 << 10, d::Tuner::Figure::MeanAfterFirst);
+  for (int i = 0; i < 2 + 2 * (k + 1); ++i) EXPECT_FALSE(m.next(b).sync) << i;
+}
+
 TEST(CoreTuner, EpochsGrowFourfoldUpToTheLimit) {
   d::Tuner t(8 << 10, 64 << 10);
   const std::size_t b = 40000;
