@@ -141,7 +141,7 @@ TimePoint ShmGroup::deadline() {
   return deadline_;
 }
 
-void ShmGroup::wait_until_reached(int peer, std::uint64_t value, bool in_flow) {
+void ShmGroup::wait_until_reached(int peer, std::uint64_t value, bool in_flow, bool spun) {
   Ctrl* c = ctrl(peer);
   std::atomic<std::uint32_t>& counter = counter_for(c, value);
   const auto target = static_cast<std::uint32_t>(value);
@@ -150,7 +150,7 @@ void ShmGroup::wait_until_reached(int peer, std::uint64_t value, bool in_flow) {
   // costs from ~10 to ~150 cycles depending on the CPU).
   if (reached(counter.load(std::memory_order_acquire))) return;
   const auto spin_until = Clock::now() + std::chrono::microseconds(spins_);
-  for (unsigned i = 1; spins_ > 0; ++i) {
+  for (unsigned i = 1; spins_ > 0 && !spun; ++i) {
     if (reached(counter.load(std::memory_order_acquire))) return;
     cpu_relax();
     if ((i & 63) == 0 && Clock::now() >= spin_until) break;
@@ -224,7 +224,9 @@ void ShmGroup::wait_packed_slow(int root, std::uint64_t round, std::uint64_t wan
   // Spin on the record, not on the control line: the root writes the line
   // too, and a line its reader keeps fetching costs the root a transfer.
   std::uint64_t stamp = rec.stamp.load(std::memory_order_acquire);
+  bool spun = false;
   if (stamp != want && spins_ > 0 && (stamp >> 32) != (want >> 32)) {
+    spun = true;
     const auto spin_until = Clock::now() + std::chrono::microseconds(spins_);
     for (unsigned i = 1; (stamp >> 32) != (want >> 32); ++i) {
       cpu_relax();
@@ -238,8 +240,13 @@ void ShmGroup::wait_packed_slow(int root, std::uint64_t round, std::uint64_t wan
   }
   // Not there yet (sleep, deadline, lost peer, abort as every wait), or
   // another operation (Mismatch naming both, from the control line's
-  // signature, which the root publishes after the record).
-  wait_input(root, round);
+  // signature, which the root publishes after the record). A wait that
+  // spun on the record goes on to yield at once: spinning on the line as
+  // well spent twice the budget a wait may spin, and where ranks share
+  // CPUs unseen (the test-bed's hosts, 2 ranks each, on one VM's 2 CPUs)
+  // that cost the two-level all_reduce 20% at 4-8 B against 16 B (the
+  // leader's broadcast packed; bench/peers/netbed/compare.sh, PER=2).
+  wait_for(root, 2 * round + 1, true, spun);
   if (rec.stamp.load(std::memory_order_acquire) != want)
     throw Error(ErrorKind::Internal, "rank " + std::to_string(rank_) + ": rank " + std::to_string(root) +
                                          " published round " + std::to_string(round) +

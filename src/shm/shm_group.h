@@ -332,10 +332,11 @@ class ShmGroup {
   void copy_with_peer(int peer, void* local, std::uint64_t remote, std::size_t bytes, bool write);
   // The common cases (already reached, same signature) inline; waiting and
   // failing out of line.
-  void wait_for(int peer, std::uint64_t value, bool check = false) {
+  // `spun`: the caller spent the spin budget already (wait_packed_slow).
+  void wait_for(int peer, std::uint64_t value, bool check = false, bool spun = false) {
     const auto target = static_cast<std::uint32_t>(value);
     if (static_cast<std::int32_t>(counter_for(ctrl(peer), value).load(std::memory_order_acquire) - target) < 0)
-      wait_until_reached(peer, value, check);
+      wait_until_reached(peer, value, check, spun);
     if (check) {
       check_signature(peer, value);
       if (value > 2) check_previous_round(peer, (value - 1) / 2 - 1);
@@ -384,8 +385,9 @@ class ShmGroup {
   void check_remote_failure();
   // `in_flow`: a wait for a peer's input or output of a round this rank is
   // in (not for a slot to come free), where CPU mates that reached the same
-  // point may make the waiter spin (see cpu_mates_reached).
-  void wait_until_reached(int peer, std::uint64_t value, bool in_flow);
+  // point may make the waiter spin (see cpu_mates_reached). `spun`: skip
+  // the first phase, pure spinning (the caller did it).
+  void wait_until_reached(int peer, std::uint64_t value, bool in_flow, bool spun = false);
   enum class WaitFailure { Timeout, Dead, Aborted };
   // Whether the communicator is aborted now or within a short grace period
   // (a peer that vanished may have left because of a failure elsewhere).
