@@ -6,7 +6,7 @@
                            [--params tools/tutti-sim/netbed_1gbit.params] [--check-only]
 
 Reads the raw runs of bench/peers/netbed/compare.sh (docs/perf/netbed/
-COLL_HxL_RATE_{steady or small,mid,large}.txt: "== SYSTEM rep K" sections of "size time_us
+COLL_HxL_RATE_{long, steady or small, mid, large}.txt: "== SYSTEM rep K" sections of "size time_us
 algbw busbw wrong" rows), takes the median of each size of the "tutti" runs
 (and of "tutti-flat_ring", tutti with TUTTI_ALGO=all_reduce:ring, as points
 of the ring forced), and writes them as tutti-sim points (--check's format;
@@ -46,11 +46,13 @@ import numpy as np  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BLOCKED = {"all_gather", "reduce_scatter", "gather", "scatter"}
-NAMES = ["alpha", "beta", "gamma", "overhead", "shm_alpha", "shm_beta", "burst", "cores", "wake", "step_cpu"]
+NAMES = ["alpha", "beta", "gamma", "overhead", "recv_overhead", "cpu_beta", "shm_alpha", "shm_beta", "burst", "cores", "wake", "step_cpu"]
 START = {
     "alpha": 30e-6,
     "beta": 8e-9 * 1514 / 1448,
     "overhead": 10e-6,
+    "recv_overhead": 1e-6,
+    "cpu_beta": 1e-9,
     "shm_alpha": 40e-6,
     "burst": 4096.0,
     "wake": 8e-6,
@@ -68,6 +70,8 @@ DOCS = {
     "beta": "s per byte through one direction of a host's link",
     "gamma": "s per byte a rank reduces",
     "overhead": "s: a rank's CPU time per message it sends (in a round: beyond one send and one receive)",
+    "recv_overhead": "s: a rank's CPU time per message it receives in back-to-back operations",
+    "cpu_beta": "s of a rank's CPU per byte it sends or receives across hosts",
     "shm_alpha": "s: one step of shared memory, or a round of messages within a host",
     "shm_beta": "s per byte copied within a host",
     "burst": "bytes a host's link carries at no cost per round (token bucket credit)",
@@ -95,25 +99,29 @@ def read_runs(path):
 def points(netbed):
     """[(collective, ranks, per_host, table_bytes, median_us, algo or "")].
 
-    Small sizes come from the steady runs (_steady.txt: 2,000 operations a
-    size, so that the shaper's initial burst, 10 ms of the link's rate, is a
-    small part of each) where there are some, else from the short ones
-    (_small.txt, 200 operations: what the peer tables show). Likewise 2-8 MiB
-    come from the _mid.txt runs (20 operations a size) where there are
-    some, else from the _large.txt ones (3 operations: the burst is a fifth
-    of a 2 MiB gather's)."""
+    Small sizes come from the long runs where there are some (_long.txt:
+    20,000 operations a size after 5,000 untimed ones, so that every rooted
+    operation's rhythm, and the shaper's bucket, 10 ms of the link's rate,
+    drained by the untimed ones wherever the operations outrun the link, are
+    steady), else from the steady runs (_steady.txt: 2,000 operations a
+    size, so that the bucket is a small part of each), else from the short
+    ones (_small.txt, 200 operations: what the peer tables show). Likewise
+    2-8 MiB come from the _mid.txt runs (20 operations a size) where there
+    are some, else from the _large.txt ones (3 operations: the bucket is a
+    fifth of a 2 MiB gather's)."""
     out = []
     names = sorted(os.listdir(netbed))
+    over = {"steady": "long", "large": "mid"}  # a kind whose sizes the other's replace
     for name in names:
-        m = re.match(r"(\w+?)_(\d+)x(\d+)_(\w+)_(small|steady|mid|large)\.txt$", name)
+        m = re.match(r"(\w+?)_(\d+)x(\d+)_(\w+)_(small|steady|long|mid|large)\.txt$", name)
         if not m:
             continue
         if m.group(5) == "small" and name.replace("_small.txt", "_steady.txt") in names:
             continue
-        mid = name.replace("_large.txt", "_mid.txt")
-        covered = set()  # sizes the mid runs measure, per system
-        if m.group(5) == "large" and mid in names:
-            covered = {(system, size) for system, sizes in read_runs(os.path.join(netbed, mid)).items()
+        covered = set()  # sizes the overriding runs measure, per system
+        better = name.replace("_%s.txt" % m.group(5), "_%s.txt" % over.get(m.group(5), m.group(5)))
+        if better != name and better in names:
+            covered = {(system, size) for system, sizes in read_runs(os.path.join(netbed, better)).items()
                        for size in sizes}
         coll, hosts, per = m.group(1), int(m.group(2)), int(m.group(3))
         ranks = hosts * per
@@ -211,7 +219,7 @@ def write_params(path, params, cost, npoints):
         f.write("# 12%%, squared; cost %.3f. gamma and shm_beta are not fitted (the link\n" % cost)
         f.write("# hides them): the VM's float32 sum and memcpy rates.\n")
         for k in NAMES:
-            f.write("%-9s = %-12.6g # %s\n" % (k, params[k], DOCS[k]))
+            f.write("%-13s = %-12.6g # %s\n" % (k, params[k], DOCS[k]))
 
 
 def report(rows):
@@ -273,8 +281,8 @@ def main():
     best, value = None, math.inf
     starts = [START]
     if os.path.exists(a.params):
-        old = read_params(a.params)
-        if all(k in old and old[k] > 0 for k in FREE):
+        old = dict(START, **read_params(a.params))  # a parameter new to the model starts at START's
+        if all(old[k] > 0 for k in FREE):
             starts.append(old)
     for start in starts:
         x0 = [math.log(start[k]) for k in FREE]

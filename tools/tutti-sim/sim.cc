@@ -59,6 +59,9 @@ constexpr ParamField kFields[] = {
     {"gamma", &Params::gamma, "s per byte a rank reduces"},
     {"overhead", &Params::overhead,
      "s: a rank's CPU time per message it sends (in a round: beyond one send and one receive)"},
+    {"recv_overhead", &Params::recv_overhead,
+     "s: a rank's CPU time per message it receives in back-to-back operations"},
+    {"cpu_beta", &Params::cpu_beta, "s of a rank's CPU per byte it sends or receives across hosts"},
     {"shm_alpha", &Params::shm_alpha, "s: one step of shared memory, or a round of messages within a host"},
     {"shm_beta", &Params::shm_beta, "s per byte copied within a host"},
     {"burst", &Params::burst, "bytes a host's link carries at no cost per round (token bucket credit)"},
@@ -95,7 +98,15 @@ struct Loads {
 class Round {
  public:
   explicit Round(const Group& g)
-      : g_(g), out_(g.hosts()), in_(g.hosts()), local_(g.n), reduce_(g.n), copy_(g.n), msgs_(g.n), sent_(g.n) {}
+      : g_(g),
+        out_(g.hosts()),
+        in_(g.hosts()),
+        local_(g.n),
+        reduce_(g.n),
+        copy_(g.n),
+        msgs_(g.n),
+        sent_(g.n),
+        net_(g.n) {}
 
   // `msgs`: the messages it takes (a transfer in chunks posts one each).
   void send(int src, int dst, double bytes, double msgs = 1) {
@@ -103,6 +114,8 @@ class Round {
     if (hs != hd) {
       out_[hs] += bytes * g_.copies;
       in_[hd] += bytes * g_.copies;
+      net_[src] += bytes;
+      net_[dst] += bytes;
       cross_ = true;
     } else {
       local_[dst] += bytes;
@@ -128,6 +141,7 @@ class Round {
       copy_[r] += o.copy_[r];
       msgs_[r] += o.msgs_[r];
       sent_[r] += o.sent_[r];
+      net_[r] += o.net_[r];
     }
     cross_ = cross_ || o.cross_;
     local_any_ = local_any_ || o.local_any_;
@@ -135,12 +149,14 @@ class Round {
 
   // `scale` multiplies every byte count (not the messages).
   double time(const Params& p, double scale = 1) const {
-    double link = 0, local = 0, posting = 0, posting_all = 0, cpu = 0, cpu_all = 0;
+    double link = 0, local = 0, posting = 0, posting_all = 0, cpu = 0, cpu_all = 0, net = 0, net_all = 0;
     for (std::size_t h = 0; h < out_.size(); ++h) link = std::max({link, out_[h], in_[h]});
     for (std::size_t r = 0; r < local_.size(); ++r) {
       local = std::max(local, local_[r]);
       posting = std::max(posting, msgs_[r]);
       posting_all += std::max(0.0, msgs_[r] - 2) * g_.copies;
+      net = std::max(net, net_[r]);
+      net_all += net_[r] * g_.copies;
       const double mine = scale * (p.gamma * reduce_[r] + p.shm_beta * copy_[r]);
       cpu = std::max(cpu, mine);
       cpu_all += mine * g_.copies;
@@ -149,8 +165,10 @@ class Round {
     // Where hosts share the machine's CPUs, so does the messages' CPU time.
     const double posting_time =
         p.overhead * (p.cores > 0 ? std::max(posting - 2, posting_all / p.cores) : std::max(0.0, posting - 2));
-    double t =
-        latency + std::max({p.beta * std::max(0.0, link * scale - p.burst), p.shm_beta * local * scale, posting_time});
+    // The CPU that moves a round's network bytes overlaps its link.
+    const double net_time = p.cpu_beta * scale * (p.cores > 0 ? std::max(net, net_all / p.cores) : net);
+    double t = latency + std::max({p.beta * std::max(0.0, link * scale - p.burst), p.shm_beta * local * scale,
+                                   posting_time, net_time});
     // Hosts that share the machine's CPUs share their work, and every rank
     // of the round must be scheduled once before the round is over (while
     // its bytes are on the way).
@@ -166,7 +184,8 @@ class Round {
       l.in[h] += k * scale * in_[h];
     }
     for (std::size_t r = 0; r < local_.size(); ++r)
-      l.busy[r] += k * (scale * (p.gamma * reduce_[r] + p.shm_beta * (copy_[r] + local_[r])) + p.overhead * sent_[r]);
+      l.busy[r] += k * (scale * (p.gamma * reduce_[r] + p.shm_beta * (copy_[r] + local_[r]) + p.cpu_beta * net_[r]) +
+                        p.overhead * sent_[r] + p.recv_overhead * (msgs_[r] - sent_[r]));
   }
 
  private:
@@ -174,6 +193,7 @@ class Round {
   std::vector<double> out_, in_;                      // per host: bytes to / from other hosts
   std::vector<double> local_, reduce_, copy_, msgs_;  // per rank
   std::vector<double> sent_;                          // per rank: the messages it sends
+  std::vector<double> net_;                           // per rank: bytes it sends or receives across hosts
   bool cross_ = false, local_any_ = false;
 };
 
@@ -209,10 +229,15 @@ class Timeline {
     return p_.alpha + p_.beta * std::max(0.0, bytes * g_.copies - p_.burst) + r;
   }
   double latency() const { return latency_; }
-  double stream() const {
+  // The busiest direction of one host's link: its bytes over the link's rate.
+  double link() const {
     double t = 0;
     for (std::size_t h = 0; h < loads_.out.size(); ++h)
       t = std::max(t, p_.beta * std::max(loads_.out[h], loads_.in[h]));
+    return t;
+  }
+  double stream() const {
+    double t = link();
     double all = 0;
     for (double b : loads_.busy) {
       t = std::max(t, b);
@@ -783,8 +808,10 @@ struct Simulator::Impl {
   }
 
   // One network algorithm on group g (whose shape's planner gives the units).
+  // `whole`: the whole operation, not a two-level form's step across hosts
+  // (see below).
   bool network(Collective c, const Algorithm& a, double bytes, const Group& g, Measure m, double* seconds,
-               double* cpu = nullptr) {
+               double* cpu = nullptr, bool whole = false) {
     Env& e = env(g.n, g.per_host);
     Timeline t(g, p);
     Net net(t, e.units);
@@ -861,15 +888,42 @@ struct Simulator::Impl {
         break;
     }
     if (!known) return false;
-    *seconds = streamed(c, m) ? t.stream() : t.latency();
+    // Back to back, no operation outruns the links: a token bucket's credit
+    // (`burst`) comes back at the link's rate only, so over a run each
+    // operation takes at least its busiest link direction's bytes (without
+    // `burst` the rounds' sum holds that already). Not a two-level form's
+    // step across hosts: the links idle during its local steps, and the
+    // bucket fills.
+    *seconds = streamed(c, m)                 ? t.stream()
+               : m == Measure::Bench && whole ? std::max(t.latency(), t.link())
+                                              : t.latency();
     if (cpu != nullptr) *cpu = t.cpu();
     return true;
   }
 
+  // Whether a timed choice between plan's algorithm and its alternative
+  // settles on the alternative. Its trials are short runs (tuner.h), and on
+  // a link with a token bucket (`burst`) each starts with the credit the
+  // bucket regained meanwhile (while the other alternative's run, slower
+  // per byte, left the link idle, and during the barrier before it): they
+  // compare one operation alone, each round's first bytes free. On the
+  // test-bed at 4 KiB a broadcast's binomial runs of five counted 5-55 us
+  // an operation (the slowest member's mean) where the link allows 66: a
+  // trace of every trial's times showed the leaves find their data there
+  // already, the five operations' 40 KB through the root's link in a third
+  // of the link's time, and its tuner kept binomial (4 x 1 at 1 Gbit/s). On
+  // a plain link they compare the measure asked for.
+  bool other_wins_trials(Collective c, double bytes, const Group& g, Measure m, const detail::Plan& plan) {
+    const Measure trial = p.burst > 0 ? Measure::Latency : m;
+    double t0 = 0, t1 = 0;
+    return network(c, *plan.algorithm, bytes, g, trial, &t0) && network(c, *plan.alternative, bytes, g, trial, &t1) &&
+           other_wins(t0, t1);
+  }
+
   // What the planner of group g's shape runs over the network, with its
-  // timed choice (all_reduce between recursive doubling and Rabenseifner,
-  // Rabenseifner and the ring).
-  Result table_network(Collective c, double bytes, const Group& g, Measure m) {
+  // timed choice (plan/planner.cc, Planner::configure: all_reduce, broadcast
+  // and all_to_all).
+  Result table_network(Collective c, double bytes, const Group& g, Measure m, bool whole = false) {
     Env& e = env(g.n, g.per_host, g.copies);
     Result r;
     const detail::Plan plan = e.plan(c, bytes);
@@ -880,11 +934,12 @@ struct Simulator::Impl {
       r.what = plan.algorithm->name;
       return r;
     }
-    r.modeled = network(c, *plan.algorithm, bytes, g, m, &r.seconds, &r.cpu);
+    r.modeled = network(c, *plan.algorithm, bytes, g, m, &r.seconds, &r.cpu, whole);
     r.what = plan.algorithm->name;
     double other = 0, other_cpu = 0;
-    if (r.modeled && plan.tuner && plan.alternative && network(c, *plan.alternative, bytes, g, m, &other, &other_cpu) &&
-        other_wins(r.seconds, other)) {
+    if (r.modeled && plan.tuner && plan.alternative &&
+        network(c, *plan.alternative, bytes, g, m, &other, &other_cpu, whole) &&
+        other_wins_trials(c, bytes, g, m, plan)) {
       r.seconds = other;
       r.cpu = other_cpu;
       r.what = std::string(plan.alternative->name) + " (timed against " + plan.algorithm->name + ")";
@@ -1018,7 +1073,7 @@ struct Simulator::Impl {
     if (choices.flat && choices.flat->covers(bytes)) {
       double flat = 0;
       network(Collective::AllReduce, *detail::find_algorithm(Collective::AllReduce, "recursive_doubling"), S,
-              Group{n, L, 1}, m, &flat);
+              Group{n, L, 1}, m, &flat, nullptr, true);
       pick(leader(), "leader", flat, "flat recursive_doubling", 0);
     } else if (choices.forms && choices.forms->covers(bytes)) {
       pick(leader(), "leader", slices(th.pieces), "slices", preferred);
@@ -1071,7 +1126,7 @@ Result Simulator::run(Collective c, std::size_t bytes, int ranks, int per_host, 
       case Medium::TwoLevel:
         return s.two_level(c, b, ranks, L, m);
       case Medium::Network:
-        return s.table_network(c, b, g, m);
+        return s.table_network(c, b, g, m, true);
     }
     return r;
   }
@@ -1088,7 +1143,7 @@ Result Simulator::run(Collective c, std::size_t bytes, int ranks, int per_host, 
       if (!two_level) return r;
       return s.two_level(c, b, ranks, L, m);
     case Medium::Network:
-      r.modeled = s.network(c, *algo, b, g, m, &r.seconds);
+      r.modeled = s.network(c, *algo, b, g, m, &r.seconds, nullptr, true);
       return r;
   }
   return r;

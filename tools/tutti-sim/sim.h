@@ -22,7 +22,11 @@
 //             `overhead` per message of the rank with the most, beyond one
 //             send and one receive (a rank that posts many messages at once
 //             pays for each while its link drains); with `cores`, at least
-//             every rank's such messages together over the cores )
+//             every rank's such messages together over the cores,
+//             cpu_beta per byte the rank with the most sends and receives
+//             across hosts (the kernel's work on them, while the link
+//             carries them); with `cores`, at least every rank's together
+//             over the cores )
 //   (where the hosts share a machine's CPUs, as the test-bed's do, these
 //   two together at least wake per rank of the round over `cores`: each
 //   must be scheduled once before the round is over, while its bytes are
@@ -32,7 +36,11 @@
 //     with `cores`, at least every rank's together over the cores.
 //
 // A schedule's time is the sum of its rounds' (the latency measure: one
-// operation alone). Pipelined schedules (a broadcast or reduce in chunks)
+// operation alone). As tutti-bench times them (back to back), at least the
+// busiest direction of one host's link's bytes of the whole operation: the
+// bucket's credit comes back at the link's rate only (a two-level form's
+// step across hosts may take more, from the credit its local steps let the
+// bucket regain). Pipelined schedules (a broadcast or reduce in chunks)
 // are their one-chunk rounds once, then the steady state, where every
 // stage holds a chunk, for each further chunk: the rounds merged into one.
 //
@@ -40,12 +48,13 @@
 // holds the next one back (tutti-bench times a loop of them; a broadcast's
 // root starts the next as soon as its sends are out): the busiest resource
 // per operation, a host link's bytes in one direction times beta or one
-// rank's CPU time (overhead per message it sends, the copies and the
-// reductions; with `cores`, every rank's together over the cores). Sends,
-// not receives: a rank that runs ahead finds many messages waiting and
-// takes them in one read (between the test-bed's 4 hosts, 8 B gather: 14 us
-// an operation, the root receiving 3 messages; scatter: 30, the root
-// sending 3).
+// rank's CPU time (overhead per message it sends, recv_overhead per one it
+// receives, the copies and the reductions; with `cores`, every rank's
+// together over the cores). A receive costs less than a send: a rank that
+// runs ahead finds many messages waiting and takes them in few reads
+// (between the test-bed's 4 hosts in runs of 20,000, 16 B a rank: gather
+// 5.9 us an operation, the root receiving 3 messages; scatter 9.9, the
+// root sending 3).
 //
 // Shared-memory collectives (one host, and the local steps of the
 // two-level forms) cost shm_alpha per synchronizing step, shm_beta per byte
@@ -72,7 +81,11 @@
 //
 // A timed choice (algorithms/tuner.h, and the two-level all_reduce's)
 // settles on what the model finds faster: the other alternative where it
-// saves at least the tuner's margin of the preferred one's time.
+// saves at least the tuner's margin of the preferred one's time. On a link
+// with a token bucket (`burst`), the planner's timed choices compare one
+// operation alone, as their short trial runs see it (sim.cc,
+// other_wins_trials); the time is then the chosen one's in the measure
+// asked for.
 
 #include <cstddef>
 #include <memory>
@@ -85,13 +98,15 @@ namespace tutti::sim {
 
 // The defaults: the network test-bed's fit (netbed_1gbit.params), rounded.
 struct Params {
-  double alpha = 15.0e-6;       // s: latency of a round of network messages
-  double beta = 8.466e-9;       // s per byte through one direction of a host's link
-  double gamma = 0.0794e-9;     // s per byte a rank reduces
-  double overhead = 3.19e-6;    // s: a rank's CPU time per message it sends (see above)
-  double shm_alpha = 7.93e-6;   // s: one step of shared memory, or a round of messages within a host
-  double shm_beta = 0.0769e-9;  // s per byte copied within a host
-  double burst = 2313;          // bytes a link carries at no cost per round
+  double alpha = 10.96e-6;         // s: latency of a round of network messages
+  double beta = 8.404e-9;          // s per byte through one direction of a host's link
+  double gamma = 0.0794e-9;        // s per byte a rank reduces
+  double overhead = 3.22e-6;       // s: a rank's CPU time per message it sends (see above)
+  double recv_overhead = 0.81e-6;  // s: its CPU time per message it receives, back to back
+  double cpu_beta = 0.869e-9;      // s of a rank's CPU per byte it sends or receives across hosts
+  double shm_alpha = 11.77e-6;     // s: one step of shared memory, or a round of messages within a host
+  double shm_beta = 0.0769e-9;     // s per byte copied within a host
+  double burst = 3130;             // bytes a link carries at no cost per round
   // Hosts that share one machine's CPUs (the test-bed): a round of messages,
   // or a shared-memory step, takes at least wake per rank in it over `cores`
   // (0: hosts have their own).
