@@ -46,7 +46,8 @@ import numpy as np  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BLOCKED = {"all_gather", "reduce_scatter", "gather", "scatter"}
-NAMES = ["alpha", "beta", "gamma", "overhead", "recv_overhead", "cpu_beta", "shm_alpha", "shm_beta", "burst", "cores", "wake", "step_cpu"]
+NAMES = ["alpha", "beta", "gamma", "overhead", "recv_overhead", "cpu_beta", "shm_alpha", "shm_beta", "burst",
+         "cores", "wake", "step_cpu"]
 START = {
     "alpha": 30e-6,
     "beta": 8e-9 * 1514 / 1448,
