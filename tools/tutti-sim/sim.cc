@@ -904,15 +904,15 @@ struct Simulator::Impl {
   // Whether a timed choice between plan's algorithm and its alternative
   // settles on the alternative. Its trials are short runs (tuner.h), and on
   // a link with a token bucket (`burst`) each starts with the credit the
-  // bucket regained meanwhile (while the other alternative's run, slower
-  // per byte, left the link idle, and during the barrier before it): they
-  // compare one operation alone, each round's first bytes free. On the
-  // test-bed at 4 KiB a broadcast's binomial runs of five counted 5-55 us
-  // an operation (the slowest member's mean) where the link allows 66: a
-  // trace of every trial's times showed the leaves find their data there
-  // already, the five operations' 40 KB through the root's link in a third
-  // of the link's time, and its tuner kept binomial (4 x 1 at 1 Gbit/s). On
-  // a plain link they compare the measure asked for.
+  // bucket regained meanwhile (while the other alternative's run, bound by
+  // its rounds' latencies, left the link idle, and during the barrier
+  // before it): they compare one operation alone, each round's first bytes
+  // free. On the test-bed at 4 KiB a broadcast's binomial runs of five
+  // counted 5-55 us an operation (the slowest member's mean) where the link
+  // allows 66: a trace of every trial's times showed the leaves find their
+  // data there already, the five operations' 40 KB through the root's link
+  // in a third of the link's time, and its tuner kept binomial (4 x 1 at
+  // 1 Gbit/s). On a plain link they compare the measure asked for.
   bool other_wins_trials(Collective c, double bytes, const Group& g, Measure m, const detail::Plan& plan) {
     const Measure trial = p.burst > 0 ? Measure::Latency : m;
     double t0 = 0, t1 = 0;
