@@ -912,12 +912,14 @@ struct Simulator::Impl {
   // allows 66: a trace of every trial's times showed the leaves find their
   // data there already, the five operations' 40 KB through the root's link
   // in a third of the link's time, and its tuner kept binomial (4 x 1 at
-  // 1 Gbit/s). On a plain link they compare the measure asked for.
-  bool other_wins_trials(Collective c, double bytes, const Group& g, Measure m, const detail::Plan& plan) {
-    const Measure trial = p.burst > 0 ? Measure::Latency : m;
+  // 1 Gbit/s). On a plain link they compare the times of the measure asked
+  // for, `seconds` and `other`.
+  bool other_wins_trials(Collective c, double bytes, const Group& g, const detail::Plan& plan, double seconds,
+                         double other) {
+    if (p.burst <= 0) return other_wins(seconds, other);
     double t0 = 0, t1 = 0;
-    return network(c, *plan.algorithm, bytes, g, trial, &t0) && network(c, *plan.alternative, bytes, g, trial, &t1) &&
-           other_wins(t0, t1);
+    return network(c, *plan.algorithm, bytes, g, Measure::Latency, &t0) &&
+           network(c, *plan.alternative, bytes, g, Measure::Latency, &t1) && other_wins(t0, t1);
   }
 
   // What the planner of group g's shape runs over the network, with its
@@ -939,7 +941,7 @@ struct Simulator::Impl {
     double other = 0, other_cpu = 0;
     if (r.modeled && plan.tuner && plan.alternative &&
         network(c, *plan.alternative, bytes, g, m, &other, &other_cpu, whole) &&
-        other_wins_trials(c, bytes, g, m, plan)) {
+        other_wins_trials(c, bytes, g, plan, r.seconds, other)) {
       r.seconds = other;
       r.cpu = other_cpu;
       r.what = std::string(plan.alternative->name) + " (timed against " + plan.algorithm->name + ")";
