@@ -50,7 +50,16 @@ void JobState::fail_with(detail::CommunicatorImpl* c, ErrorKind kind, const std:
   // The notice carries the revoking rank's words after "rank <sender>
   // failed: ", and goes on with them unchanged.
   const std::string tail = why.substr(why.find(": ") == std::string::npos ? 0 : why.find(": ") + 2);
-  c->revoke("rank " + std::to_string(c->rank) + ": " + tail, tail);
+  // It names the revoking rank's earlier failure where there was one
+  // (Communicator::revoke): passed on whole, and said here only if this
+  // rank had not failed already (then by that failure's notice, mostly).
+  std::string here = tail;
+  const std::string revoked = " revoked the communicator";
+  const std::size_t cut = tail.find(revoked + " (after: ");
+  ErrorKind earlier_kind;
+  std::string earlier;
+  if (cut != std::string::npos && c->root_cause(&earlier_kind, &earlier)) here = tail.substr(0, cut + revoked.size());
+  c->revoke("rank " + std::to_string(c->rank) + ": " + here, tail);
 }
 
 void JobState::fail_comm(std::uint64_t comm_id, ErrorKind kind, const std::string& why) {

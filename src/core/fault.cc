@@ -419,7 +419,13 @@ std::optional<Error> Communicator::error() const { return impl_->error(); }
 
 void Communicator::revoke() {
   const std::string who = "rank " + std::to_string(impl_->rank) + " revoked the communicator";
-  impl_->revoke("rank " + std::to_string(impl_->rank) + ": " + who, who);
+  // After a failure here the members learn its cause too: a member that
+  // hears of the revocation before the failure's own notice (they may come
+  // by different members) still reports what happened.
+  ErrorKind kind;
+  std::string cause;
+  const bool failed = impl_->root_cause(&kind, &cause) && kind != ErrorKind::Aborted && kind != ErrorKind::Revoked;
+  impl_->revoke("rank " + std::to_string(impl_->rank) + ": " + who, failed ? who + " (after: " + cause + ")" : who);
 }
 
 namespace {
