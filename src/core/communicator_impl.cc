@@ -51,14 +51,18 @@ void JobState::fail_with(detail::CommunicatorImpl* c, ErrorKind kind, const std:
   // failed: ", and goes on with them unchanged.
   const std::string tail = why.substr(why.find(": ") == std::string::npos ? 0 : why.find(": ") + 2);
   // It names the revoking rank's earlier failure where there was one
-  // (Communicator::revoke): passed on whole, and said here only if this
-  // rank had not failed already (then by that failure's notice, mostly).
+  // (Communicator::revoke): passed on whole, and said here unless this
+  // rank failed with it already (by that failure's own notice).
   std::string here = tail;
-  const std::string revoked = " revoked the communicator";
-  const std::size_t cut = tail.find(revoked + " (after: ");
+  const std::string revoked = " revoked the communicator", after = " (after: ";
+  const std::size_t cut = tail.find(revoked + after);
   ErrorKind earlier_kind;
   std::string earlier;
-  if (cut != std::string::npos && c->root_cause(&earlier_kind, &earlier)) here = tail.substr(0, cut + revoked.size());
+  if (cut != std::string::npos && tail.back() == ')' && c->root_cause(&earlier_kind, &earlier)) {
+    const std::size_t from = cut + revoked.size() + after.size();
+    if (earlier.find(tail.substr(from, tail.size() - 1 - from)) != std::string::npos)
+      here = tail.substr(0, cut + revoked.size());
+  }
   c->revoke("rank " + std::to_string(c->rank) + ": " + here, tail);
 }
 
