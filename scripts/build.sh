@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 dir=${TUTTI_BUILD_DIR:-build}
-cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTUTTI_WERROR=ON \
-  -DTUTTI_BUILD_TESTS=ON -DTUTTI_BUILD_TOOLS=ON -DTUTTI_BUILD_EXAMPLES=ON >/dev/null
+# Compiled objects come from ccache where it is installed (scripts/setup.sh).
+if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache
+fi
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTUTTI_WERROR=ON -DTUTTI_REQUIRE_TORCH=ON \
+  -DTUTTI_PYTHON_EXECUTABLE="${TUTTI_VENV:-$PWD/.venv}/bin/python" -DTUTTI_BUILD_TESTS=ON -DTUTTI_BUILD_TOOLS=ON -DTUTTI_BUILD_EXAMPLES=ON >/dev/null
 cmake --build "$dir" -j"${TUTTI_JOBS:-$(nproc)}"

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tutti/error.h"
@@ -150,6 +151,14 @@ class Communicator {
   // communicator (ranks numbered in list order) on members, and nothing on
   // the others, which get no traffic from it.
   std::optional<Communicator> new_group(std::span<const int> ranks);
+  // A group made by its members alone (MPI_Comm_create_group): the others
+  // need not call it, and it sends nothing. The members pass the same list
+  // and a `name` that no other group made from this communicator has (as
+  // torch's group names are); the child's id comes from this
+  // communicator's id, the name and the list. Works on a failed or revoked
+  // communicator too: members known lost stay lost in the child. Returns
+  // nothing where this rank is not in the list.
+  std::optional<Communicator> new_group(std::span<const int> ranks, std::string_view name);
   // MPI_Comm_split: ranks with the same color form a communicator, ordered by
   // (key, old rank). color < 0 means "no communicator" (MPI_UNDEFINED).
   std::optional<Communicator> split(int color, int key);

@@ -95,7 +95,7 @@ struct Buf {
 
 Buf get_buf(const py::handle& obj, bool writable, std::optional<DataType> dtype, const char* name) {
   if (!PyObject_CheckBuffer(obj.ptr()))
-    invalid(std::string(name) + ": a " + std::string(py::str(obj.get_type().attr("__name__"))) +
+    invalid(std::string(name) + ": a " + std::string(py::str(py::type::handle_of(obj).attr("__name__"))) +
             " does not support the buffer protocol");
   Buf b;
   b.owner = py::reinterpret_borrow<py::object>(obj);
@@ -261,7 +261,7 @@ ReduceOp to_op(const py::handle& h) {
   if (py::isinstance<ReduceOp>(h)) return h.cast<ReduceOp>();
   if (py::isinstance<ReduceOpKind>(h)) return ReduceOp(h.cast<ReduceOpKind>());
   invalid("op must be a tutti.ReduceOp or tutti.ReduceOpKind, not " +
-          std::string(py::str(h.get_type().attr("__name__"))));
+          std::string(py::str(py::type::handle_of(h).attr("__name__"))));
 }
 
 // Every operation, in one place for its blocking and async forms. `async`

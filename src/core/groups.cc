@@ -1,6 +1,7 @@
 // Sub-communicators: new_group (every member of the parent calls it with the
-// same list) and split (MPI_Comm_split). A child's id is derived from the
-// parent's id, the parent's count of groups created and the membership, so
+// same list; or, named, only the group's members), and split
+// (MPI_Comm_split). A child's id is derived from the parent's id, the
+// parent's count of groups created (or the name) and the membership, so
 // every member computes the same id without talking, and ranks that pass
 // different lists get different ids (and time out) instead of mixing traffic.
 #include <algorithm>
@@ -36,21 +37,44 @@ std::shared_ptr<detail::CommunicatorImpl> make_child_impl(detail::CommunicatorIm
   return child;
 }
 
-std::optional<Communicator> Communicator::new_group(std::span<const int> ranks) {
-  Validator v{impl_->rank, impl_->size, "new_group"};
-  impl_->throw_if_aborted();
+namespace {
+// The list of a new group, checked: every rank once, each in the parent.
+std::vector<int> checked_members(const detail::CommunicatorImpl& parent, std::span<const int> ranks,
+                                 std::vector<bool>& seen) {
+  Validator v{parent.rank, parent.size, "new_group"};
   std::vector<int> members(ranks.begin(), ranks.end());
-  std::vector<bool> seen(impl_->size, false);
+  seen.assign(static_cast<std::size_t>(parent.size), false);
   if (members.empty()) v.fail("the rank list is empty");
   for (int r : members) {
-    if (r < 0 || r >= impl_->size)
-      v.fail("rank " + std::to_string(r) + " is not in this communicator (size " + std::to_string(impl_->size) + ")");
-    if (seen[r]) v.fail("rank " + std::to_string(r) + " is listed twice");
-    seen[r] = true;
+    if (r < 0 || r >= parent.size)
+      v.fail("rank " + std::to_string(r) + " is not in this communicator (size " + std::to_string(parent.size) + ")");
+    if (seen[static_cast<std::size_t>(r)]) v.fail("rank " + std::to_string(r) + " is listed twice");
+    seen[static_cast<std::size_t>(r)] = true;
   }
+  return members;
+}
+}  // namespace
+
+std::optional<Communicator> Communicator::new_group(std::span<const int> ranks) {
+  std::vector<bool> seen;
+  std::vector<int> members = checked_members(*impl_, ranks, seen);
+  impl_->throw_if_aborted();
   std::uint64_t id = mix64(impl_->comm_id ^ mix64(++impl_->groups_created));
   for (int r : members) id = mix64(id ^ static_cast<std::uint64_t>(r));
-  if (!seen[impl_->rank]) return std::nullopt;
+  if (!seen[static_cast<std::size_t>(impl_->rank)]) return std::nullopt;
+  return Communicator(make_child_impl(*impl_, id, members));
+}
+
+std::optional<Communicator> Communicator::new_group(std::span<const int> ranks, std::string_view name) {
+  std::vector<bool> seen;
+  std::vector<int> members = checked_members(*impl_, ranks, seen);
+  if (!seen[static_cast<std::size_t>(impl_->rank)]) return std::nullopt;
+  // FNV-1a of the name, then the members: no counter, so that ranks outside
+  // the group (which do not call this) leave nothing out of step.
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
+  std::uint64_t id = mix64(impl_->comm_id ^ mix64(h ^ 0x6e616d6564ULL));  // "named"
+  for (int r : members) id = mix64(id ^ static_cast<std::uint64_t>(r));
   return Communicator(make_child_impl(*impl_, id, members));
 }
 

@@ -1,4 +1,5 @@
-// tutti.torch._C: the factory torch.distributed calls for backend "tutti".
+// tutti.torch._C: the backends torch.distributed makes for "tutti", and what
+// tutti offers on them beyond torch's Backend API.
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -11,6 +12,8 @@
 namespace py = pybind11;
 
 namespace {
+
+using BackendPtr = c10::intrusive_ptr<c10d::Backend>;
 
 // An error as a Python exception object (tutti.Error subclasses for tutti's
 // errors), or None.
@@ -29,69 +32,66 @@ py::object exception_object(std::exception_ptr e) {
   }
 }
 
-tutti_torch::ProcessGroupTutti& tutti_group(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
-  auto* t = dynamic_cast<tutti_torch::ProcessGroupTutti*>(pg.get());
-  if (!t) throw py::type_error("not a tutti process group (backend " + pg->getBackendName() + ")");
+tutti_torch::ProcessGroupTutti& tutti_backend(const BackendPtr& b) {
+  auto* t = dynamic_cast<tutti_torch::ProcessGroupTutti*>(b.get());
+  if (!t) throw py::type_error("not a tutti backend (backend " + b->getBackendName() + ")");
   return *t;
 }
 
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
-  m.doc() = "tutti as a torch.distributed backend (ProcessGroupTutti)";
+  m.doc() = "tutti as a torch.distributed backend (ProcessGroupTutti, a c10d::Backend)";
   m.def(
-      "create_process_group",
-      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
-        return tutti_torch::create_process_group(store, rank, size, timeout);
+      "create_backend",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+         const std::string& group_name) -> BackendPtr {
+        return c10::make_intrusive<tutti_torch::ProcessGroupTutti>(store, rank, size, timeout, group_name);
       },
-      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
-      "A ProcessGroup for `size` ranks that meet through `store` (torch's c10d store of the group)");
-  // torch 1.13's Work.exception() cannot convert its result (std::exception_ptr
-  // has no Python type): this returns the error of a finished Work as a
-  // Python exception object (tutti.Error subclasses for tutti's errors), or None.
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("group_name"),
+      py::call_guard<py::gil_scoped_release>(),
+      "A backend for `size` ranks that meet through `store` (torch's c10d store of the group)");
   m.def(
-      "work_exception", [](const c10::intrusive_ptr<c10d::Work>& work) { return exception_object(work->exception()); },
-      py::arg("work"));
+      "derive_backend",
+      [](const BackendPtr& parent, const std::vector<int>& ranks, const std::string& name,
+         std::chrono::milliseconds timeout) -> BackendPtr { return tutti_backend(parent).derive(ranks, name, timeout); },
+      py::arg("parent"), py::arg("ranks"), py::arg("name"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
+      "A backend of the members `ranks` of `parent` (its ranks, in the group's order), named `name`, made by the "
+      "members alone without the store (None where this rank is not a member)");
+  m.def("is_tutti", [](const BackendPtr& b) { return dynamic_cast<tutti_torch::ProcessGroupTutti*>(b.get()) != nullptr; },
+        py::arg("backend"));
   m.def(
-      "abort",
-      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg, const std::string& reason) {
-        tutti_group(pg).abort(reason);
-      },
-      py::arg("process_group"), py::arg("reason") = "abort() called", py::call_guard<py::gil_scoped_release>(),
-      "Fails every pending and later operation of a tutti process group (safe from any thread)");
+      "abort", [](const BackendPtr& b, const std::string& reason) { tutti_backend(b).abort(reason); },
+      py::arg("backend"), py::arg("reason") = "abort() called", py::call_guard<py::gil_scoped_release>(),
+      "Fails every pending and later operation of a tutti backend (safe from any thread)");
   m.def(
-      "error",
-      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) { return exception_object(tutti_group(pg).error()); },
-      py::arg("process_group"), "The error a tutti process group failed with (an exception object), or None");
+      "error", [](const BackendPtr& b) { return exception_object(tutti_backend(b).error()); }, py::arg("backend"),
+      "The error a tutti backend failed with (an exception object), or None");
   m.def(
       "failed_ranks",
-      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) { return tutti_group(pg).communicator().failed_ranks(); },
-      py::arg("process_group"), "The members of a tutti process group known lost, in its numbering");
+      [](const BackendPtr& b) {
+        tutti::Communicator c = tutti_backend(b).communicator();
+        return c.valid() ? c.failed_ranks() : std::vector<int>{};
+      },
+      py::arg("backend"), "The members of a tutti backend known lost, in its numbering");
   m.def(
-      "shrink_group",
-      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
-        auto& g = tutti_group(pg);
+      "shrink_alive",
+      [](const BackendPtr& b) {
+        auto& g = tutti_backend(b);
         c10::intrusive_ptr<tutti_torch::ProcessGroupTutti> s;
         {
           py::gil_scoped_release r;
-          s = g.shrink();
+          s = g.shrink_alive();
         }
         // The survivors, numbered as in the old group.
-        const std::vector<int>& before = g.communicator().world_ranks();
+        const std::vector<int> before = g.communicator().world_ranks();
         std::vector<int> members;
         for (int w : s->communicator().world_ranks())
           members.push_back(static_cast<int>(std::find(before.begin(), before.end(), w) - before.begin()));
-        return py::make_tuple(c10::intrusive_ptr<c10d::ProcessGroup>(s), members);
+        return py::make_tuple(BackendPtr(s), members);
       },
-      py::arg("process_group"),
-      "A tutti process group of the members of this one still alive, and their ranks in this one");
+      py::arg("backend"), "A tutti backend of the members of this one still alive, and their ranks in this one");
   m.def(
-      "inline_bytes",
-      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) -> py::object {
-        auto* t = dynamic_cast<tutti_torch::ProcessGroupTutti*>(pg.get());
-        if (!t) return py::none();
-        return py::int_(t->inline_bytes());
-      },
-      py::arg("process_group"),
-      "Payload size up to which a tutti process group runs operations in the calling thread (None: not tutti)");
+      "inline_bytes", [](const BackendPtr& b) { return tutti_backend(b).inline_bytes(); }, py::arg("backend"),
+      "Payload size up to which a tutti backend runs operations in the calling thread");
 }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -62,18 +63,26 @@ DataType dtype_of(const at::Tensor& t, const char* op) {
   }
 }
 
-void check_tensor(const at::Tensor& t, const char* op) {
-  if (!t.defined()) invalid(op, "a tensor is undefined");
-  if (t.device().type() != c10::DeviceType::CPU)
-    invalid(op, "tutti moves CPU tensors; a tensor is on " + t.device().str());
-  if (t.layout() != c10::kStrided) invalid(op, "tutti moves dense (strided) tensors; a tensor is sparse");
+std::string layout_name(const at::Tensor& t) {
+  std::ostringstream o;
+  o << t.layout();
+  return o.str();
 }
 
-at::Tensor& single(std::vector<at::Tensor>& v, const char* op) {
+// `what` names the argument in the message ("the tensor", "output 2", ...).
+void check_tensor(const at::Tensor& t, const char* op, const std::string& what) {
+  if (!t.defined()) invalid(op, what + " is undefined");
+  if (t.device().type() != c10::DeviceType::CPU)
+    invalid(op, what + " is on device " + t.device().str() + "; tutti moves CPU tensors");
+  if (t.layout() != c10::kStrided)
+    invalid(op, what + " has layout " + layout_name(t) + "; tutti moves dense (strided) tensors here");
+}
+
+at::Tensor& single(std::vector<at::Tensor>& v, const char* op, const std::string& what) {
   if (v.size() != 1)
     invalid(op, "expects one tensor per process, got " + std::to_string(v.size()) +
                     " (lists of several tensors are for multi-device collectives)");
-  check_tensor(v[0], op);
+  check_tensor(v[0], op, what);
   return v[0];
 }
 
@@ -109,12 +118,12 @@ tutti::ReduceOp reduce_op(const c10d::ReduceOp& op, const char* name) {
       return tutti::ReduceOpKind::BXor;
     case c10d::ReduceOp::PREMUL_SUM: {
       // PREMUL_SUM's factor travels in the op's supplement (the only
-      // supplement torch 1.13 has), a double or a one-element tensor.
-      auto* s = static_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+      // supplement torch has), a double or a one-element tensor.
+      auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
       if (!s) invalid(name, "PREMUL_SUM without its factor (make it with torch.distributed._make_nccl_premul_sum)");
       double f = s->double_factor;
-      if (!s->tensor_factors.empty()) {
-        const at::Tensor& ft = s->tensor_factors[0];
+      if (s->tensor_factor.defined()) {
+        const at::Tensor& ft = s->tensor_factor;
         if (ft.numel() != 1) invalid(name, "PREMUL_SUM's factor tensor must hold one element");
         f = ft.to(c10::kCPU).to(at::kDouble).item<double>();
       }
@@ -162,7 +171,7 @@ struct Stage {
   at::Tensor flat_in(const std::vector<at::Tensor>& ts) {
     std::int64_t total = 0;
     for (auto& t : ts) total += t.numel();
-    at::Tensor f = at::empty({total}, ts.at(0).options().memory_format(c10::nullopt));
+    at::Tensor f = at::empty({total}, ts.at(0).options().memory_format(std::nullopt));
     std::int64_t off = 0;
     for (auto& t : ts) {
       keep.push_back(t);
@@ -356,6 +365,10 @@ const char* event_title(OpType type) {
       return "tutti:recvAnySource";
     case OpType::BARRIER:
       return "tutti:barrier";
+    case OpType::REDUCE_SCATTER_TENSOR_COALESCED:
+      return "tutti:reduce_scatter_tensor_coalesced";
+    case OpType::COALESCED:
+      return "tutti:coalesced";
     default:
       return "tutti:unknown";
   }
@@ -369,12 +382,13 @@ const char* profiling_title(OpType type) {
 
 WorkTutti::WorkTutti(int rank, OpType type, const char* title, const std::vector<at::Tensor>& inputs,
                      std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep, std::function<void()> after,
-                     std::optional<Clock::time_point> deadline)
-    : c10d::Work(rank, type, title, title ? c10::optional<std::vector<at::Tensor>>(inputs) : c10::nullopt),
+                     std::optional<Clock::time_point> deadline, std::uint64_t seq)
+    : c10d::Work(rank, type, title, title ? std::optional<std::vector<at::Tensor>>(inputs) : std::nullopt),
       outputs_(std::move(outputs)),
       keep_(std::move(keep)),
       after_(std::move(after)),
-      deadline_(deadline) {}
+      deadline_(deadline),
+      seq_(seq) {}
 
 WorkTutti::~WorkTutti() = default;
 
@@ -390,12 +404,16 @@ bool WorkTutti::poll() {
   if (done_.load(std::memory_order_acquire)) return true;
   for (auto& w : works_)
     if (!w.test()) return false;
+  for (auto& p : parts_)
+    if (!p->poll()) return false;
   complete();
   return true;
 }
 
 bool WorkTutti::wait_until(Clock::time_point until) {
   if (done_.load(std::memory_order_acquire)) return true;
+  for (auto& p : parts_)
+    if (!p->wait_until(until)) return false;
   for (auto& w : works_) {
     try {
       if (until == Clock::time_point::max()) {
@@ -425,6 +443,10 @@ void WorkTutti::complete() {
     }
   }
   if (!works_.empty()) source_ = works_[0].source();
+  for (auto& p : parts_) {
+    p->wait_until(Clock::time_point::max());  // done already
+    if (!e && p->error_) e = p->error_;
+  }
   if (!e && after_) {
     try {
       after_();
@@ -567,8 +589,8 @@ void Watcher::loop() {
 // ---- process group -----------------------------------------------------------------
 
 ProcessGroupTutti::ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                     std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), timeout_(timeout) {
+                                     std::chrono::milliseconds timeout, std::string group_name)
+    : c10d::Backend(rank, size), group_name_(std::move(group_name)), timeout_(timeout) {
   inline_bytes_ = parse_bytes("TUTTI_TORCH_INLINE_BYTES", std::getenv("TUTTI_TORCH_INLINE_BYTES"), 256 << 10);
   // torch says everything: the store, this rank in the group and the
   // group's size. Nothing in the environment is read for them (RANK or
@@ -589,32 +611,172 @@ ProcessGroupTutti::ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& stor
   init();
 }
 
-ProcessGroupTutti::ProcessGroupTutti(tutti::Communicator comm, std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(comm.rank(), comm.size()), comm_(std::move(comm)), timeout_(timeout) {
+ProcessGroupTutti::ProcessGroupTutti(tutti::Communicator comm, std::chrono::milliseconds timeout,
+                                     std::string group_name)
+    : c10d::Backend(comm.rank(), comm.size()),
+      comm_(std::move(comm)),
+      group_name_(std::move(group_name)),
+      timeout_(timeout) {
   inline_bytes_ = parse_bytes("TUTTI_TORCH_INLINE_BYTES", std::getenv("TUTTI_TORCH_INLINE_BYTES"), 256 << 10);
+  comm_.set_timeout(timeout);
   init();
 }
 
+tutti::Communicator& ProcessGroupTutti::live(const char* op) {
+  if (!comm_.valid())
+    throw Error(ErrorKind::Aborted, "rank " + std::to_string(rank_) + ": " + op + ": " +
+                                        (released_ ? released_->message() : std::string("the group was shut down")));
+  return comm_;
+}
+
+tutti::Communicator ProcessGroupTutti::communicator() {
+  std::lock_guard<std::mutex> g(post_mu_);
+  return comm_;
+}
+
 std::exception_ptr ProcessGroupTutti::error() const {
+  std::lock_guard<std::mutex> g(post_mu_);
+  if (!comm_.valid()) return released_ ? std::make_exception_ptr(*released_) : nullptr;
   std::optional<tutti::Error> e = comm_.error();
   return e ? std::make_exception_ptr(*e) : nullptr;
 }
 
-c10::intrusive_ptr<ProcessGroupTutti> ProcessGroupTutti::shrink() {
-  std::lock_guard<std::mutex> g(post_mu_);
-  return c10::make_intrusive<ProcessGroupTutti>(comm_.shrink(), timeout_);
+c10d::ErrorType ProcessGroupTutti::getError() {
+  std::optional<tutti::Error> e;
+  {
+    std::lock_guard<std::mutex> g(post_mu_);
+    e = comm_.valid() ? comm_.error() : released_;
+  }
+  if (!e) return c10d::ErrorType::SUCCESS;
+  switch (e->kind()) {
+    case ErrorKind::Timeout:
+      return c10d::ErrorType::TIMEOUT;
+    case ErrorKind::PeerLost:
+    case ErrorKind::Revoked:
+      return c10d::ErrorType::REMOTE_ERROR;
+    default:
+      return c10d::ErrorType::COMM_ERROR;
+  }
 }
 
-ProcessGroupTutti::~ProcessGroupTutti() {
-  // Operations still running when the group goes away fail (Aborted) rather
-  // than keep the completion thread waiting for their deadlines.
-  if (!watcher_->idle() || !stale_.empty()) comm_.abort("the process group was destroyed");
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupTutti::getBackendOptions() {
+  auto o = c10::make_intrusive<Options>("tutti", timeout_);
+  o->group_name = group_name_;
+  return o;
+}
+
+void ProcessGroupTutti::setTimeout(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> g(post_mu_);
+  timeout_ = timeout;
+  if (comm_.valid()) comm_.set_timeout(timeout);
+}
+
+c10::intrusive_ptr<ProcessGroupTutti> ProcessGroupTutti::shrink_alive() {
+  std::lock_guard<std::mutex> g(post_mu_);
+  return c10::make_intrusive<ProcessGroupTutti>(live("shrink").shrink(), timeout_, group_name_ + ":shrunk");
+}
+
+c10::intrusive_ptr<ProcessGroupTutti> ProcessGroupTutti::derive(const std::vector<int>& ranks, const std::string& name,
+                                                                std::chrono::milliseconds timeout) {
+  std::optional<tutti::Communicator> c;
+  {
+    std::lock_guard<std::mutex> g(post_mu_);
+    c = live("new_group").new_group(ranks, name);
+  }
+  if (!c) return nullptr;
+  return c10::make_intrusive<ProcessGroupTutti>(std::move(*c), timeout, name);
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupTutti::split(const c10::intrusive_ptr<c10d::Store>& /*store*/,
+                                                           const std::vector<int>& ranks,
+                                                           const c10::intrusive_ptr<Options>& opts) {
+  const std::string name = opts && !opts->group_name.empty()
+                               ? opts->group_name
+                               : group_name_ + ":split:" + std::to_string(seq_.load(std::memory_order_relaxed));
+  const auto timeout = opts && opts->timeout.count() > 0 ? opts->timeout : timeout_;
+  return derive(ranks, name, timeout);
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupTutti::shrink(const std::vector<int64_t>& ranks_to_exclude,
+                                                            int shrink_flags,
+                                                            const c10::intrusive_ptr<Options>& opts_override) {
+  std::vector<bool> out(static_cast<std::size_t>(size_), false);
+  for (auto r : ranks_to_exclude) {
+    if (r < 0 || r >= size_)
+      invalid("shrink", "rank " + std::to_string(r) + " to exclude is not in the group (size " +
+                            std::to_string(size_) + ")");
+    out[static_cast<std::size_t>(r)] = true;
+  }
+  if (out[static_cast<std::size_t>(rank_)])
+    invalid("shrink", "rank " + std::to_string(rank_) + " is among the ranks to exclude: only the others call it");
+  std::vector<int> keep;
+  std::string excluded;
+  for (int r = 0; r < size_; ++r) {
+    if (!out[static_cast<std::size_t>(r)]) {
+      keep.push_back(r);
+    } else {
+      excluded += (excluded.empty() ? "" : ",") + std::to_string(r);
+    }
+  }
+  if (shrink_flags & 1) abort("shrink_group(SHRINK_ABORT) called");
+  // Every caller has made the same shrinks of this group before (torch has
+  // them called by all the members that stay): the count names the result.
+  const std::string name =
+      group_name_ + ":shrink:" + std::to_string(shrinks_.fetch_add(1) + 1) + ":without:" + excluded;
+  const auto timeout = opts_override && opts_override->timeout.count() > 0 ? opts_override->timeout : timeout_;
+  std::optional<tutti::Communicator> c;
+  {
+    std::lock_guard<std::mutex> g(post_mu_);
+    if (!comm_.valid()) {
+      // Aborted here (SHRINK_ABORT) or before: the communicator let go of
+      // is still what the new group derives from.
+      throw Error(ErrorKind::Aborted, "rank " + std::to_string(rank_) +
+                                          ": shrink: the group was shut down before it could be shrunk");
+    }
+    c = comm_.new_group(keep, name);
+  }
+  return c10::make_intrusive<ProcessGroupTutti>(std::move(*c), timeout, name);
+}
+
+void ProcessGroupTutti::release(const std::string& reason, bool abort_always) {
+  tutti::Communicator c;
+  bool pending;
+  {
+    std::lock_guard<std::mutex> g(post_mu_);
+    if (!comm_.valid()) return;
+    c = std::move(comm_);
+    comm_ = tutti::Communicator();
+    released_ = Error(ErrorKind::Aborted, "rank " + std::to_string(rank_) + ": " + reason);
+    coalescing_ = false;
+    coalesced_.clear();
+    pending = !stale_.empty();
+  }
+  // Operations still running fail (Aborted) rather than keep the completion
+  // thread waiting for their deadlines. (An abort is logged: a group whose
+  // work is done goes quietly.)
+  if (abort_always || pending || !watcher_->idle()) c.abort(reason);
   // The completion thread may be running a future's Python callback, which
   // needs the GIL: let go of it while waiting for the thread.
   PyThreadState* saved = (Py_IsInitialized() && PyGILState_Check()) ? PyEval_SaveThread() : nullptr;
   watcher_->stop();
   if (saved) PyEval_RestoreThread(saved);
+  std::lock_guard<std::mutex> g(post_mu_);
+  stale_.clear();
 }
+
+void ProcessGroupTutti::abort(const std::string& reason) {
+  std::lock_guard<std::mutex> g(post_mu_);
+  if (comm_.valid()) comm_.abort(reason);
+}
+
+void ProcessGroupTutti::abort() {
+  // torch's abort ends the group: fail what is pending, let go of it.
+  release("abort() called", true);
+}
+
+void ProcessGroupTutti::shutdown() { release("the process group was destroyed", false); }
+
+ProcessGroupTutti::~ProcessGroupTutti() { release("the process group was destroyed", false); }
 
 c10::intrusive_ptr<WorkTutti> ProcessGroupTutti::make_work(OpType type, const std::vector<at::Tensor>& inputs,
                                                            std::vector<at::Tensor> outputs,
@@ -622,10 +784,54 @@ c10::intrusive_ptr<WorkTutti> ProcessGroupTutti::make_work(OpType type, const st
                                                            std::chrono::milliseconds timeout) {
   std::optional<Clock::time_point> deadline;
   if (timeout.count() > 0) deadline = Clock::now() + timeout;
+  const std::uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   auto w = c10::make_intrusive<WorkTutti>(rank_, type, profiling_title(type), inputs, std::move(outputs),
-                                          std::move(keep), std::move(after), deadline);
-  w->on_abort = [c = comm_](const std::string& why) mutable { c.abort(why); };
+                                          std::move(keep), std::move(after), deadline, seq);
+  // A Work does not keep the backend (nor its communicator) alive.
+  w->on_abort = [self = c10::weak_intrusive_ptr<ProcessGroupTutti>(
+                     c10::intrusive_ptr<ProcessGroupTutti>::unsafe_reclaim_from_nonowning(this))](
+                    const std::string& why) {
+    if (auto pg = self.lock()) pg->abort(why);
+  };
   w->watcher = watcher_;
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::coalesce(c10::intrusive_ptr<WorkTutti> w) {
+  std::lock_guard<std::mutex> g(post_mu_);
+  if (coalescing_) coalesced_.push_back(w);
+  return w;
+}
+
+void ProcessGroupTutti::startCoalescing() {
+  std::lock_guard<std::mutex> g(post_mu_);
+  if (coalescing_) invalid("startCoalescing", "called twice without endCoalescing between");
+  coalescing_ = true;
+  coalesced_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::endCoalescing() {
+  std::vector<c10::intrusive_ptr<WorkTutti>> parts;
+  {
+    std::lock_guard<std::mutex> g(post_mu_);
+    if (!coalescing_) invalid("endCoalescing", "called without startCoalescing");
+    coalescing_ = false;
+    parts.swap(coalesced_);
+  }
+  std::vector<at::Tensor> outputs;
+  for (auto& p : parts)
+    for (auto& t : p->outputs_) outputs.push_back(t);
+  auto w = c10::make_intrusive<WorkTutti>(rank_, OpType::COALESCED, nullptr, std::vector<at::Tensor>{},
+                                          std::move(outputs), std::vector<at::Tensor>{}, nullptr, std::nullopt,
+                                          seq_.load(std::memory_order_relaxed));
+  w->parts_ = std::move(parts);
+  w->watcher = watcher_;
+  w->on_abort = [self = c10::weak_intrusive_ptr<ProcessGroupTutti>(
+                     c10::intrusive_ptr<ProcessGroupTutti>::unsafe_reclaim_from_nonowning(this))](
+                    const std::string& why) {
+    if (auto pg = self.lock()) pg->abort(why);
+  };
+  w->poll();
   return w;
 }
 
@@ -635,7 +841,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(OpType type, const std::ve
                                                       Blocking&& blocking, Async&& async,
                                                       std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
                                                       std::function<void()> after) {
-  seq_.fetch_add(1, std::memory_order_relaxed);
   // The Work exists before the operation starts: its profiler event (begun
   // by c10d::Work) spans the operation, and ends when the Work finishes.
   if constexpr (!std::is_same_v<std::decay_t<Blocking>, std::nullptr_t>) {
@@ -645,9 +850,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(OpType type, const std::ve
       std::exception_ptr err;
       {
         std::lock_guard<std::mutex> g(post_mu_);
-        TimeoutScope ts(comm_, timeout);
         try {
-          blocking();
+          tutti::Communicator& c = live(event_title(type) + 6);
+          TimeoutScope ts(c, timeout);
+          blocking(c);
         } catch (const Error& e) {
           if (e.kind() == ErrorKind::InvalidArgument) throw;
           err = std::current_exception();
@@ -658,21 +864,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(OpType type, const std::ve
       } else {
         w->poll();
       }
-      return w;
+      return coalesce(std::move(w));
     }
   }
   auto w = make_work(type, inputs, std::move(outputs), std::move(keep), std::move(after), timeout);
   {
     std::lock_guard<std::mutex> g(post_mu_);
-    w->works_ = async();
+    try {
+      w->works_ = async(live(event_title(type) + 6));
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::InvalidArgument) throw;
+      w->fail(std::current_exception());
+    }
   }
-  return w;
+  return coalesce(std::move(w));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
   const char* op = "broadcast";
-  at::Tensor& t = single(tensors, op);
+  at::Tensor& t = single(tensors, op, "the tensor");
   const DataType dt = dtype_of(t, op);
   if (opts.rootTensor != 0) invalid(op, "rootTensor must be 0 (one tensor per process)");
   const int root = static_cast<int>(opts.rootRank);
@@ -681,15 +892,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::broadcast(std::vector<at::Tens
   void* p = b.data_ptr();
   const std::size_t n = count_of(b);
   return run(
-      OpType::BROADCAST, {t}, bytes_of(b), opts.timeout, [&] { comm_.broadcast(p, n, dt, root); },
-      [&] { return std::vector<tutti::Work>{comm_.ibroadcast(p, n, dt, root)}; }, {t}, std::move(st.keep), st.after());
+      OpType::BROADCAST, {t}, bytes_of(b), opts.timeout, [&](tutti::Communicator& c) { c.broadcast(p, n, dt, root); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.ibroadcast(p, n, dt, root)}; }, {t}, std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   const char* op = "allreduce";
-  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse()) return sparse_allreduce(tensors[0], opts);
-  at::Tensor& t = single(tensors, op);
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse()) return allreduce_sparse(tensors, opts);
+  at::Tensor& t = single(tensors, op, "the tensor");
   const DataType dt = dtype_of(t, op);
   const tutti::ReduceOp rop = reduce_op(opts.reduceOp, op);
   check_op(rop, dt, op);
@@ -698,18 +909,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce(std::vector<at::Tens
   void* p = b.data_ptr();
   const std::size_t n = count_of(b);
   return run(
-      OpType::ALLREDUCE, {t}, bytes_of(b), opts.timeout, [&] { comm_.all_reduce(p, p, n, dt, rop); },
-      [&] { return std::vector<tutti::Work>{comm_.iall_reduce(p, p, n, dt, rop)}; }, {t}, std::move(st.keep),
+      OpType::ALLREDUCE, {t}, bytes_of(b), opts.timeout, [&](tutti::Communicator& c) { c.all_reduce(p, p, n, dt, rop); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_reduce(p, p, n, dt, rop)}; }, {t}, std::move(st.keep),
       st.after());
 }
 
 // Sparse COO tensors: SUM and AVG (a sum of the ranks' entries; the other
 // reductions would need the zeros a sparse tensor leaves out). Runs in the
 // calling thread whatever its size, and returns a finished Work.
-c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::sparse_allreduce(at::Tensor& t, const c10d::AllreduceOptions& opts) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                                   const c10d::AllreduceOptions& opts) {
   const char* op = "allreduce";
+  if (tensors.size() != 1)
+    invalid(op, "expects one tensor per process, got " + std::to_string(tensors.size()));
+  at::Tensor& t = tensors[0];
+  if (!t.defined()) invalid(op, "the tensor is undefined");
   if (t.device().type() != c10::DeviceType::CPU)
-    invalid(op, "tutti moves CPU tensors; a tensor is on " + t.device().str());
+    invalid(op, "tutti moves CPU tensors; the tensor is on " + t.device().str());
+  if (!t.is_sparse()) invalid(op, "allreduce_sparse takes a sparse COO tensor, the tensor is " + layout_name(t));
   const DataType dt = dtype_of(t, op);
   const tutti::ReduceOp rop = reduce_op(opts.reduceOp, op);
   if (rop.kind != tutti::ReduceOpKind::Sum && rop.kind != tutti::ReduceOpKind::Avg)
@@ -717,26 +934,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::sparse_allreduce(at::Tensor& t
             "sparse tensors are reduced with SUM or AVG only (the other reductions would need the zeros a "
             "sparse tensor leaves out)");
   if (dt == DataType::Bool) invalid(op, "sparse tensors of dtype Bool cannot be summed");
-  auto w = make_work(OpType::ALLREDUCE, {t}, {t}, {}, nullptr, std::chrono::milliseconds(0));
-  seq_.fetch_add(1, std::memory_order_relaxed);
-  std::exception_ptr err;
-  {
-    std::lock_guard<std::mutex> g(post_mu_);
-    TimeoutScope ts(comm_, opts.timeout);
-    try {
-      at::Tensor sum = sparse_all_reduce(comm_, t, dt, rop.kind == tutti::ReduceOpKind::Avg);
-      t.copy_(sum);
-    } catch (const Error& e) {
-      if (e.kind() == ErrorKind::InvalidArgument) throw;
-      err = std::current_exception();
-    }
-  }
-  if (err) {
-    w->fail(err);
-  } else {
-    w->poll();
-  }
-  return w;
+  return run(
+      OpType::ALLREDUCE, {t}, 0, opts.timeout,
+      [&](tutti::Communicator& c) {
+        at::Tensor sum = sparse_all_reduce(c, t, dt, rop.kind == tutti::ReduceOpKind::Avg);
+        t.copy_(sum);
+      },
+      [&](tutti::Communicator&) { return std::vector<tutti::Work>{}; }, {t}, {}, nullptr);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -748,8 +952,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce_coalesced(std::vecto
   // tensors of that dtype flattened into one buffer.
   std::vector<at::ScalarType> order;
   std::map<at::ScalarType, std::vector<at::Tensor>> groups;
-  for (auto& t : tensors) {
-    check_tensor(t, op);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor& t = tensors[i];
+    check_tensor(t, op, "tensor " + std::to_string(i));
     check_op(rop, dtype_of(t, op), op);
     if (!groups.count(t.scalar_type())) order.push_back(t.scalar_type());
     groups[t.scalar_type()].push_back(t);
@@ -776,12 +981,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce_coalesced(std::vecto
   }
   return run(
       OpType::ALLREDUCE_COALESCED, tensors, bytes, opts.timeout,
-      [&] {
-        for (auto& x : parts) comm_.all_reduce(x.p, x.p, x.n, x.dt, rop);
+      [&](tutti::Communicator& c) {
+        for (auto& x : parts) c.all_reduce(x.p, x.p, x.n, x.dt, rop);
       },
-      [&] {
+      [&](tutti::Communicator& c) {
         std::vector<tutti::Work> ws;
-        for (auto& x : parts) ws.push_back(comm_.iall_reduce(x.p, x.p, x.n, x.dt, rop));
+        for (auto& x : parts) ws.push_back(c.iall_reduce(x.p, x.p, x.n, x.dt, rop));
         return ws;
       },
       tensors, std::move(st.keep), st.after());
@@ -790,7 +995,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce_coalesced(std::vecto
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
   const char* op = "reduce";
-  at::Tensor& t = single(tensors, op);
+  at::Tensor& t = single(tensors, op, "the tensor");
   const DataType dt = dtype_of(t, op);
   if (opts.rootTensor != 0) invalid(op, "rootTensor must be 0 (one tensor per process)");
   const tutti::ReduceOp rop = reduce_op(opts.reduceOp, op);
@@ -802,8 +1007,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::reduce(std::vector<at::Tensor>
   void* r = root == rank_ ? p : nullptr;
   const std::size_t n = count_of(b);
   return run(
-      OpType::REDUCE, {t}, bytes_of(b), opts.timeout, [&] { comm_.reduce(p, r, n, dt, rop, root); },
-      [&] { return std::vector<tutti::Work>{comm_.ireduce(p, r, n, dt, rop, root)}; }, {t}, std::move(st.keep),
+      OpType::REDUCE, {t}, bytes_of(b), opts.timeout, [&](tutti::Communicator& c) { c.reduce(p, r, n, dt, rop, root); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.ireduce(p, r, n, dt, rop, root)}; }, {t}, std::move(st.keep),
       st.after());
 }
 
@@ -811,7 +1016,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather(std::vector<std::vec
                                                             std::vector<at::Tensor>& inputs,
                                                             const c10d::AllgatherOptions& opts) {
   const char* op = "allgather";
-  at::Tensor& in = single(inputs, op);
+  at::Tensor& in = single(inputs, op, "the input");
   const DataType dt = dtype_of(in, op);
   if (outputs.size() != 1) invalid(op, "expects one output list per process, got " + std::to_string(outputs.size()));
   auto& outs = outputs[0];
@@ -822,7 +1027,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather(std::vector<std::vec
   at::Tensor s = st.in(in);
   std::vector<void*> ptrs;
   for (std::size_t i = 0; i < outs.size(); ++i) {
-    check_tensor(outs[i], op);
+    check_tensor(outs[i], op, "output " + std::to_string(i));
     same_kind(in, outs[i], op, "output " + std::to_string(i));
     same_numel(count_of(in), outs[i], op, "output " + std::to_string(i));
     ptrs.push_back(st.out(outs[i]).data_ptr());
@@ -831,16 +1036,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather(std::vector<std::vec
   const std::size_t n = count_of(s);
   return run(
       OpType::ALLGATHER, {in}, bytes_of(s) * size_, opts.timeout,
-      [&] { comm_.all_gather(sp, std::span<void* const>(ptrs), n, dt); },
-      [&] { return std::vector<tutti::Work>{comm_.iall_gather(sp, std::span<void* const>(ptrs), n, dt)}; }, outs,
+      [&](tutti::Communicator& c) { c.all_gather(sp, std::span<void* const>(ptrs), n, dt); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_gather(sp, std::span<void* const>(ptrs), n, dt)}; }, outs,
       std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                   const c10d::AllgatherOptions& opts) {
   const char* op = "_allgather_base";
-  check_tensor(input, op);
-  check_tensor(output, op);
+  check_tensor(input, op, "the input");
+  check_tensor(output, op, "the output");
   const DataType dt = dtype_of(input, op);
   same_kind(input, output, op, "the output");
   same_numel(count_of(input) * size_, output, op, "the output (group size x input)");
@@ -851,8 +1056,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::_allgather_base(at::Tensor& ou
   void* rp = r.data_ptr();
   const std::size_t n = count_of(s);
   return run(
-      OpType::_ALLGATHER_BASE, {input}, bytes_of(r), opts.timeout, [&] { comm_.all_gather(sp, rp, n, dt); },
-      [&] { return std::vector<tutti::Work>{comm_.iall_gather(sp, rp, n, dt)}; }, {output}, std::move(st.keep),
+      OpType::_ALLGATHER_BASE, {input}, bytes_of(r), opts.timeout, [&](tutti::Communicator& c) { c.all_gather(sp, rp, n, dt); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_gather(sp, rp, n, dt)}; }, {output}, std::move(st.keep),
       st.after());
 }
 
@@ -869,7 +1074,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather_coalesced(std::vecto
       invalid(op, "output list " + std::to_string(r) + " has " + std::to_string(outputs[r].size()) +
                       " tensors, the input list " + std::to_string(inputs.size()));
     for (std::size_t j = 0; j < inputs.size(); ++j) {
-      check_tensor(outputs[r][j], op);
+      check_tensor(outputs[r][j], op, "output " + std::to_string(r) + "/" + std::to_string(j));
       same_kind(inputs[j], outputs[r][j], op, "output " + std::to_string(r) + "/" + std::to_string(j));
       same_numel(count_of(inputs[j]), outputs[r][j], op, "output " + std::to_string(r) + "/" + std::to_string(j));
     }
@@ -878,7 +1083,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather_coalesced(std::vecto
   std::vector<at::ScalarType> order;
   std::map<at::ScalarType, std::vector<std::size_t>> groups;
   for (std::size_t j = 0; j < inputs.size(); ++j) {
-    check_tensor(inputs[j], op);
+    check_tensor(inputs[j], op, "input " + std::to_string(j));
     dtype_of(inputs[j], op);
     if (!groups.count(inputs[j].scalar_type())) order.push_back(inputs[j].scalar_type());
     groups[inputs[j].scalar_type()].push_back(j);
@@ -912,22 +1117,99 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather_coalesced(std::vecto
   }
   return run(
       OpType::ALLGATHER_COALESCED, inputs, bytes, opts.timeout,
-      [&] {
-        for (auto& x : parts) comm_.all_gather(x.s, x.r, x.n, x.dt);
+      [&](tutti::Communicator& c) {
+        for (auto& x : parts) c.all_gather(x.s, x.r, x.n, x.dt);
       },
-      [&] {
+      [&](tutti::Communicator& c) {
         std::vector<tutti::Work> ws;
-        for (auto& x : parts) ws.push_back(comm_.iall_gather(x.s, x.r, x.n, x.dt));
+        for (auto& x : parts) ws.push_back(c.iall_gather(x.s, x.r, x.n, x.dt));
         return ws;
       },
       std::move(result), std::move(st.keep), st.after());
+}
+
+// One all_gather per dtype (in order of first appearance): the inputs of
+// that dtype flattened, gathered into size x that, copied out to each
+// output's blocks.
+c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                                  std::vector<at::Tensor>& inputs,
+                                                                                  const c10d::AllgatherOptions& opts) {
+  const char* op = "allgather_into_tensor_coalesced";
+  if (inputs.empty()) invalid(op, "the input list is empty");
+  if (outputs.size() != inputs.size())
+    invalid(op, "has " + std::to_string(outputs.size()) + " outputs for " + std::to_string(inputs.size()) + " inputs");
+  std::vector<at::ScalarType> order;
+  std::map<at::ScalarType, std::vector<std::size_t>> groups;
+  for (std::size_t j = 0; j < inputs.size(); ++j) {
+    check_tensor(inputs[j], op, "input " + std::to_string(j));
+    check_tensor(outputs[j], op, "output " + std::to_string(j));
+    dtype_of(inputs[j], op);
+    same_kind(inputs[j], outputs[j], op, "output " + std::to_string(j));
+    same_numel(count_of(inputs[j]) * size_, outputs[j], op, "output " + std::to_string(j) + " (group size x input)");
+    if (!groups.count(inputs[j].scalar_type())) order.push_back(inputs[j].scalar_type());
+    groups[inputs[j].scalar_type()].push_back(j);
+  }
+  Stage st;
+  struct Part {
+    const void* s;
+    void* r;
+    std::size_t n;
+    DataType dt;
+  };
+  std::vector<Part> parts;
+  std::size_t bytes = 0;
+  // Outputs that are not contiguous get their blocks in a stand-in, copied
+  // to them last.
+  std::vector<std::pair<at::Tensor, at::Tensor>> staged;
+  std::vector<at::Tensor> flat_out(outputs.size());
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    st.keep.push_back(outputs[j]);
+    if (outputs[j].is_contiguous()) {
+      flat_out[j] = outputs[j].view({-1});
+    } else {
+      flat_out[j] = at::empty({outputs[j].numel()}, outputs[j].options().memory_format(std::nullopt));
+      st.keep.push_back(flat_out[j]);
+      staged.emplace_back(outputs[j], flat_out[j].view(outputs[j].sizes()));
+    }
+  }
+  for (auto type : order) {
+    std::vector<at::Tensor> ins;
+    for (auto j : groups[type]) ins.push_back(inputs[j]);
+    at::Tensor flat = st.flat_in(ins);
+    const std::int64_t m = flat.numel();
+    at::Tensor out = at::empty({m * size_}, flat.options());
+    st.keep.push_back(out);
+    // Rank r's block of output j is rank r's input j: at r * m + (j's offset).
+    for (int r = 0; r < size_; ++r) {
+      std::int64_t off = 0;
+      for (auto j : groups[type]) {
+        const std::int64_t n = inputs[j].numel();
+        if (n) st.back.emplace_back(flat_out[j].narrow(0, r * n, n), out.narrow(0, r * m + off, n));
+        off += n;
+      }
+    }
+    parts.push_back({flat.data_ptr(), out.data_ptr(), static_cast<std::size_t>(m), dtype_of(flat, op)});
+    bytes += bytes_of(out);
+  }
+  for (auto& b : staged) st.back.push_back(b);
+  return run(
+      OpType::ALLGATHER_COALESCED, inputs, bytes, opts.timeout,
+      [&](tutti::Communicator& c) {
+        for (auto& x : parts) c.all_gather(x.s, x.r, x.n, x.dt);
+      },
+      [&](tutti::Communicator& c) {
+        std::vector<tutti::Work> ws;
+        for (auto& x : parts) ws.push_back(c.iall_gather(x.s, x.r, x.n, x.dt));
+        return ws;
+      },
+      outputs, std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                          std::vector<at::Tensor>& inputs,
                                                          const c10d::GatherOptions& opts) {
   const char* op = "gather";
-  at::Tensor& in = single(inputs, op);
+  at::Tensor& in = single(inputs, op, "the input");
   const DataType dt = dtype_of(in, op);
   const int root = static_cast<int>(opts.rootRank);
   if (root < 0 || root >= size_)
@@ -943,7 +1225,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::gather(std::vector<std::vector
       invalid(op, "the output list has " + std::to_string(outs.size()) + " tensors, the group has " +
                       std::to_string(size_) + " ranks");
     for (std::size_t i = 0; i < outs.size(); ++i) {
-      check_tensor(outs[i], op);
+      check_tensor(outs[i], op, "output " + std::to_string(i));
       same_kind(in, outs[i], op, "output " + std::to_string(i));
       same_numel(count_of(in), outs[i], op, "output " + std::to_string(i));
       ptrs.push_back(st.out(outs[i]).data_ptr());
@@ -956,8 +1238,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::gather(std::vector<std::vector
   const std::size_t n = count_of(s);
   return run(
       OpType::GATHER, {in}, bytes_of(s) * (rank_ == root ? size_ : 1), opts.timeout,
-      [&] { comm_.gather(sp, std::span<void* const>(ptrs), n, dt, root); },
-      [&] { return std::vector<tutti::Work>{comm_.igather(sp, std::span<void* const>(ptrs), n, dt, root)}; },
+      [&](tutti::Communicator& c) { c.gather(sp, std::span<void* const>(ptrs), n, dt, root); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.igather(sp, std::span<void* const>(ptrs), n, dt, root)}; },
       std::move(result), std::move(st.keep), st.after());
 }
 
@@ -965,7 +1247,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::scatter(std::vector<at::Tensor
                                                           std::vector<std::vector<at::Tensor>>& inputs,
                                                           const c10d::ScatterOptions& opts) {
   const char* op = "scatter";
-  at::Tensor& out = single(outputs, op);
+  at::Tensor& out = single(outputs, op, "the output");
   const DataType dt = dtype_of(out, op);
   const int root = static_cast<int>(opts.rootRank);
   if (root < 0 || root >= size_)
@@ -980,7 +1262,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::scatter(std::vector<at::Tensor
       invalid(op, "the input list has " + std::to_string(ins.size()) + " tensors, the group has " +
                       std::to_string(size_) + " ranks");
     for (std::size_t i = 0; i < ins.size(); ++i) {
-      check_tensor(ins[i], op);
+      check_tensor(ins[i], op, "input " + std::to_string(i));
       same_kind(out, ins[i], op, "input " + std::to_string(i));
       same_numel(count_of(out), ins[i], op, "input " + std::to_string(i));
       ptrs.push_back(st.in(ins[i]).data_ptr());
@@ -992,8 +1274,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::scatter(std::vector<at::Tensor
   const std::size_t n = count_of(r);
   return run(
       OpType::SCATTER, rank_ == root ? inputs[0] : std::vector<at::Tensor>{}, bytes_of(r) * (rank_ == root ? size_ : 1),
-      opts.timeout, [&] { comm_.scatter(std::span<const void* const>(ptrs), rp, n, dt, root); },
-      [&] { return std::vector<tutti::Work>{comm_.iscatter(std::span<const void* const>(ptrs), rp, n, dt, root)}; },
+      opts.timeout, [&](tutti::Communicator& c) { c.scatter(std::span<const void* const>(ptrs), rp, n, dt, root); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iscatter(std::span<const void* const>(ptrs), rp, n, dt, root)}; },
       {out}, std::move(st.keep), st.after());
 }
 
@@ -1001,7 +1283,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::reduce_scatter(std::vector<at:
                                                                  std::vector<std::vector<at::Tensor>>& inputs,
                                                                  const c10d::ReduceScatterOptions& opts) {
   const char* op = "reduce_scatter";
-  at::Tensor& out = single(outputs, op);
+  at::Tensor& out = single(outputs, op, "the output");
   const DataType dt = dtype_of(out, op);
   const tutti::ReduceOp rop = reduce_op(opts.reduceOp, op);
   check_op(rop, dt, op);
@@ -1014,7 +1296,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::reduce_scatter(std::vector<at:
   at::Tensor r = st.out(out);
   std::vector<const void*> ptrs;
   for (std::size_t i = 0; i < ins.size(); ++i) {
-    check_tensor(ins[i], op);
+    check_tensor(ins[i], op, "input " + std::to_string(i));
     same_kind(out, ins[i], op, "input " + std::to_string(i));
     same_numel(count_of(out), ins[i], op, "input " + std::to_string(i));
     ptrs.push_back(st.in(ins[i]).data_ptr());
@@ -1023,9 +1305,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::reduce_scatter(std::vector<at:
   const std::size_t n = count_of(r);
   return run(
       OpType::REDUCE_SCATTER, ins, bytes_of(r) * size_, opts.timeout,
-      [&] { comm_.reduce_scatter(std::span<const void* const>(ptrs), rp, n, dt, rop); },
-      [&] {
-        return std::vector<tutti::Work>{comm_.ireduce_scatter(std::span<const void* const>(ptrs), rp, n, dt, rop)};
+      [&](tutti::Communicator& c) { c.reduce_scatter(std::span<const void* const>(ptrs), rp, n, dt, rop); },
+      [&](tutti::Communicator& c) {
+        return std::vector<tutti::Work>{c.ireduce_scatter(std::span<const void* const>(ptrs), rp, n, dt, rop)};
       },
       {out}, std::move(st.keep), st.after());
 }
@@ -1033,8 +1315,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::reduce_scatter(std::vector<at:
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                        const c10d::ReduceScatterOptions& opts) {
   const char* op = "_reduce_scatter_base";
-  check_tensor(input, op);
-  check_tensor(output, op);
+  check_tensor(input, op, "the input");
+  check_tensor(output, op, "the output");
   const DataType dt = dtype_of(output, op);
   same_kind(output, input, op, "the input");
   same_numel(count_of(output) * size_, input, op, "the input (group size x output)");
@@ -1048,9 +1330,72 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::_reduce_scatter_base(at::Tenso
   const std::size_t n = count_of(r);
   return run(
       OpType::_REDUCE_SCATTER_BASE, {input}, bytes_of(s), opts.timeout,
-      [&] { comm_.reduce_scatter(sp, rp, n, dt, rop); },
-      [&] { return std::vector<tutti::Work>{comm_.ireduce_scatter(sp, rp, n, dt, rop)}; }, {output}, std::move(st.keep),
+      [&](tutti::Communicator& c) { c.reduce_scatter(sp, rp, n, dt, rop); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.ireduce_scatter(sp, rp, n, dt, rop)}; }, {output}, std::move(st.keep),
       st.after());
+}
+
+// One reduce_scatter per dtype: rank r's block holds, in order, block r of
+// every input of that dtype; the result is copied out to the outputs.
+c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor_coalesced";
+  if (inputs.empty()) invalid(op, "the input list is empty");
+  if (outputs.size() != inputs.size())
+    invalid(op, "has " + std::to_string(outputs.size()) + " outputs for " + std::to_string(inputs.size()) + " inputs");
+  const tutti::ReduceOp rop = reduce_op(opts.reduceOp, op);
+  std::vector<at::ScalarType> order;
+  std::map<at::ScalarType, std::vector<std::size_t>> groups;
+  for (std::size_t j = 0; j < inputs.size(); ++j) {
+    check_tensor(inputs[j], op, "input " + std::to_string(j));
+    check_tensor(outputs[j], op, "output " + std::to_string(j));
+    check_op(rop, dtype_of(outputs[j], op), op);
+    same_kind(outputs[j], inputs[j], op, "input " + std::to_string(j));
+    same_numel(count_of(outputs[j]) * size_, inputs[j], op, "input " + std::to_string(j) + " (group size x output)");
+    if (!groups.count(inputs[j].scalar_type())) order.push_back(inputs[j].scalar_type());
+    groups[inputs[j].scalar_type()].push_back(j);
+  }
+  Stage st;
+  struct Part {
+    const void* s;
+    void* r;
+    std::size_t n;
+    DataType dt;
+  };
+  std::vector<Part> parts;
+  std::size_t bytes = 0;
+  for (auto type : order) {
+    std::int64_t m = 0;  // elements of one rank's block
+    for (auto j : groups[type]) m += outputs[j].numel();
+    at::Tensor in = at::empty({m * size_}, inputs[groups[type][0]].options().memory_format(std::nullopt));
+    at::Tensor out = at::empty({m}, in.options());
+    for (int r = 0; r < size_; ++r) {
+      std::int64_t off = 0;
+      for (auto j : groups[type]) {
+        const std::int64_t n = outputs[j].numel();
+        if (n) in.narrow(0, r * m + off, n).copy_(inputs[j].reshape({-1}).narrow(0, r * n, n));
+        off += n;
+      }
+    }
+    st.keep.push_back(in);
+    st.keep.push_back(out);
+    std::vector<at::Tensor> outs;
+    for (auto j : groups[type]) outs.push_back(outputs[j]);
+    st.flat_back(out, 0, outs);
+    parts.push_back({in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(m), dtype_of(in, op)});
+    bytes += bytes_of(in);
+  }
+  return run(
+      OpType::REDUCE_SCATTER_TENSOR_COALESCED, inputs, bytes, opts.timeout,
+      [&](tutti::Communicator& c) {
+        for (auto& x : parts) c.reduce_scatter(x.s, x.r, x.n, x.dt, rop);
+      },
+      [&](tutti::Communicator& c) {
+        std::vector<tutti::Work> ws;
+        for (auto& x : parts) ws.push_back(c.ireduce_scatter(x.s, x.r, x.n, x.dt, rop));
+        return ws;
+      },
+      outputs, std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -1058,8 +1403,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall_base(at::Tensor& outp
                                                                 std::vector<int64_t>& inputSplitSizes,
                                                                 const c10d::AllToAllOptions& opts) {
   const char* op = "alltoall_base";
-  check_tensor(input, op);
-  check_tensor(output, op);
+  check_tensor(input, op, "the input");
+  check_tensor(output, op, "the output");
   const DataType dt = dtype_of(input, op);
   same_kind(input, output, op, "the output");
   Stage st;
@@ -1074,8 +1419,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall_base(at::Tensor& outp
     same_numel(count_of(input), output, op, "the output");
     const std::size_t n = count_of(s) / size_;
     return run(
-        OpType::ALLTOALL_BASE, {input}, bytes_of(s), opts.timeout, [&] { comm_.all_to_all(sp, rp, n, dt); },
-        [&] { return std::vector<tutti::Work>{comm_.iall_to_all(sp, rp, n, dt)}; }, {output}, std::move(st.keep),
+        OpType::ALLTOALL_BASE, {input}, bytes_of(s), opts.timeout, [&](tutti::Communicator& c) { c.all_to_all(sp, rp, n, dt); },
+        [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_to_all(sp, rp, n, dt)}; }, {output}, std::move(st.keep),
         st.after());
   }
   std::vector<std::size_t> sc, sd, rc, rd;
@@ -1083,8 +1428,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall_base(at::Tensor& outp
   split_lengths(output, outputSplitSizes, size_, "the output", rc, rd);
   return run(
       OpType::ALLTOALL_BASE, {input}, std::max(bytes_of(s), bytes_of(r)), opts.timeout,
-      [&] { comm_.all_to_all_v(sp, sc, sd, rp, rc, rd, dt); },
-      [&] { return std::vector<tutti::Work>{comm_.iall_to_all_v(sp, sc, sd, rp, rc, rd, dt)}; }, {output},
+      [&](tutti::Communicator& c) { c.all_to_all_v(sp, sc, sd, rp, rc, rd, dt); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_to_all_v(sp, sc, sd, rp, rc, rd, dt)}; }, {output},
       std::move(st.keep), st.after());
 }
 
@@ -1095,8 +1440,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall(std::vector<at::Tenso
   if (static_cast<int>(inputs.size()) != size_ || static_cast<int>(outputs.size()) != size_)
     invalid(op, "expects one input and one output tensor per rank (" + std::to_string(size_) + "), got " +
                     std::to_string(inputs.size()) + " and " + std::to_string(outputs.size()));
-  for (auto& t : inputs) check_tensor(t, op);
-  for (auto& t : outputs) check_tensor(t, op);
+  for (int i = 0; i < size_; ++i) {
+    check_tensor(inputs[static_cast<std::size_t>(i)], op, "input " + std::to_string(i));
+    check_tensor(outputs[static_cast<std::size_t>(i)], op, "output " + std::to_string(i));
+  }
   const DataType dt = dtype_of(inputs[0], op);
   for (int i = 0; i < size_; ++i) {
     same_kind(inputs[0], inputs[i], op, "input " + std::to_string(i));
@@ -1123,14 +1470,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall(std::vector<at::Tenso
   void* rp = r.data_ptr();
   return run(
       OpType::ALLTOALL, inputs, std::max(bytes_of(s), bytes_of(r)), opts.timeout,
-      [&] { comm_.all_to_all_v(sp, sc, sd, rp, rc, rd, dt); },
-      [&] { return std::vector<tutti::Work>{comm_.iall_to_all_v(sp, sc, sd, rp, rc, rd, dt)}; }, outputs,
+      [&](tutti::Communicator& c) { c.all_to_all_v(sp, sc, sd, rp, rc, rd, dt); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_to_all_v(sp, sc, sd, rp, rc, rd, dt)}; }, outputs,
       std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   const char* op = "send";
-  at::Tensor& t = single(tensors, op);
+  at::Tensor& t = single(tensors, op, "the tensor");
   const DataType dt = dtype_of(t, op);
   Stage st;
   at::Tensor b = st.in(t);
@@ -1138,12 +1485,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::send(std::vector<at::Tensor>& 
   const std::size_t n = count_of(b);
   return run(
       OpType::SEND, {t}, 0, std::chrono::milliseconds(0), nullptr,
-      [&] { return std::vector<tutti::Work>{comm_.isend(p, n, dt, dstRank, tag)}; }, {t}, std::move(st.keep), nullptr);
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.isend(p, n, dt, dstRank, tag)}; }, {t}, std::move(st.keep), nullptr);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
   const char* op = "recv";
-  at::Tensor& t = single(tensors, op);
+  at::Tensor& t = single(tensors, op, "the tensor");
   const DataType dt = dtype_of(t, op);
   if (srcRank < 0) invalid(op, "source rank " + std::to_string(srcRank) + " is negative (use recvAnysource)");
   Stage st;
@@ -1152,13 +1499,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recv(std::vector<at::Tensor>& 
   const std::size_t n = count_of(b);
   return run(
       OpType::RECV, {t}, 0, std::chrono::milliseconds(0), nullptr,
-      [&] { return std::vector<tutti::Work>{comm_.irecv(p, n, dt, srcRank, tag)}; }, {t}, std::move(st.keep),
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.irecv(p, n, dt, srcRank, tag)}; }, {t}, std::move(st.keep),
       st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   const char* op = "recvAnysource";
-  at::Tensor& t = single(tensors, op);
+  at::Tensor& t = single(tensors, op, "the tensor");
   const DataType dt = dtype_of(t, op);
   Stage st;
   at::Tensor b = st.out(t);
@@ -1166,14 +1513,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recvAnysource(std::vector<at::
   const std::size_t n = count_of(b);
   return run(
       OpType::RECVANYSOURCE, {t}, 0, std::chrono::milliseconds(0), nullptr,
-      [&] { return std::vector<tutti::Work>{comm_.irecv(p, n, dt, tutti::kAnySource, tag)}; }, {t}, std::move(st.keep),
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.irecv(p, n, dt, tutti::kAnySource, tag)}; }, {t}, std::move(st.keep),
       st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::barrier(const c10d::BarrierOptions& opts) {
   return run(
-      OpType::BARRIER, {}, 0, opts.timeout, [&] { comm_.barrier(); },
-      [&] { return std::vector<tutti::Work>{comm_.ibarrier()}; }, {}, {}, nullptr);
+      OpType::BARRIER, {}, 0, opts.timeout, [&](tutti::Communicator& c) { c.barrier(); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.ibarrier()}; }, {}, {}, nullptr);
 }
 
 // ProcessGroupGloo's protocol and messages (user code and torch's tests
@@ -1207,8 +1554,9 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
     try {
       {
         std::lock_guard<std::mutex> g(post_mu_);
-        s = comm_.isend(token.data_ptr(), 1, DataType::UInt8, 0, tag);
-        r = comm_.irecv(answer.data_ptr(), static_cast<std::size_t>(size_), DataType::UInt8, 0, tag);
+        tutti::Communicator& c = live("monitoredBarrier");
+        s = c.isend(token.data_ptr(), 1, DataType::UInt8, 0, tag);
+        r = c.irecv(answer.data_ptr(), static_cast<std::size_t>(size_), DataType::UInt8, 0, tag);
       }
       auto ms_until = [](Clock::time_point t) {
         return std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now());
@@ -1243,9 +1591,10 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   {
     std::lock_guard<std::mutex> g(post_mu_);
     try {
+      tutti::Communicator& c = live("monitoredBarrier");
       for (int r = 1; r < size_; ++r) {
         tokens.push_back(at::zeros({1}, at::kByte));
-        recvs.push_back(comm_.irecv(tokens.back().data_ptr(), 1, DataType::UInt8, r, tag));
+        recvs.push_back(c.irecv(tokens.back().data_ptr(), 1, DataType::UInt8, r, tag));
       }
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::InvalidArgument) throw;
@@ -1278,7 +1627,7 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
     std::lock_guard<std::mutex> g(post_mu_);
     answer[0] = missing.empty() ? 1 : 0;
     for (int r : missing) answer[r] = 1;
-    if (cause.empty())  // a failed group cannot carry answers
+    if (cause.empty() && comm_.valid())  // a failed group cannot carry answers
       for (int r : arrived)
         sends.push_back(comm_.isend(answer.data_ptr(), static_cast<std::size_t>(size_), DataType::UInt8, r, tag));
     for (int r : missing)
@@ -1302,7 +1651,7 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   // arrived before the failure.
   std::vector<int> lost;
   if (!cause.empty())
-    for (int r : comm_.failed_ranks())
+    for (int r : communicator().valid() ? communicator().failed_ranks() : std::vector<int>{})
       if (std::find(missing.begin(), missing.end(), r) != missing.end()) lost.push_back(r);
   const std::vector<int>& named = waitAllRanks ? missing : lost.empty() ? missing : lost;
   std::string m = "[Rank 0]: ";
@@ -1321,9 +1670,5 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
 void ProcessGroupTutti::setSequenceNumberForGroup() { seq_.store(0); }
 uint64_t ProcessGroupTutti::getSequenceNumberForGroup() { return seq_.load(); }
 
-c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                            int size, std::chrono::milliseconds timeout) {
-  return c10::make_intrusive<ProcessGroupTutti>(store, rank, size, timeout);
-}
 
 }  // namespace tutti_torch

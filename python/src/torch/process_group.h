@@ -1,6 +1,6 @@
 #pragma once
-// ProcessGroupTutti: a c10d::ProcessGroup (PyTorch 1.13) on a tutti
-// communicator, for CPU tensors.
+// ProcessGroupTutti: a c10d::Backend (torch 2.x) on a tutti communicator, for
+// CPU tensors.
 //
 // Threads. Operations are posted under one mutex (tutti wants one thread at
 // a time per communicator). Small operations (at most `inline_bytes` of
@@ -9,12 +9,17 @@
 // (the communicator's worker thread runs them) and return a pending Work.
 // Point-to-point operations are always asynchronous. A Work's future is
 // completed by whoever first sees the operation finish: a waiter, a poller
-// (isCompleted) or the process group's completion thread, which watches the
-// Works whose future was asked for.
+// (isCompleted) or the backend's completion thread, which watches the Works
+// whose future was asked for.
 //
 // Tensors that are not contiguous are copied into contiguous staging tensors
 // (inputs before the operation, outputs back after it, by the Work's
 // completion).
+//
+// Life. shutdown() (destroy_process_group) and abort() fail what is pending
+// and let go of the communicator at once: its threads, sockets and
+// shared-memory segments go with the last group of the job that uses them,
+// even while Python still holds this backend or its Works.
 
 #include <atomic>
 #include <chrono>
@@ -26,7 +31,7 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
@@ -41,8 +46,8 @@ class ProcessGroupTutti;
 // records "gloo:<op>"; nullptr when no profiler listens.
 const char* profiling_title(c10d::OpType type);
 
-// The completion thread of a process group: completes the Works whose future
-// was asked for, as they finish. Started by the first watch().
+// The completion thread of a backend: completes the Works whose future was
+// asked for, as they finish. Started by the first watch().
 class Watcher : public std::enable_shared_from_this<Watcher> {
  public:
   ~Watcher();
@@ -82,14 +87,14 @@ class WorkTutti : public c10d::Work {
  public:
   // `title` ("tutti:<op>", or nullptr when no profiler listens) and
   // `inputs`: the profiler event c10d::Work records until the Work
-  // finishes. The tutti operations are attached by the process group right
-  // after (none when the operation runs inline). `after`: runs once after
-  // they all succeeded (copies staged outputs back); `outputs`: result()
-  // and the future's value; `keep`: tensors that must live until the
-  // operation is over.
+  // finishes. The tutti operations are attached by the backend right after
+  // (none when the operation runs inline). `after`: runs once after they
+  // all succeeded (copies staged outputs back); `outputs`: result() and the
+  // future's value; `keep`: tensors that must live until the operation is
+  // over; `seq`: the backend's sequence number of the operation.
   WorkTutti(int rank, c10d::OpType type, const char* title, const std::vector<at::Tensor>& inputs,
             std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep, std::function<void()> after,
-            std::optional<std::chrono::steady_clock::time_point> deadline);
+            std::optional<std::chrono::steady_clock::time_point> deadline, std::uint64_t seq);
   ~WorkTutti() override;
 
   bool isCompleted() override;
@@ -101,15 +106,17 @@ class WorkTutti : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override;
   void abort() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  uint64_t getSequencenumber() const override { return seq_; }
 
   // Marks the Work finished with this error (an inline operation that failed).
   void fail(std::exception_ptr e);
-  // Finishes the Work if all its tutti operations are over; returns whether it is finished.
+  // Finishes the Work if all its tutti operations (and parts) are over;
+  // returns whether it is finished.
   bool poll();
   // Waits (at most until `until`) for the tutti operations; finishes the Work when they are over.
   bool wait_until(std::chrono::steady_clock::time_point until);
 
-  std::function<void(const std::string&)> on_abort;  // aborts the communicator
+  std::function<void(const std::string&)> on_abort;  // aborts the backend's communicator
   std::weak_ptr<Watcher> watcher;                    // completes the future (getFuture)
 
  private:
@@ -117,10 +124,13 @@ class WorkTutti : public c10d::Work {
   void complete_future();
 
   std::vector<tutti::Work> works_;
+  // A coalesced Work (endCoalescing): the Works of the operations it holds.
+  std::vector<c10::intrusive_ptr<WorkTutti>> parts_;
   std::vector<at::Tensor> outputs_;
   std::vector<at::Tensor> keep_;
   std::function<void()> after_;
   std::optional<std::chrono::steady_clock::time_point> deadline_;
+  std::uint64_t seq_ = 0;
   std::atomic<bool> done_{false};
   int source_ = -1;
   std::mutex finish_mu_;
@@ -130,20 +140,29 @@ class WorkTutti : public c10d::Work {
   friend class ProcessGroupTutti;
 };
 
-class ProcessGroupTutti : public c10d::ProcessGroup {
+class ProcessGroupTutti : public c10d::Backend {
  public:
+  // A group that meets through `store` (torch's, of this group).
   ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                    std::chrono::milliseconds timeout);
-  // A group on a communicator made already (shrink()).
-  ProcessGroupTutti(tutti::Communicator comm, std::chrono::milliseconds timeout);
+                    std::chrono::milliseconds timeout, std::string group_name);
+  // A group on a communicator made already (split, shrink, a sub-group
+  // derived from the world's).
+  ProcessGroupTutti(tutti::Communicator comm, std::chrono::milliseconds timeout, std::string group_name);
   ~ProcessGroupTutti() override;
 
   const std::string getBackendName() const override { return "tutti"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  bool supportsSplitting() const override { return true; }
+  bool supportsCoalescing() const override { return true; }
+  bool supportsShrinking() const override { return true; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
       std::vector<at::Tensor>& tensors,
       const c10d::AllreduceCoalescedOptions& opts = c10d::AllreduceCoalescedOptions()) override;
@@ -157,6 +176,9 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(
       std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -166,6 +188,9 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& outputSplitSizes,
@@ -181,15 +206,42 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
   void setSequenceNumberForGroup() override;
   uint64_t getSequenceNumberForGroup() override;
 
-  tutti::Communicator& communicator() { return comm_; }
+  // Operations between the two run as they come; endCoalescing returns one
+  // Work that finishes when they all have (batch_isend_irecv, torch's
+  // coalescing manager).
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+  // The members of `ranks` (this group's ranks, ascending; every member
+  // passes the same list) form a group derived from this one, without the
+  // store; the others get nullptr (ProcessGroup::splitGroup, split_group).
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  // A group of this one's members but `ranks_to_exclude`, made by them
+  // alone (torch's shrink_group); SHRINK_ABORT (1) aborts this group first.
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags = 0,
+                                           const c10::intrusive_ptr<Options>& opts_override = nullptr) override;
+  // A group of the members of `global_ranks` (ranks of this group, in the
+  // order given) named `name`, made by them alone: torch's new_group when
+  // this is the world's group.
+  c10::intrusive_ptr<ProcessGroupTutti> derive(const std::vector<int>& ranks, const std::string& name,
+                                               std::chrono::milliseconds timeout);
+
+  c10d::ErrorType getError() override;
+  // Fails what is pending (Aborted) and lets go of the communicator.
+  void abort() override;
+  void shutdown() override;
+
+  // The communicator (an invalid handle after shutdown or abort).
+  tutti::Communicator communicator();
   // Fails every pending and later operation (their Works complete with
   // tutti.Aborted naming `reason`). Safe from any thread.
-  void abort(const std::string& reason) { comm_.abort(reason); }
+  void abort(const std::string& reason);
   // The error the group failed with, or null while it works.
   std::exception_ptr error() const;
-  // A group of the members alive (Communicator::shrink), numbered in their
-  // order here; collective over the survivors.
-  c10::intrusive_ptr<ProcessGroupTutti> shrink();
+  // A group of the members alive (Communicator::shrink, ULFM's agreement),
+  // numbered in their order here; collective over the survivors.
+  c10::intrusive_ptr<ProcessGroupTutti> shrink_alive();
   std::size_t inline_bytes() const { return inline_bytes_; }
 
  private:
@@ -201,25 +253,34 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
                                      std::chrono::milliseconds timeout, Blocking&& blocking, Async&& async,
                                      std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
                                      std::function<void()> after);
-  c10::intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor& t, const c10d::AllreduceOptions& opts);
   c10::intrusive_ptr<WorkTutti> make_work(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                           std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
                                           std::function<void()> after, std::chrono::milliseconds timeout);
+  // The communicator to post on (post_mu_ held); throws Aborted after shutdown.
+  tutti::Communicator& live(const char* op);
+  // Ends the group's life here: fails what is pending with `reason`
+  // (aborts the communicator, always when `abort_always`), stops the
+  // completion thread and lets go of the communicator.
+  void release(const std::string& reason, bool abort_always);
+  // Keeps `w` for endCoalescing when coalescing.
+  c10::intrusive_ptr<c10d::Work> coalesce(c10::intrusive_ptr<WorkTutti> w);
 
   tutti::Communicator comm_;
+  std::string group_name_;
   std::chrono::milliseconds timeout_;
   std::size_t inline_bytes_;
-  std::mutex post_mu_;  // one poster at a time
+  mutable std::mutex post_mu_;  // one poster at a time; guards comm_
   std::atomic<std::uint64_t> seq_{0};
   std::atomic<std::uint64_t> monitored_barriers_{0};  // calls so far: each call's tag
+  std::atomic<std::uint64_t> shrinks_{0};             // shrink() calls so far: each result's name
+  std::optional<tutti::Error> released_;              // why comm_ was let go
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<WorkTutti>> coalesced_;
 
   std::shared_ptr<Watcher> watcher_ = std::make_shared<Watcher>();
 
   // Receives of a failed monitoredBarrier still posted: their buffers stay here.
   std::vector<std::pair<tutti::Work, at::Tensor>> stale_;
 };
-
-c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                            int size, std::chrono::milliseconds timeout);
 
 }  // namespace tutti_torch

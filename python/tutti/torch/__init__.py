@@ -1,22 +1,24 @@
-"""tutti as a torch.distributed backend.
+"""tutti as a torch.distributed backend (torch 2.x, CPU tensors).
 
     import torch.distributed as dist
     import tutti.torch                     # registers the backend "tutti"
-    dist.init_process_group("tutti", rank=rank, world_size=size)
+    dist.init_process_group("tutti")       # or backend="cpu:tutti", a store, tcp://, file://
 
-Every operation of torch.distributed on CPU tensors (sparse COO tensors too,
-for all_reduce); rendezvous through the store torch sets up (env://, tcp://
-and file:// init methods). Operations record torch profiler events titled
-"tutti:<op>", as gloo records "gloo:<op>".
+Every operation torch.distributed routes to a CPU backend, sync and async
+(sparse COO tensors too, for all_reduce); rendezvous through the store torch
+sets up. Operations record torch profiler events titled "tutti:<op>", as
+gloo records "gloo:<op>".
 
-Importing it also lets torch.distributed.monitored_barrier run on tutti
-groups: torch 1.13 refuses every backend but gloo there, before it asks the
-group. (A name bound before the import, `from torch.distributed import
-monitored_barrier`, keeps torch's own function.)
+Groups. new_group(), split_group() and shrink_group() on a tutti world make
+their groups from the world's communicator, without a rendezvous through the
+store, among the members alone.
 
-tutti.torch.work_exception(work) returns a finished Work's error as a Python
-exception (torch 1.13's Work.exception() cannot convert its result, whatever
-the backend).
+Importing it also lets two torch functions through for tutti groups that
+torch 2.13 refuses to every backend but a few before it asks the group:
+torch.distributed.monitored_barrier (gloo only) and
+torch.distributed.split_group (accelerator backends only). Other groups get
+torch's own functions. (A name bound before the import, `from
+torch.distributed import monitored_barrier`, keeps torch's function.)
 
 Carrying on after a failure (docs/torch.md, "After a failure"):
 
@@ -30,32 +32,79 @@ tutti.torch.abort(group) fails every pending and later operation of a group
 from any thread; tutti.torch.error(group) is the error a group failed with
 (None while it works); tutti.torch.failed_ranks(group) the members known lost.
 """
-import torch  # noqa: F401  (loads libtorch and the c10d bindings the extension uses)
+import datetime as _datetime
+
+import torch
 import torch.distributed as _dist
 import torch.distributed.distributed_c10d as _c10d
 
 import tutti as _tutti  # noqa: F401  (tutti.Error and its kinds for errors raised through torch)
 
-from ._C import abort, create_process_group, error, failed_ranks, inline_bytes, work_exception  # noqa: F401
-from ._C import shrink_group as _shrink_group
+from . import _C
 
 BACKEND = "tutti"
+_CPU = torch.device("cpu")
 
 
-def _create(store, rank, size, timeout):
-    return create_process_group(store, rank, size, timeout)
+def _ms(timeout):
+    return _datetime.timedelta(seconds=timeout.total_seconds()) if timeout is not None else None
+
+
+def _tutti_backend_of(pg):
+    """The tutti backend of a ProcessGroup for CPU tensors, or None."""
+    if pg is None or pg == _c10d.GroupMember.NON_GROUP_MEMBER:
+        return None
+    try:
+        b = pg._get_backend(_CPU)
+    except RuntimeError:
+        return None
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps a backend in a checking wrapper.
+    while hasattr(b, "wrapped_pg"):
+        b = b.wrapped_pg
+    return b if _C.is_tutti(b) else None
+
+
+def _backend(group):
+    pg = _c10d._get_default_group() if group is None else group
+    b = _tutti_backend_of(pg)
+    if b is None:
+        raise TypeError(f"not a tutti process group (backend {_c10d.get_backend(pg)})")
+    return b
+
+
+def _create(dist_opts, backend_options):
+    """torch's creator of a "tutti" backend (register_backend, extended API)."""
+    ranks = list(dist_opts.global_ranks_in_group)
+    timeout = dist_opts.timeout
+    if ranks and _c10d.is_initialized():
+        # A sub-group of the world (new_group): made from the world's
+        # communicator by its members alone, when the world is tutti's.
+        world = _tutti_backend_of(_c10d._get_default_group())
+        if world is not None:
+            b = _C.derive_backend(world, ranks, dist_opts.group_id, timeout)
+            if b is None:
+                raise RuntimeError(f"tutti: rank {world.rank()} is not among {ranks}")
+            return b
+    return _C.create_backend(dist_opts.store, dist_opts.group_rank, dist_opts.group_size, timeout,
+                             dist_opts.group_id)
 
 
 if BACKEND.upper() not in _dist.Backend._plugins:
-    _dist.Backend.register_backend(BACKEND, _create)
+    _dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
 
+
+# ---- what torch refuses before it asks a group --------------------------------------
 
 def _make_monitored_barrier(torch_monitored_barrier):
     def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
         # torch's own checks and defaults, then the group's monitoredBarrier.
-        if not _c10d._rank_not_in_group(group) and _c10d.get_backend(group) == BACKEND:
+        if not _c10d._rank_not_in_group(group) and _tutti_backend_of(
+                _c10d._get_default_group() if group is None else group) is not None:
             if timeout is None:
-                timeout = _c10d.default_pg_timeout
+                timeout = _c10d._get_default_timeout(BACKEND)
+            elif isinstance(timeout, (int, float)):
+                timeout = _datetime.timedelta(seconds=timeout)
+            _c10d._check_valid_timeout(timeout)
             g = _c10d._get_default_group() if group is None else group
             return g.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
         return torch_monitored_barrier(group, timeout, wait_all_ranks)
@@ -65,25 +114,136 @@ def _make_monitored_barrier(torch_monitored_barrier):
     return monitored_barrier
 
 
+def _make_split_group(torch_split_group):
+    def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None, group_desc=None,
+                    backend=None):
+        # torch 2.13 asks for an accelerator bound to the default group
+        # before it asks the parent's backend to split: for a tutti parent
+        # (CPU) it runs ProcessGroup.split_group itself, with torch's checks
+        # and torch's registration of the result.
+        parent = parent_pg if parent_pg is not None else (
+            _c10d._get_default_group() if _c10d.is_initialized() else None)
+        if parent is None or _tutti_backend_of(parent) is None or backend is not None:
+            return torch_split_group(parent_pg, split_ranks, timeout, pg_options, group_desc, backend)
+        return _split_tutti_group(parent, split_ranks, timeout, pg_options, group_desc)
+
+    split_group.__doc__ = torch_split_group.__doc__
+    split_group._tutti_wraps = torch_split_group
+    return split_group
+
+
+def _split_tutti_group(parent_pg, split_ranks, timeout, pg_options, group_desc):
+    if split_ranks is None or len(split_ranks) == 0:
+        raise ValueError("split_ranks cannot be None or empty")
+    world = _c10d._world
+    default_pg = _c10d._get_default_group()
+    global_rank = default_pg.rank()
+    if parent_pg not in world.pg_group_ranks:
+        raise ValueError(f"Group {parent_pg} is not registered")
+    parent_global_to_group = world.pg_group_ranks[parent_pg]
+    parent_group_to_global = {g: r for r, g in parent_global_to_group.items()}
+    if global_rank not in parent_global_to_group:
+        raise ValueError(f"Global rank {global_rank} is not part of the parent group {parent_pg}")
+    parent_group_rank = parent_global_to_group[global_rank]
+    parent_backend = _tutti_backend_of(parent_pg)
+    if group_desc is None:
+        group_desc = f"{parent_pg.group_desc}:split"
+    if timeout is None:
+        timeout = _c10d._get_default_timeout(BACKEND)
+    _c10d._check_valid_timeout(timeout)
+    if pg_options is None:
+        pg_options = parent_backend.options
+    my_group = sorted(split_ranks[0])
+    for ranks in split_ranks:
+        if len(ranks) == 0:
+            raise ValueError("the split group cannot be empty")
+        if len(ranks) > default_pg.size():
+            raise ValueError("the split group's size should be less or equal to the world_size set by "
+                             "init_process_group")
+        if len(ranks) != len(set(ranks)):
+            raise ValueError("the split group cannot have duplicate ranks")
+        if parent_group_rank in ranks:
+            my_group = sorted(ranks)
+            break
+    group_name = _c10d._process_group_name(my_group, use_hashed_name=True)
+    split_pg = parent_pg.split_group(my_group, timeout=timeout, opts=pg_options, group_name=group_name,
+                                     group_desc=group_desc)
+    if split_pg is None:
+        return None
+    global_ranks = [parent_group_to_global[r] for r in my_group]
+    _tutti_backend_of(split_pg)._set_sequence_number_for_group()
+    parent_backend_str, _ = world.pg_map[parent_pg]
+    world.pg_map[split_pg] = (parent_backend_str, split_pg.get_group_store() if hasattr(
+        split_pg, "get_group_store") else None)
+    world.pg_names[split_pg] = split_pg.group_name
+    world.pg_group_ranks[split_pg] = {g: i for i, g in enumerate(global_ranks)}
+    world.pg_backend_config[split_pg] = str(_c10d.BackendConfig(_c10d.Backend(parent_backend_str)))
+    pg_tag = f"ptd:{split_pg.group_name}"
+    world.tags_to_pg.setdefault(pg_tag, []).append(split_pg)
+    world.tags_to_pg.setdefault("", []).append(split_pg)
+    world.pg_to_tag[split_pg] = pg_tag
+    return split_pg
+
+
 if not hasattr(_c10d.monitored_barrier, "_tutti_wraps"):
     _c10d.monitored_barrier = _make_monitored_barrier(_c10d.monitored_barrier)
     _dist.monitored_barrier = _c10d.monitored_barrier
+if not hasattr(_c10d.split_group, "_tutti_wraps"):
+    _c10d.split_group = _make_split_group(_c10d.split_group)
+    _dist.split_group = _c10d.split_group
+
+
+# ---- beyond torch's API ------------------------------------------------------------------
+
+def abort(group=None, reason="abort() called"):
+    """Fails every pending and later operation of a tutti group (default: the
+    default group), from any thread; the group stays registered."""
+    _C.abort(_backend(group), reason)
+
+
+def error(group=None):
+    """The error a tutti group failed with (a tutti.Error instance), or None."""
+    return _C.error(_backend(group))
+
+
+def failed_ranks(group=None):
+    """The members of a tutti group known lost, in its numbering."""
+    return _C.failed_ranks(_backend(group))
+
+
+def inline_bytes(group=None):
+    """The payload size up to which a tutti group runs operations in the
+    calling thread (TUTTI_TORCH_INLINE_BYTES); None for other groups."""
+    pg = _c10d._get_default_group() if group is None else group
+    b = _tutti_backend_of(pg)
+    return None if b is None else _C.inline_bytes(b)
 
 
 def shrink(group=None):
     """A process group of the members of `group` (default: the default group)
     still alive, ranked in their order there, made by the survivors together
-    (collective among them; members that die meanwhile are left out). Usable
-    with every torch.distributed call and with DistributedDataParallel, as a
-    group from new_group is; the old group stays failed."""
+    (collective among them; members that die meanwhile are left out): ULFM's
+    agreement, for when the survivors do not know who is lost. Usable with
+    every torch.distributed call and with DistributedDataParallel, as a
+    group from new_group is; the old group stays failed. (torch's
+    shrink_group, which is told whom to leave out, works on tutti groups too.)"""
     pg = _c10d._get_default_group() if group is None else group
-    new_pg, members = _shrink_group(pg)
+    new_backend, members = _C.shrink_alive(_backend(pg))
+    world = _c10d._world
+    old_ranks = world.pg_group_ranks.get(pg)
+    to_global = {r: g for g, r in old_ranks.items()} if old_ranks else {r: r for r in members}
+    new_pg = _c10d.ProcessGroup(_c10d.PrefixStore("tutti_shrunk/", _c10d.HashStore()), new_backend.rank(),
+                                new_backend.size())
+    new_pg._set_default_backend(_c10d.ProcessGroup.BackendType.CUSTOM)
+    new_pg._register_backend(_CPU, _c10d.ProcessGroup.BackendType.CUSTOM, new_backend)
+    name = f"tutti_shrunk_{len(world.pg_names)}_{pg.group_name}"
+    new_pg._set_group_name(name)
+    new_pg._set_group_desc("tutti.torch.shrink")
     # Registered as torch's new_group registers a group: the global rank of
     # each member, and its rank in the new group.
-    old_ranks = _c10d._pg_group_ranks.get(pg)
-    to_global = {r: g for g, r in old_ranks.items()} if old_ranks else {r: r for r in members}
-    _c10d._pg_group_ranks[new_pg] = {to_global[r]: i for i, r in enumerate(members)}
-    backend, store = _c10d._pg_map.get(pg, (BACKEND, None))
-    _c10d._pg_map[new_pg] = (backend, store)
-    _c10d._pg_names[new_pg] = "tutti_shrunk_" + str(len(_c10d._pg_names))
+    world.pg_group_ranks[new_pg] = {to_global[r]: i for i, r in enumerate(members)}
+    backend, store = world.pg_map.get(pg, (BACKEND, None))
+    world.pg_map[new_pg] = (backend, store)
+    world.pg_names[new_pg] = name
+    world.pg_backend_config[new_pg] = world.pg_backend_config.get(pg, f"cpu:{BACKEND}")
     return new_pg
