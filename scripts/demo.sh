@@ -15,6 +15,7 @@ if [ "$n" -gt 2 ]; then
   echo "    UnboundLocalError there, with any backend, and the other examples go on)"
 fi
 # MASTER_ADDR/MASTER_PORT as the tutorial sets them, on a port that is free.
-port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python=${TUTTI_VENV:-$PWD/.venv}/bin/python  # torch 2.13 (scripts/python_env.sh)
+port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port PYTHONPATH=build/python${PYTHONPATH:+:$PYTHONPATH} \
-  exec /usr/bin/python3 python/examples/seed_examples.py tutti "$n"
+  exec "$python" python/examples/seed_examples.py tutti "$n"

@@ -3,15 +3,14 @@ with two changes: CPU tensors (torch.device("cpu") where the tutorial has
 torch.device("cuda", rank)) and the backend named on the command line
 ("tutti" or "gloo"; the tutorial's default is "nccl").
 
-  /usr/bin/python3 python/examples/seed_examples.py [BACKEND] [WORLD_SIZE] [EXAMPLE ...]
+  .venv/bin/python python/examples/seed_examples.py [BACKEND] [WORLD_SIZE] [EXAMPLE ...]
 
 Runs the examples one after the other in one set of processes started the
 tutorial's way (torch.multiprocessing, spawn; MASTER_ADDR 127.0.0.1 and
 MASTER_PORT 29500 unless set): each example creates its group as the
 tutorial does. An example that raises prints "Rank r: <example> raised
-<error>" and the others go on (with gloo, reduce_scatter raises: torch 1.13's
-gloo backend has none; with more than two ranks, p2p_unblock_func raises
-on ranks other than 0 and 1, whose `req` the tutorial never sets).
+<error>" and the others go on (with more than two ranks, p2p_unblock_func
+raises on ranks other than 0 and 1, whose `req` the tutorial never sets).
 """
 import os
 import sys

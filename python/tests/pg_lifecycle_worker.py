@@ -1,12 +1,15 @@
 """One rank of the process-group lifecycle test (test_torch_survive.py).
 
-Six rounds, each a new default group on its own port (tcp:// init), then
-destroy_process_group. In every round a pending all_reduce that rank 1 never
-joins is ended by tutti.torch.abort from another thread: its Work fails with
-tutti.Aborted naming the reason, and tutti.torch.error() reports it; then a
-new group made on a new store prefix of the same job works. After every round
-no shared-memory segment is left, and the last four rounds end with no more
-threads or open files than the first two: nothing leaks.
+One round per port given (the test gives 20), each a new default group on
+its own port (tcp:// init), ended by destroy_process_group in even rounds
+and by torch's abort of every group (_abort_process_group) in odd ones. In
+every round a pending all_reduce that rank 1 never joins is ended by
+tutti.torch.abort from another thread: its Work fails with tutti.Aborted
+naming the reason, and tutti.torch.error() reports it; then a new group
+derived from the world's communicator works, the aborted one included.
+After every round no shared-memory segment is left, and the later rounds end
+with no more threads, sockets or open files than the first two: nothing
+leaks.
 """
 import datetime
 import gc
@@ -29,7 +32,14 @@ ports = sys.argv[1:]
 
 def resources():
     shm = sorted(f for f in os.listdir("/dev/shm") if f.startswith(os.environ["TUTTI_SHM_PREFIX"]))
-    return len(os.listdir("/proc/self/task")), len(os.listdir("/proc/self/fd")), shm
+    fds = os.listdir("/proc/self/fd")
+    sockets = 0
+    for fd in fds:
+        try:
+            sockets += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass  # the listing's own descriptor, closed by now
+    return len(os.listdir("/proc/self/task")), sockets, len(fds), shm
 
 
 seen = []
@@ -54,22 +64,27 @@ for i, port in enumerate(ports):
         err = tutti.torch.error(pg)
         assert isinstance(err, tutti.Aborted) and f"round {i}: given up" in str(err), repr(err)
     assert tutti.torch.error(dist.new_group([0, 1])) is None
-    # A group on a new store prefix of the same job (rank 1's default group
-    # is still healthy, rank 0's is aborted: new_group goes through the store).
+    # A group derived from the world's communicator (rank 1's is healthy,
+    # rank 0's is aborted: a derived group does not need its parent to work).
     g = dist.new_group(list(range(n)))
     t = torch.full((1000,), float(rank + 1))
     dist.all_reduce(t, group=g)
     assert torch.all(t == n * (n + 1) / 2), t[:4]
-    dist.destroy_process_group()
+    if i % 2 == 0:
+        dist.destroy_process_group()
+    else:
+        dist.distributed_c10d._abort_process_group()
+        assert not dist.is_initialized()
     del pg, g
     gc.collect()
     time.sleep(0.2)  # sockets torch's store closes in its own threads
     now = resources()
-    assert now[2] == [], now  # no segment of a destroyed group is left
-    seen.append(now[:2])
-# No more threads or open files in the last rounds than in the first two: a
-# leak of one a round would show four more.
-early = [max(x[k] for x in seen[:2]) for k in (0, 1)]
-late = [max(x[k] for x in seen[2:]) for k in (0, 1)]
-assert late[0] <= early[0] and late[1] <= early[1], seen
+    assert now[3] == [], now  # no segment of a destroyed group is left
+    assert now[1] == 0, now  # nor a socket
+    seen.append(now[:3])
+# No more threads, sockets or open files in the later rounds than in the
+# first two: a leak of one a round would show 18 more.
+early = [max(x[k] for x in seen[:2]) for k in range(3)]
+late = [max(x[k] for x in seen[2:]) for k in range(3)]
+assert all(late[k] <= early[k] for k in range(3)), seen
 print("ok", seen)

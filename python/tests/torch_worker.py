@@ -1,15 +1,19 @@
 """One rank of the multi-rank tests of the torch.distributed backend
 (test_torch_backend.py).
 
-Every operation torch.distributed 1.13 has, on CPU tensors of every dtype
-tutti supports with every reduce op that means something for it (AVG and
-PREMUL_SUM included), contiguous and not, on the default group, on a group
-that runs every operation asynchronously (TUTTI_TORCH_INLINE_BYTES=0) and on
-sub-groups; async Work (wait, is_completed, is_success, exception,
-get_future); errors. Inputs are random (never zero) and a function of (rank,
-case); every element is checked. Prints "ok <cases>" at the end.
+Every operation torch.distributed 2.13 routes to a CPU backend, on CPU
+tensors of every dtype tutti supports with every reduce op that means
+something for it (AVG and PREMUL_SUM included), contiguous and not, on the
+default group, on a group that runs every operation asynchronously
+(TUTTI_TORCH_INLINE_BYTES=0) and on sub-groups: the collectives and their
+coalesced forms (torch's coalescing manager too), point-to-point and
+batch_isend_irecv; async Work (wait, is_completed, is_success, exception,
+get_future); bad input. Inputs are random (never zero) and a function of
+(rank, case); every element is checked. Prints "ok <cases>" at the end.
 
-  torch_worker.py [INIT]      INIT: env (default), tcp or file:<path>
+  torch_worker.py [INIT]      INIT: env (default), tcp, file:<path>, store
+                              (a TCPStore passed to init_process_group) or
+                              cpu (backend "cpu:tutti")
 """
 import datetime
 import os
@@ -37,9 +41,16 @@ elif how == "tcp":
                             world_size=n)
 elif how.startswith("file:"):
     dist.init_process_group("tutti", init_method="file://" + how[5:], rank=rank, world_size=n)
+elif how == "store":
+    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), n, rank == 0,
+                          timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group("tutti", store=store, rank=rank, world_size=n)
+elif how == "cpu":
+    dist.init_process_group(backend="cpu:tutti", init_method="env://", rank=rank, world_size=n)
 else:
     raise SystemExit(f"unknown init method {how}")
-assert dist.get_backend() == "tutti" and dist.get_rank() == rank and dist.get_world_size() == n
+assert dist.get_rank() == rank and dist.get_world_size() == n
+assert dist.get_backend() == ("cpu:tutti" if how == "cpu" else "tutti"), dist.get_backend()
 if how != "env":
     t = torch.tensor([rank + 1.0])
     dist.all_reduce(t)
@@ -180,7 +191,7 @@ def make_op(op, scalar):
     if isinstance(op, str) and op == "premul":
         return _make_nccl_premul_sum(scalar)
     if isinstance(op, str) and op == "premul_tensor":
-        return _make_nccl_premul_sum([torch.tensor([scalar], dtype=torch.float64)])
+        return _make_nccl_premul_sum(torch.tensor([scalar], dtype=torch.float64))
     return op
 
 
@@ -200,7 +211,7 @@ def pg_of(group):
 def wait(w, async_):
     if async_:
         w.wait()
-        # all_reduce_coalesced(async_op=True) returns the Work's future in torch 1.13
+        # all_reduce_coalesced(async_op=True) returns the Work's future
         assert w.done() if hasattr(w, "done") else w.is_completed()
 
 
@@ -372,6 +383,93 @@ def point_to_point(group, tag):
     dist.barrier(group=group)
 
 
+def coalescing(group, tag):
+    """The coalesced forms torch 2.13 has: torch's coalescing manager over
+    all_reduce, all_gather_into_tensor and reduce_scatter_tensor (they reach
+    the backend as allreduce_coalesced, allgather_into_tensor_coalesced and
+    reduce_scatter_tensor_coalesced), the same with the backend's own
+    coalescing (a device given), all_gather_single and reduce_scatter_single,
+    and batch_isend_irecv."""
+    m = dist.get_world_size(group)
+    me = dist.get_rank(group)
+    g2w = [dist.distributed_c10d.get_global_rank(group, r) if group is not None else r for r in range(m)]
+    cm_ = dist.distributed_c10d._coalescing_manager
+    for case, (dt, async_, device) in enumerate(
+            [(dt, a, d) for dt in (torch.float32, torch.bfloat16, torch.int64) for a in (False, True)
+             for d in (None, torch.device("cpu"))], start=700000):
+        mode = f"{tag} {dt} {'async' if async_ else 'sync'} device={device}"
+        # all_reduce: three tensors of different shapes, one of them strided
+        shapes = [(5,), (2, 3), (7,)]
+        xs = [[data(dt, sh, r, case * 10 + i) for r in range(m)] for i, sh in enumerate(shapes)]
+        mine = [xs[i][me].clone() for i in range(len(shapes))]
+        mine[2] = strided(mine[2])
+        with cm_(group=group, device=device, async_ops=async_) as cm:
+            for t in mine:
+                dist.all_reduce(t, group=group, async_op=async_)
+        if async_:
+            cm.wait()
+        for i, t in enumerate(mine):
+            want, tol = reference(dt, R.SUM, xs[i], m)
+            check(f"{mode} coalesced all_reduce [{i}]", t, want, tol)
+        # all_gather_into_tensor: two outputs
+        ins = [data(dt, (3,), me, case + 1), data(dt, (2, 2), me, case + 2)]
+        outs = [torch.zeros((3 * m,), dtype=dt), torch.zeros((2 * m, 2), dtype=dt)]
+        with cm_(group=group, device=device, async_ops=async_) as cm:
+            for o, i in zip(outs, ins):
+                dist.all_gather_into_tensor(o, i, group=group, async_op=async_)
+        if async_:
+            cm.wait()
+        check(f"{mode} coalesced all_gather_into_tensor [0]", outs[0],
+              torch.cat([data(dt, (3,), r, case + 1) for r in range(m)]))
+        check(f"{mode} coalesced all_gather_into_tensor [1]", outs[1],
+              torch.cat([data(dt, (2, 2), r, case + 2) for r in range(m)]))
+        # reduce_scatter_tensor: two inputs
+        sizes = [4, 3]
+        full = [[data(dt, (sz * m,), r, case + 3 + i) for r in range(m)] for i, sz in enumerate(sizes)]
+        outs = [torch.zeros((sz,), dtype=dt) for sz in sizes]
+        with cm_(group=group, device=device, async_ops=async_) as cm:
+            for i, o in enumerate(outs):
+                dist.reduce_scatter_tensor(o, full[i][me].clone(), group=group, async_op=async_)
+        if async_:
+            cm.wait()
+        for i, sz in enumerate(sizes):
+            want, tol = reference(dt, R.SUM, [f[me * sz:(me + 1) * sz] for f in full[i]], m)
+            check(f"{mode} coalesced reduce_scatter_tensor [{i}]", outs[i], want, tol)
+    # torch 2.13's names of the tensor forms
+    x = data(torch.float32, (4,), me, 710000)
+    out = torch.zeros(4 * m)
+    dist.all_gather_single(out, x, group=group)
+    check(f"{tag} all_gather_single", out, torch.cat([data(torch.float32, (4,), r, 710000) for r in range(m)]))
+    full = [data(torch.float64, (2 * m,), r, 710001) for r in range(m)]
+    out = torch.zeros(2, dtype=torch.float64)
+    dist.reduce_scatter_single(out, full[me].clone(), group=group)
+    want, tol = reference(torch.float64, R.SUM, [f[me * 2:(me + 1) * 2] for f in full], m)
+    check(f"{tag} reduce_scatter_single", out, want, tol)
+    if m < 2:
+        return
+    # batch_isend_irecv: a ring both ways, two tensors each way, with tags
+    nxt, prv = (me + 1) % m, (me - 1) % m
+    for case in range(720000, 720004):
+        dt = DTYPES[case % len(DTYPES)]
+        got = {(peer, k): torch.zeros((3 + k,), dtype=dt) for peer in (nxt, prv) for k in range(2)}
+        ops = []
+        for k in range(2):
+            ops.append(dist.P2POp(dist.irecv, got[(prv, k)], g2w[prv], group=group, tag=k))
+            ops.append(dist.P2POp(dist.isend, data(dt, (3 + k,), me * 10 + nxt, case + k), g2w[nxt], group=group, tag=k))
+            if m > 2:
+                ops.append(dist.P2POp(dist.isend, data(dt, (3 + k,), me * 10 + prv, case + k + 2), g2w[prv],
+                                      group=group, tag=k + 2))
+                ops.append(dist.P2POp(dist.irecv, got[(nxt, k)], g2w[nxt], group=group, tag=k + 2))
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        for k in range(2):
+            check(f"{tag} batch_isend_irecv from prev [{k}]", got[(prv, k)], data(dt, (3 + k,), prv * 10 + me, case + k))
+            if m > 2:
+                check(f"{tag} batch_isend_irecv from next [{k}]", got[(nxt, k)],
+                      data(dt, (3 + k,), nxt * 10 + me, case + k + 2))
+    dist.barrier(group=group)
+
+
 def futures(group, tag):
     """get_future on finished and on pending Works; then(); result()."""
     m = dist.get_world_size(group)
@@ -383,7 +481,7 @@ def futures(group, tag):
     assert isinstance(res, list) and res[0] is not None
     check(f"{tag} future value", res[0], torch.full((300000,), m * (m + 1) / 2, dtype=torch.float64), 0.0)
     check(f"{tag} future then", chained.wait(), torch.full((300000,), float(m * (m + 1)), dtype=torch.float64), 0.0)
-    assert w.is_completed() and w.is_success() and tutti.torch.work_exception(w) is None
+    assert w.is_completed() and w.is_success() and w.exception() is None
     small = torch.ones(3)
     w = dist.all_reduce(small, group=group, async_op=True)
     w.wait()
@@ -439,6 +537,31 @@ def errors():
     expect(tutti.InvalidArgument, ["_allgather_base", f"expected {4 * n}"],
            lambda: dist.all_gather_into_tensor(torch.zeros(3 * n + 1 if n > 1 else 3), torch.ones(4)))
     expect(tutti.InvalidArgument, ["tag -1"], lambda: dist.isend(t, 0, tag=-1))
+    # Bad input is refused on the calling rank, naming the argument.
+    expect(tutti.InvalidArgument, ["_allgather_base", "the output has dtype Double, expected Float"],
+           lambda: dist.all_gather_into_tensor(torch.zeros(4 * n, dtype=torch.float64), torch.ones(4)))
+    expect(tutti.InvalidArgument, ["_reduce_scatter_base", "the input has dtype Int, expected Float"],
+           lambda: dist.reduce_scatter_tensor(torch.zeros(2), torch.zeros(2 * n, dtype=torch.int32)))
+    expect(ValueError, ["different dtypes"],
+           lambda: dist.all_gather([torch.zeros(4, dtype=torch.int64) for _ in range(n)], torch.ones(4)))
+    # torch's dispatcher sends tensors of other devices to other backends
+    # (meta tensors to its meta kernels): called on the backend itself, such
+    # a tensor is refused.
+    cpu_backend = pg_of(None)._get_backend(torch.device("cpu"))
+    expect(tutti.InvalidArgument, ["allreduce", "the tensor is on device meta"],
+           lambda: cpu_backend.allreduce([torch.empty(4, device="meta")], dist.AllreduceOptions()))
+    outs = [torch.zeros(4) for _ in range(n)]
+    outs[n - 1] = torch.empty(4, device="meta")
+    expect(tutti.InvalidArgument, ["allgather", f"output {n - 1} is on device meta"],
+           lambda: cpu_backend.allgather([outs], [torch.ones(4)], dist.distributed_c10d.AllgatherOptions()))
+    # Sizes that disagree between ranks: every rank fails at once, naming both calls.
+    if n > 1:
+        bad = dist.new_group(list(range(n)), timeout=datetime.timedelta(seconds=60))
+        t0 = time.monotonic()
+        count = 1000 + (1 if rank == n - 1 else 0)
+        expect(tutti.Mismatch, ["all_reduce (4000 B", "all_reduce (4004 B", "at the same point"],
+               lambda: dist.all_reduce(torch.ones(count), group=bad))
+        assert time.monotonic() - t0 < 10, time.monotonic() - t0
     # Timeout: a group with a short timeout where rank 1 never joins an all_reduce.
     g = dist.new_group(list(range(n)), timeout=datetime.timedelta(seconds=5))
     if rank == 0 and n > 1:
@@ -448,9 +571,10 @@ def errors():
         # later operations on that group fail at once; the Work carries the error
         w = dist.all_reduce(torch.ones(8), group=g, async_op=True)
         assert w.is_completed() and not w.is_success()
-        e = tutti.torch.work_exception(w)
-        assert isinstance(e, tutti.Error) and "all_reduce" in str(e), repr(e)
+        e = w.exception()
+        assert isinstance(e, RuntimeError) and "Timeout" in str(e) and "all_reduce" in str(e), repr(e)
         expect(tutti.Error, ["all_reduce"], w.wait)
+        assert isinstance(tutti.torch.error(g), tutti.Timeout), repr(tutti.torch.error(g))
     dist.barrier()
     # wait(timeout) on a receive not matched yet: Timeout, and the receive goes on
     h = dist.new_group(list(range(n)))
@@ -459,7 +583,7 @@ def errors():
         w = dist.irecv(buf, 1, group=h, tag=5)
         expect(tutti.Timeout, ["did not finish within the wait's timeout of 200 ms"],
                lambda: w.wait(datetime.timedelta(milliseconds=200)))
-        assert not w.is_completed() and tutti.torch.work_exception(w) is None
+        assert not w.is_completed() and w.exception() is None
     dist.barrier()
     if rank == 1:
         dist.send(torch.tensor([3.0]), 0, group=h, tag=5)
@@ -510,12 +634,15 @@ point_to_point(None, "world")
 point_to_point(async_group, "async group")
 futures(None, "world")
 futures(async_group, "async group")
+coalescing(None, "world")
+coalescing(async_group, "async group")
 # sub-groups: the odd ranks, and the last two in reverse order
 odd = list(range(1, n, 2)) or [0]
 sub = dist.new_group(odd)
 if rank in odd:
     collectives(sub, f"new_group({odd})")
     point_to_point(sub, f"new_group({odd})")
+    coalescing(sub, f"new_group({odd})")
 rev = [n - 1, 0] if n > 1 else [0]
 sub2 = dist.new_group(rev)
 if rank in rev:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 set -euo pipefail
-build=$1 consumer=$2 tuttirun=$3
+build=$1 consumer=$2 tuttirun=$3 python=$4
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
@@ -25,7 +25,7 @@ echo "$out" | grep -q "consumer rank 1 of 2: sum 3"
 if [ -d "$build/python/tutti" ]; then
   pkgdir="$work/prefix/lib/python3/dist-packages"
   test -f "$pkgdir/tutti/__init__.py"
-  PYTHONPATH="$pkgdir" /usr/bin/python3 - "$pkgdir" <<'PY'
+  PYTHONPATH="$pkgdir" "$python" - "$pkgdir" <<'PY'
 import sys, numpy as np, tutti
 assert tutti.__file__.startswith(sys.argv[1]), tutti.__file__
 c = tutti.init(rank=0, world_size=1)
@@ -35,7 +35,16 @@ assert list(x) == [0.0, 1.0, 2.0, 3.0]
 print("installed python package: ok")
 PY
   if ls "$build"/python/tutti/torch/_C*.so >/dev/null 2>&1; then
-    PYTHONPATH="$pkgdir" /usr/bin/python3 -c "import tutti.torch, torch.distributed as d; assert 'TUTTI' in d.Backend._plugins; print('installed torch backend: ok')"
+    PYTHONPATH="$pkgdir" "$python" - "$pkgdir" <<'PY'
+import sys, torch, torch.distributed as d, tutti.torch
+assert tutti.torch.__file__.startswith(sys.argv[1]), tutti.torch.__file__
+d.init_process_group("tutti", store=d.HashStore(), rank=0, world_size=1)
+x = torch.arange(4.0)
+d.all_reduce(x)
+assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
+d.destroy_process_group()
+print("installed torch backend: ok")
+PY
   fi
 fi
 echo "install test passed"

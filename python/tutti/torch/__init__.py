@@ -33,6 +33,7 @@ from any thread; tutti.torch.error(group) is the error a group failed with
 (None while it works); tutti.torch.failed_ranks(group) the members known lost.
 """
 import datetime as _datetime
+import os
 
 import torch
 import torch.distributed as _dist
@@ -85,8 +86,15 @@ def _create(dist_opts, backend_options):
             if b is None:
                 raise RuntimeError(f"tutti: rank {world.rank()} is not among {ranks}")
             return b
-    return _C.create_backend(dist_opts.store, dist_opts.group_rank, dist_opts.group_size, timeout,
-                             dist_opts.group_id)
+    store = dist_opts.store
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True):
+        # torchrun's workers meet in its agent's store, which outlives a
+        # restart of the group: torch 2.13 hands every attempt the same keys,
+        # so a new attempt would read the addresses of the last one (gloo
+        # then fails to connect). Each attempt gets keys of its own, as
+        # torch's rendezvous used to give it.
+        store = _dist.PrefixStore(f"tutti/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+    return _C.create_backend(store, dist_opts.group_rank, dist_opts.group_size, timeout, dist_opts.group_id)
 
 
 if BACKEND.upper() not in _dist.Backend._plugins:
@@ -172,16 +180,12 @@ def _split_tutti_group(parent_pg, split_ranks, timeout, pg_options, group_desc):
         return None
     global_ranks = [parent_group_to_global[r] for r in my_group]
     _tutti_backend_of(split_pg)._set_sequence_number_for_group()
-    parent_backend_str, _ = world.pg_map[parent_pg]
-    world.pg_map[split_pg] = (parent_backend_str, split_pg.get_group_store() if hasattr(
-        split_pg, "get_group_store") else None)
-    world.pg_names[split_pg] = split_pg.group_name
-    world.pg_group_ranks[split_pg] = {g: i for i, g in enumerate(global_ranks)}
-    world.pg_backend_config[split_pg] = str(_c10d.BackendConfig(_c10d.Backend(parent_backend_str)))
-    pg_tag = f"ptd:{split_pg.group_name}"
-    world.tags_to_pg.setdefault(pg_tag, []).append(split_pg)
-    world.tags_to_pg.setdefault("", []).append(split_pg)
-    world.pg_to_tag[split_pg] = pg_tag
+    parent_backend_str, parent_store = world.pg_map[parent_pg]
+    # Registered as torch's split_group registers its result.
+    _c10d._register_pg_in_world(
+        pg=split_pg, backend_name=parent_backend_str, store=parent_store, group_name=split_pg.group_name,
+        backend_config=str(_c10d.BackendConfig(_c10d.Backend(parent_backend_str))),
+        rank_mapping={g: i for i, g in enumerate(global_ranks)}, add_to_default_tag=True)
     return split_pg
 
 
@@ -232,18 +236,18 @@ def shrink(group=None):
     world = _c10d._world
     old_ranks = world.pg_group_ranks.get(pg)
     to_global = {r: g for g, r in old_ranks.items()} if old_ranks else {r: r for r in members}
-    new_pg = _c10d.ProcessGroup(_c10d.PrefixStore("tutti_shrunk/", _c10d.HashStore()), new_backend.rank(),
-                                new_backend.size())
-    new_pg._set_default_backend(_c10d.ProcessGroup.BackendType.CUSTOM)
+    backend_name, store = world.pg_map.get(pg, (BACKEND, None))
+    name = f"{pg.group_name}:tutti_shrunk:{len(world.pg_names)}"
+    new_pg = _c10d.ProcessGroup(_dist.PrefixStore(f"{name}/", store.clone() if store is not None else _dist.HashStore()),
+                                new_backend.rank(), new_backend.size())
     new_pg._register_backend(_CPU, _c10d.ProcessGroup.BackendType.CUSTOM, new_backend)
-    name = f"tutti_shrunk_{len(world.pg_names)}_{pg.group_name}"
+    new_pg._set_default_backend(_c10d.ProcessGroup.BackendType.CUSTOM)
     new_pg._set_group_name(name)
-    new_pg._set_group_desc("tutti.torch.shrink")
+    new_pg._set_group_desc(f"{pg.group_desc}:tutti_shrunk")
     # Registered as torch's new_group registers a group: the global rank of
     # each member, and its rank in the new group.
-    world.pg_group_ranks[new_pg] = {to_global[r]: i for i, r in enumerate(members)}
-    backend, store = world.pg_map.get(pg, (BACKEND, None))
-    world.pg_map[new_pg] = (backend, store)
-    world.pg_names[new_pg] = name
-    world.pg_backend_config[new_pg] = world.pg_backend_config.get(pg, f"cpu:{BACKEND}")
+    _c10d._register_pg_in_world(
+        pg=new_pg, backend_name=backend_name, store=store, group_name=name,
+        backend_config=world.pg_backend_config.get(pg, f"cpu:{BACKEND}"),
+        rank_mapping={to_global[r]: i for i, r in enumerate(members)}, add_to_default_tag=True)
     return new_pg
