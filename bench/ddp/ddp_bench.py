@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """DistributedDataParallel training steps on 2 ranks, backend "tutti" against
 "gloo" in one run, beside the same model's step in one process without DDP
 (the compute alone). docs/performance.md ("DDP, end to end") shows its table.
 
-  /usr/bin/python3 bench/ddp/ddp_bench.py [--models large,small] [--reps 5] [--steps 20] [--warmup 5]
+  .venv/bin/python bench/ddp/ddp_bench.py [--models large,small] [--reps 5] [--steps 20] [--warmup 5]
         [--systems compute,tutti,gloo] [--json FILE]
 
 Systems: compute (one process, no DDP), tutti, gloo, nocomm (DDP on 2 ranks
@@ -29,7 +29,7 @@ function of (rank, step), so both backends train the same model on the
 same data: their final losses must agree (to 1e-6, relative), or the run
 fails.
 
-Run with Debian's /usr/bin/python3. Backend "tutti" imports tutti.torch from
+Run with the project's venv (torch 2.13). Backend "tutti" imports tutti.torch from
 build/python unless tutti is importable already; gloo stays on loopback
 (GLOO_SOCKET_IFNAME=lo).
 """

@@ -41,7 +41,7 @@ Needs: build/bin/tuttirun and build/bin/tutti-bench (cmake --build build
 --target tutti-bench tuttirun), the peers (bench/peers/setup.sh; compare.py
 runs bench/peers/build.sh itself), and matplotlib for the plot (if
 the python3 running this lacks it, compare.py re-executes itself with
-Debian's /usr/bin/python3).
+Debian's /usr/bin/python3; torch's systems run with the project's .venv).
 Exit status: 0 when every run that could run did and no row was wrong,
 1 otherwise, 2 bad options.
 """
@@ -58,7 +58,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SYSTEM_PY = "/usr/bin/python3"  # Debian's python, the one python3-torch / -matplotlib are for
+SYSTEM_PY = "/usr/bin/python3"  # Debian's python, the one python3-matplotlib is for
+# torch 2.13 and the torch backend: the project's venv (scripts/python_env.sh).
+TORCH_PY = os.path.join(os.environ.get("TUTTI_VENV") or os.path.join(ROOT, ".venv"), "bin", "python")
 
 
 def ensure_matplotlib():
@@ -206,10 +208,10 @@ def command(system, a, json_path, sweep):
     if system == "gloo":
         return [os.path.join(b, "peers", "gloo_bench"), "--np", str(a.n)] + args, {"PEERS_BIND_CORES": "1"}
     if system == "torch-gloo":
-        return ([SYSTEM_PY, os.path.join(HERE, "torch_bench.py"), "--np", str(a.n)] + args,
+        return ([TORCH_PY, os.path.join(HERE, "torch_bench.py"), "--np", str(a.n)] + args,
                 {"GLOO_SOCKET_IFNAME": "lo", "PEERS_BIND_CORES": "1"})
     if system == "torch-tutti":  # tutti as a torch.distributed backend (build/python)
-        return ([SYSTEM_PY, os.path.join(HERE, "torch_bench.py"), "--np", str(a.n), "--backend", "tutti"] + args,
+        return ([TORCH_PY, os.path.join(HERE, "torch_bench.py"), "--np", str(a.n), "--backend", "tutti"] + args,
                 {"GLOO_SOCKET_IFNAME": "lo", "PEERS_BIND_CORES": "1"})
     raise ValueError(system)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the peers tutti is compared against, from Debian (bookworm):
-# Open MPI, MPICH, Gloo (C++), PyTorch (CPU, its gloo backend), numpy and
-# matplotlib. Idempotent: asks dpkg first and only runs apt-get (update, then
+# Open MPI, MPICH, Gloo (C++), numpy and matplotlib (torch 2.13, whose gloo
+# backend is a peer too, is in the project's venv: scripts/python_env.sh). Idempotent: asks dpkg first and only runs apt-get (update, then
 # install) when something is missing. Needs root (or sudo).
 set -euo pipefail
 
@@ -9,7 +9,6 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev   # mpicc.openmpi, mpirun.openmpi
   mpich libmpich-dev           # mpicc.mpich, mpiexec.mpich (hydra)
   libgloo-dev                  # /usr/include/gloo, libgloo.so
-  python3-torch                # torch.distributed, backend "gloo"
   python3-numpy python3-matplotlib
   build-essential              # gcc/g++ for the MPI wrappers and gloo_bench
 )

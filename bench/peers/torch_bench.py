@@ -1,16 +1,15 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """torch_bench: tutti-bench's loop against torch.distributed, backend "gloo"
-or "tutti" (Debian's python3-torch 1.13, CPU tensors).
+or "tutti" (torch 2.13 of the project's .venv, CPU tensors).
 
-  /usr/bin/python3 bench/peers/torch_bench.py --np N COLL [--backend gloo|tutti] [-b MIN] [-e MAX] [-f F]
+  .venv/bin/python bench/peers/torch_bench.py --np N COLL [--backend gloo|tutti] [-b MIN] [-e MAX] [-f F]
         [-n ITERS] [-w WARMUP] [-c 0|1] [-d float32] [-o sum|product|min|max] [-r ROOT] [--json FILE]
       starts N ranks itself (subprocesses with RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1
       and a free MASTER_PORT; init_method env://);
-  build/bin/tuttirun -n N /usr/bin/python3 bench/peers/torch_bench.py COLL ...
+  build/bin/tuttirun -n N .venv/bin/python bench/peers/torch_bench.py COLL ...
       (any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
 
-Run it with Debian's /usr/bin/python3 (the one python3-torch is installed
-for). Backend "tutti" imports tutti.torch from build/python (the build's
+Run it with the project's venv (scripts/python_env.sh). Backend "tutti" imports tutti.torch from build/python (the build's
 Python package) unless tutti is importable already. GLOO_SOCKET_IFNAME defaults to "lo" so that gloo stays on loopback;
 torch uses one intra-op thread per rank (torch.set_num_threads(1)) as the
 ranks share the machine's cores.
@@ -25,13 +24,13 @@ sums and products within (n + 1) * eps * sum|x| + n * denorm_min).
 Collectives: all_reduce, broadcast and reduce are in place in
 torch.distributed (no out-of-place form): the timed iterations run on one
 buffer, which starts as the input (for the check it is refilled first).
-all_gather is dist.all_gather_into_tensor where the backend has it (tutti);
-gloo in 1.13 has no _allgather_base, so there all_gather writes into a list
-of views of one output tensor (dist.all_gather; the JSON rows name the call),
+all_gather is dist.all_gather_into_tensor where the backend has it; one
+without _allgather_base gets a list of views of one output tensor
+(dist.all_gather; the JSON rows name the call),
 gather and scatter likewise with lists of views, all_to_all is
 dist.all_to_all_single, sendrecv dist.isend to rank+1 and dist.irecv from
-rank-1. A collective the gloo backend rejects (reduce_scatter in 1.13) is
-reported as not available: exit status 3, no rows.
+rank-1. A collective the backend rejects is reported as not available:
+exit status 3, no rows.
 Exit status: 0 all rows correct, 1 wrong elements or an error, 2 bad
 options, 3 collective not available.
 """
@@ -289,7 +288,7 @@ def main(argv):
         return EXIT_USAGE
 
     nxt, prv = (rank + 1) % n, (rank - 1 + n) % n
-    # all_gather: all_gather_into_tensor unless the backend lacks it (gloo in 1.13).
+    # all_gather: all_gather_into_tensor unless the backend lacks it.
     gather_into_tensor = [a.backend != "gloo"]
     # all_reduce and reduce have no out-of-place form in torch.distributed
     # (broadcast is one buffer in tutti-bench too, reported as not in place).

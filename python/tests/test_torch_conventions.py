@@ -55,3 +55,7 @@ def test_timeouts_say_timed_out(tmp_path):
 @pytest.mark.parametrize("n", [2, 3])
 def test_monitored_barrier(n, tmp_path):
     run_part("monitored", n, tmp_path)
+
+
+def test_groups_split_shrink_timeout(tmp_path):
+    run_part("groups", 4, tmp_path, lambda r: {"TUTTI_TRANSPORT": "tcp"})

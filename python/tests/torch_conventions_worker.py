@@ -18,6 +18,11 @@ PART is one of:
              name the rank, the peer, the operation and its sequence number
   monitored  monitored_barrier: a rank missing, timeout 0, wait_all_ranks,
              the answer other ranks get, and a rank that has already left
+  groups     (4 ranks over TCP) sequence numbers; new_group made from the
+             world's communicator without a rendezvous through the store,
+             opening no connection outside the group; split_group;
+             set_timeout; shrink_group leaving out a live rank, then a
+             killed one from the default group
 
 Prints "ok <checks>" at the end.
 """
@@ -370,8 +375,116 @@ def monitored_part():
         store.wait(["monitored_done"], sec(seconds=30))
 
 
+
+# ---- groups -----------------------------------------------------------------------
+
+def sockets():
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass
+    return count
+
+
+def groups_part():
+    ok(n == 4 and os.environ.get("TUTTI_TRANSPORT") == "tcp", "the test runs 4 ranks over TCP")
+    init()
+    cpu = torch.device("cpu")
+    world = dist.group.WORLD
+
+    def met_in_store(group):
+        """Whether tutti's rendezvous left its keys in the group's store."""
+        return dist.distributed_c10d._world.pg_map[group][1].check(["cpu//tutti/job_id"])  # torch adds a "/" to each prefix
+
+    # Sequence numbers: one per operation, the same on every rank.
+    b = world._get_backend(cpu)
+    s0 = b._get_sequence_number_for_group()
+    dist.all_reduce(torch.ones(2))
+    dist.broadcast(torch.ones(2), 0)
+    ok(b._get_sequence_number_for_group() == s0 + 2, "two operations, two sequence numbers")
+    seqs = [None] * n
+    dist.all_gather_object(seqs, b._get_sequence_number_for_group())
+    ok(len(set(seqs)) == 1, f"sequence numbers agree: {seqs}")
+
+    # new_group: the members derive it from the world's communicator. The
+    # world's rendezvous left its keys in the store; a derived group leaves
+    # none, and opens no connection outside it.
+    ok(met_in_store(world), "the world met through the store")
+    dist.barrier()
+    before = sockets()
+    g = dist.new_group([0, 1])
+    if rank < 2:
+        ok(not met_in_store(g), "new_group did not meet through the store")
+        x = torch.full((1 << 18,), float(rank + 1))
+        dist.all_reduce(x, group=g)
+        ok(torch.all(x == 3.0).item(), "all_reduce on new_group([0, 1])")
+    dist.barrier()
+    opened = sockets() - before
+    if rank < 2:
+        ok(opened <= 1, f"a member opened {opened} sockets (at most one, to the other member)")
+    else:
+        ok(opened == 0, f"a rank outside the group opened {opened} sockets")
+
+    # split_group (torch 2.13 refuses it on CPU before it asks the backend;
+    # tutti.torch lets it through for tutti groups).
+    parts = dist.split_group(split_ranks=[[0, 1], [2, 3]])
+    mine = [0, 1] if rank < 2 else [2, 3]
+    ok(dist.get_process_group_ranks(parts) == mine, f"split_group's ranks {dist.get_process_group_ranks(parts)}")
+    ok(not met_in_store(parts), "split_group did not meet through the store")
+    x = torch.tensor([float(rank)])
+    dist.all_reduce(x, group=parts)
+    ok(x.item() == sum(mine), f"all_reduce on the split {mine}: {x}")
+    middle = dist.split_group(split_ranks=[[1, 2]])
+    ok((middle is None) == (rank in (0, 3)), "ranks left out of every split get None")
+    if middle is not None:
+        y = torch.tensor([float(rank * 10)])
+        dist.broadcast(y, src=2, group=middle)
+        ok(y.item() == 20.0, f"broadcast on split [1, 2] from global rank 2: {y}")
+    # a split of a split: group ranks of the parent
+    halves = dist.split_group(parent_pg=parts, split_ranks=[[0], [1]])
+    ok(dist.get_world_size(halves) == 1, "split of a split")
+    dist.barrier()
+
+    # set_timeout: a group whose operations give up after 300 ms.
+    h = dist.new_group(list(range(n)))
+    h.set_timeout(datetime.timedelta(milliseconds=300))
+    if rank == 0:
+        t0 = time.monotonic()
+        expect(tutti.Timeout, ["Timed out", "all_reduce"], lambda: dist.all_reduce(torch.ones(4), group=h))
+        ok(time.monotonic() - t0 < 5, f"set_timeout(300 ms): gave up after {time.monotonic() - t0:.2f} s")
+    dist.barrier()
+
+    # shrink_group leaving out a live rank: the others alone make the group.
+    sub = dist.new_group(list(range(n)))
+    if rank != 3:
+        small = dist.shrink_group([3], group=sub)
+        ok(dist.get_process_group_ranks(small) == [0, 1, 2], "shrink_group's ranks")
+        z = torch.tensor([float(rank + 1)])
+        dist.all_reduce(z, group=small)
+        ok(z.item() == 6.0, f"all_reduce on the shrunk group: {z}")
+    dist.barrier()
+
+    # A killed rank, then shrink_group of the default group: the survivors
+    # carry on in a new default group.
+    if rank == 3:
+        print(f"ok {checks}")
+        sys.stdout.flush()
+        os._exit(0)
+    expect(tutti.Error, ["rank 3"], lambda: dist.all_reduce(torch.ones(1 << 16)))
+    ok(isinstance(tutti.torch.error(), (tutti.PeerLost, tutti.Revoked, tutti.Mismatch, tutti.Timeout)),
+       f"error state: {tutti.torch.error()!r}")
+    dist.shrink_group([3])
+    ok(dist.get_world_size() == 3 and dist.get_rank() == rank, "the default group is the survivors")
+    w = torch.full((1000,), float(rank + 1))
+    dist.all_reduce(w)
+    ok(torch.all(w == 6.0).item(), f"all_reduce after shrink_group: {w[:3]}")
+    ok(tutti.torch.error() is None, "the new default group works")
+
+
 {"env": env_part, "profiling": profiling_part, "sparse": sparse_part, "timeouts": timeouts_part,
- "monitored": monitored_part}[part]()
+ "monitored": monitored_part, "groups": groups_part}[part]()
 if dist.is_initialized():
     dist.destroy_process_group()
 print(f"ok {checks}")

@@ -462,6 +462,81 @@ TEST_P(MultiRankPairs, TimeoutNamesThePeer) {
       opts());
 }
 
+// Named groups (MPI_Comm_create_group): only the members call, the others
+// go on with other work; the same list under another name is another group;
+// a parent that was aborted still makes them; non-members get nothing.
+TEST_P(MultiRank, NamedGroupsAreMadeByTheirMembersAlone) {
+  spawn(
+      world(),
+      [](Communicator& world) {
+        const int n = world.size(), r = world.rank();
+        std::vector<int> low, high;
+        for (int i = 0; i < n; ++i) (i < (n + 1) / 2 ? low : high).push_back(i);
+        const std::vector<int>& mine = r < (n + 1) / 2 ? low : high;
+        // Each half makes two groups of itself, in reverse rank order, while
+        // the other half makes its own: no call on the other half's side.
+        std::vector<int> rev(mine.rbegin(), mine.rend());
+        auto a = world.new_group(rev, "half a");
+        auto b = world.new_group(rev, "half b");
+        ASSERT_TRUE(a.has_value() && b.has_value());
+        EXPECT_EQ(a->size(), static_cast<int>(mine.size()));
+        EXPECT_EQ(a->rank(), static_cast<int>(mine.size()) - 1 - (r - mine.front()));
+        EXPECT_EQ(a->world_ranks(), rev);
+        // Not a member: nothing, and nothing sent.
+        const std::vector<int>& other = r < (n + 1) / 2 ? high : low;
+        if (!other.empty()) {
+          EXPECT_FALSE(world.new_group(other, "half a").has_value());
+        }
+        // The two groups of one list are two communicators: operations in
+        // flight on both at once do not mix.
+        std::vector<std::int64_t> x(500), y(500);
+        for (int i = 0; i < 500; ++i) {
+          x[i] = 1000003 * r + i;
+          y[i] = 7919 * r - i;
+        }
+        Work wx = a->iall_reduce(x.data(), x.data(), x.size(), DataType::Int64, ReduceOp::SUM);
+        Work wy = b->iall_reduce(y.data(), y.data(), y.size(), DataType::Int64, ReduceOp::MAX);
+        wy.wait();
+        wx.wait();
+        for (int i = 0; i < 500; ++i) {
+          std::int64_t sx = 0, my = 0;
+          for (int m : mine) sx += 1000003 * m + i;
+          my = 7919 * mine.back() - i;
+          ASSERT_EQ(x[i], sx);
+          ASSERT_EQ(y[i], my);
+        }
+        CaseInfo c;
+        c.id = 4343;
+        c.dtype = DataType::Float64;
+        c.count = 1001;
+        c.root = 0;
+        c.op = ReduceOpKind::Sum;
+        check_all_gather(*b, c);
+        check_reduce_scatter(*a, c);
+        // A parent that was aborted still makes a working group.
+        auto parent = copy_of(world);
+        parent->abort("aborted on purpose");
+        auto after = parent->new_group(mine, "after the abort");
+        ASSERT_TRUE(after.has_value());
+        std::int32_t v = r + 1;
+        after->all_reduce(&v, &v, 1, DataType::Int32, ReduceOp::SUM);
+        std::int32_t want = 0;
+        for (int m : mine) want += m + 1;
+        EXPECT_EQ(v, want);
+        // Bad lists are refused before anything is sent.
+        std::vector<int> twice{r, r};
+        Error e = expect_error([&] { world.new_group(twice, "bad"); });
+        EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+        EXPECT_CONTAINS(e.message(), "is listed twice");
+        std::vector<int> outside{n};
+        e = expect_error([&] { world.new_group(outside, "bad"); });
+        EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+        EXPECT_CONTAINS(e.message(), "is not in this communicator");
+        world.barrier();
+      },
+      opts());
+}
+
 INSTANTIATE_TEST_SUITE_P(World, MultiRank,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 8), ::testing::Values("auto", "tcp")),
                          world_and_transport);

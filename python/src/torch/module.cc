@@ -53,13 +53,17 @@ PYBIND11_MODULE(_C, m) {
       "A backend for `size` ranks that meet through `store` (torch's c10d store of the group)");
   m.def(
       "derive_backend",
-      [](const BackendPtr& parent, const std::vector<int>& ranks, const std::string& name,
-         std::chrono::milliseconds timeout) -> BackendPtr { return tutti_backend(parent).derive(ranks, name, timeout); },
-      py::arg("parent"), py::arg("ranks"), py::arg("name"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
-      "A backend of the members `ranks` of `parent` (its ranks, in the group's order), named `name`, made by the "
-      "members alone without the store (None where this rank is not a member)");
-  m.def("is_tutti", [](const BackendPtr& b) { return dynamic_cast<tutti_torch::ProcessGroupTutti*>(b.get()) != nullptr; },
-        py::arg("backend"));
+      [](const BackendPtr& parent, const std::vector<int>& ranks, std::chrono::milliseconds timeout,
+         const std::string& group_name) -> BackendPtr {
+        return tutti_backend(parent).derive(ranks, timeout, group_name);
+      },
+      py::arg("parent"), py::arg("ranks"), py::arg("timeout"), py::arg("group_name"),
+      py::call_guard<py::gil_scoped_release>(),
+      "A backend of the members `ranks` of `parent` (its ranks, in the group's order), made by the members alone "
+      "without the store (None where this rank is not a member)");
+  m.def(
+      "is_tutti", [](const BackendPtr& b) { return dynamic_cast<tutti_torch::ProcessGroupTutti*>(b.get()) != nullptr; },
+      py::arg("backend"));
   m.def(
       "abort", [](const BackendPtr& b, const std::string& reason) { tutti_backend(b).abort(reason); },
       py::arg("backend"), py::arg("reason") = "abort() called", py::call_guard<py::gil_scoped_release>(),

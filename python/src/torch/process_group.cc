@@ -676,25 +676,31 @@ c10::intrusive_ptr<ProcessGroupTutti> ProcessGroupTutti::shrink_alive() {
   return c10::make_intrusive<ProcessGroupTutti>(live("shrink").shrink(), timeout_, group_name_ + ":shrunk");
 }
 
-c10::intrusive_ptr<ProcessGroupTutti> ProcessGroupTutti::derive(const std::vector<int>& ranks, const std::string& name,
-                                                                std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<ProcessGroupTutti> ProcessGroupTutti::derive(const std::vector<int>& ranks,
+                                                                std::chrono::milliseconds timeout,
+                                                                const std::string& group_name) {
   std::optional<tutti::Communicator> c;
   {
     std::lock_guard<std::mutex> g(post_mu_);
-    c = live("new_group").new_group(ranks, name);
+    tutti::Communicator& parent = live("new_group");
+    if (std::find(ranks.begin(), ranks.end(), rank_) == ranks.end()) return nullptr;
+    // Every member of a group takes part in making it, and only members
+    // count here: the k-th group of exactly these members is the same
+    // group on each of them. (torch's names for it may differ between
+    // ranks: split_group hashes in how many groups a rank has.)
+    std::string key;
+    for (int r : ranks) key += std::to_string(r) + ",";
+    const std::uint64_t k = ++made_[key];
+    c = parent.new_group(ranks, "members " + key + " #" + std::to_string(k));
   }
-  if (!c) return nullptr;
-  return c10::make_intrusive<ProcessGroupTutti>(std::move(*c), timeout, name);
+  return c10::make_intrusive<ProcessGroupTutti>(std::move(*c), timeout, group_name);
 }
 
 c10::intrusive_ptr<c10d::Backend> ProcessGroupTutti::split(const c10::intrusive_ptr<c10d::Store>& /*store*/,
                                                            const std::vector<int>& ranks,
                                                            const c10::intrusive_ptr<Options>& opts) {
-  const std::string name = opts && !opts->group_name.empty()
-                               ? opts->group_name
-                               : group_name_ + ":split:" + std::to_string(seq_.load(std::memory_order_relaxed));
   const auto timeout = opts && opts->timeout.count() > 0 ? opts->timeout : timeout_;
-  return derive(ranks, name, timeout);
+  return derive(ranks, timeout, opts ? opts->group_name : std::string());
 }
 
 c10::intrusive_ptr<c10d::Backend> ProcessGroupTutti::shrink(const std::vector<int64_t>& ranks_to_exclude,
@@ -703,39 +709,20 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupTutti::shrink(const std::vector<in
   std::vector<bool> out(static_cast<std::size_t>(size_), false);
   for (auto r : ranks_to_exclude) {
     if (r < 0 || r >= size_)
-      invalid("shrink", "rank " + std::to_string(r) + " to exclude is not in the group (size " +
-                            std::to_string(size_) + ")");
+      invalid("shrink",
+              "rank " + std::to_string(r) + " to exclude is not in the group (size " + std::to_string(size_) + ")");
     out[static_cast<std::size_t>(r)] = true;
   }
   if (out[static_cast<std::size_t>(rank_)])
     invalid("shrink", "rank " + std::to_string(rank_) + " is among the ranks to exclude: only the others call it");
   std::vector<int> keep;
-  std::string excluded;
-  for (int r = 0; r < size_; ++r) {
-    if (!out[static_cast<std::size_t>(r)]) {
-      keep.push_back(r);
-    } else {
-      excluded += (excluded.empty() ? "" : ",") + std::to_string(r);
-    }
-  }
+  for (int r = 0; r < size_; ++r)
+    if (!out[static_cast<std::size_t>(r)]) keep.push_back(r);
   if (shrink_flags & 1) abort("shrink_group(SHRINK_ABORT) called");
-  // Every caller has made the same shrinks of this group before (torch has
-  // them called by all the members that stay): the count names the result.
-  const std::string name =
-      group_name_ + ":shrink:" + std::to_string(shrinks_.fetch_add(1) + 1) + ":without:" + excluded;
   const auto timeout = opts_override && opts_override->timeout.count() > 0 ? opts_override->timeout : timeout_;
-  std::optional<tutti::Communicator> c;
-  {
-    std::lock_guard<std::mutex> g(post_mu_);
-    if (!comm_.valid()) {
-      // Aborted here (SHRINK_ABORT) or before: the communicator let go of
-      // is still what the new group derives from.
-      throw Error(ErrorKind::Aborted, "rank " + std::to_string(rank_) +
-                                          ": shrink: the group was shut down before it could be shrunk");
-    }
-    c = comm_.new_group(keep, name);
-  }
-  return c10::make_intrusive<ProcessGroupTutti>(std::move(*c), timeout, name);
+  // Made by the members that stay, from this group's communicator, failed
+  // or aborted as it may be.
+  return derive(keep, timeout, group_name_ + ":shrunk");
 }
 
 void ProcessGroupTutti::release(const std::string& reason, bool abort_always) {
@@ -788,11 +775,11 @@ c10::intrusive_ptr<WorkTutti> ProcessGroupTutti::make_work(OpType type, const st
   auto w = c10::make_intrusive<WorkTutti>(rank_, type, profiling_title(type), inputs, std::move(outputs),
                                           std::move(keep), std::move(after), deadline, seq);
   // A Work does not keep the backend (nor its communicator) alive.
-  w->on_abort = [self = c10::weak_intrusive_ptr<ProcessGroupTutti>(
-                     c10::intrusive_ptr<ProcessGroupTutti>::unsafe_reclaim_from_nonowning(this))](
-                    const std::string& why) {
-    if (auto pg = self.lock()) pg->abort(why);
-  };
+  w->on_abort =
+      [self = c10::weak_intrusive_ptr<ProcessGroupTutti>(
+           c10::intrusive_ptr<ProcessGroupTutti>::unsafe_reclaim_from_nonowning(this))](const std::string& why) {
+        if (auto pg = self.lock()) pg->abort(why);
+      };
   w->watcher = watcher_;
   return w;
 }
@@ -826,11 +813,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::endCoalescing() {
                                           seq_.load(std::memory_order_relaxed));
   w->parts_ = std::move(parts);
   w->watcher = watcher_;
-  w->on_abort = [self = c10::weak_intrusive_ptr<ProcessGroupTutti>(
-                     c10::intrusive_ptr<ProcessGroupTutti>::unsafe_reclaim_from_nonowning(this))](
-                    const std::string& why) {
-    if (auto pg = self.lock()) pg->abort(why);
-  };
+  w->on_abort =
+      [self = c10::weak_intrusive_ptr<ProcessGroupTutti>(
+           c10::intrusive_ptr<ProcessGroupTutti>::unsafe_reclaim_from_nonowning(this))](const std::string& why) {
+        if (auto pg = self.lock()) pg->abort(why);
+      };
   w->poll();
   return w;
 }
@@ -893,7 +880,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::broadcast(std::vector<at::Tens
   const std::size_t n = count_of(b);
   return run(
       OpType::BROADCAST, {t}, bytes_of(b), opts.timeout, [&](tutti::Communicator& c) { c.broadcast(p, n, dt, root); },
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.ibroadcast(p, n, dt, root)}; }, {t}, std::move(st.keep), st.after());
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.ibroadcast(p, n, dt, root)}; }, {t},
+      std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce(std::vector<at::Tensor>& tensors,
@@ -909,9 +897,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce(std::vector<at::Tens
   void* p = b.data_ptr();
   const std::size_t n = count_of(b);
   return run(
-      OpType::ALLREDUCE, {t}, bytes_of(b), opts.timeout, [&](tutti::Communicator& c) { c.all_reduce(p, p, n, dt, rop); },
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_reduce(p, p, n, dt, rop)}; }, {t}, std::move(st.keep),
-      st.after());
+      OpType::ALLREDUCE, {t}, bytes_of(b), opts.timeout,
+      [&](tutti::Communicator& c) { c.all_reduce(p, p, n, dt, rop); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_reduce(p, p, n, dt, rop)}; }, {t},
+      std::move(st.keep), st.after());
 }
 
 // Sparse COO tensors: SUM and AVG (a sum of the ranks' entries; the other
@@ -920,8 +909,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allreduce_sparse(std::vector<at::Tensor>& tensors,
                                                                    const c10d::AllreduceOptions& opts) {
   const char* op = "allreduce";
-  if (tensors.size() != 1)
-    invalid(op, "expects one tensor per process, got " + std::to_string(tensors.size()));
+  if (tensors.size() != 1) invalid(op, "expects one tensor per process, got " + std::to_string(tensors.size()));
   at::Tensor& t = tensors[0];
   if (!t.defined()) invalid(op, "the tensor is undefined");
   if (t.device().type() != c10::DeviceType::CPU)
@@ -1008,8 +996,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::reduce(std::vector<at::Tensor>
   const std::size_t n = count_of(b);
   return run(
       OpType::REDUCE, {t}, bytes_of(b), opts.timeout, [&](tutti::Communicator& c) { c.reduce(p, r, n, dt, rop, root); },
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.ireduce(p, r, n, dt, rop, root)}; }, {t}, std::move(st.keep),
-      st.after());
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.ireduce(p, r, n, dt, rop, root)}; }, {t},
+      std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -1037,8 +1025,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather(std::vector<std::vec
   return run(
       OpType::ALLGATHER, {in}, bytes_of(s) * size_, opts.timeout,
       [&](tutti::Communicator& c) { c.all_gather(sp, std::span<void* const>(ptrs), n, dt); },
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_gather(sp, std::span<void* const>(ptrs), n, dt)}; }, outs,
-      std::move(st.keep), st.after());
+      [&](tutti::Communicator& c) {
+        return std::vector<tutti::Work>{c.iall_gather(sp, std::span<void* const>(ptrs), n, dt)};
+      },
+      outs, std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -1056,9 +1046,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::_allgather_base(at::Tensor& ou
   void* rp = r.data_ptr();
   const std::size_t n = count_of(s);
   return run(
-      OpType::_ALLGATHER_BASE, {input}, bytes_of(r), opts.timeout, [&](tutti::Communicator& c) { c.all_gather(sp, rp, n, dt); },
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_gather(sp, rp, n, dt)}; }, {output}, std::move(st.keep),
-      st.after());
+      OpType::_ALLGATHER_BASE, {input}, bytes_of(r), opts.timeout,
+      [&](tutti::Communicator& c) { c.all_gather(sp, rp, n, dt); },
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_gather(sp, rp, n, dt)}; }, {output},
+      std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
@@ -1239,7 +1230,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::gather(std::vector<std::vector
   return run(
       OpType::GATHER, {in}, bytes_of(s) * (rank_ == root ? size_ : 1), opts.timeout,
       [&](tutti::Communicator& c) { c.gather(sp, std::span<void* const>(ptrs), n, dt, root); },
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.igather(sp, std::span<void* const>(ptrs), n, dt, root)}; },
+      [&](tutti::Communicator& c) {
+        return std::vector<tutti::Work>{c.igather(sp, std::span<void* const>(ptrs), n, dt, root)};
+      },
       std::move(result), std::move(st.keep), st.after());
 }
 
@@ -1275,7 +1268,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::scatter(std::vector<at::Tensor
   return run(
       OpType::SCATTER, rank_ == root ? inputs[0] : std::vector<at::Tensor>{}, bytes_of(r) * (rank_ == root ? size_ : 1),
       opts.timeout, [&](tutti::Communicator& c) { c.scatter(std::span<const void* const>(ptrs), rp, n, dt, root); },
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iscatter(std::span<const void* const>(ptrs), rp, n, dt, root)}; },
+      [&](tutti::Communicator& c) {
+        return std::vector<tutti::Work>{c.iscatter(std::span<const void* const>(ptrs), rp, n, dt, root)};
+      },
       {out}, std::move(st.keep), st.after());
 }
 
@@ -1331,8 +1326,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::_reduce_scatter_base(at::Tenso
   return run(
       OpType::_REDUCE_SCATTER_BASE, {input}, bytes_of(s), opts.timeout,
       [&](tutti::Communicator& c) { c.reduce_scatter(sp, rp, n, dt, rop); },
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.ireduce_scatter(sp, rp, n, dt, rop)}; }, {output}, std::move(st.keep),
-      st.after());
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.ireduce_scatter(sp, rp, n, dt, rop)}; }, {output},
+      std::move(st.keep), st.after());
 }
 
 // One reduce_scatter per dtype: rank r's block holds, in order, block r of
@@ -1419,9 +1414,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall_base(at::Tensor& outp
     same_numel(count_of(input), output, op, "the output");
     const std::size_t n = count_of(s) / size_;
     return run(
-        OpType::ALLTOALL_BASE, {input}, bytes_of(s), opts.timeout, [&](tutti::Communicator& c) { c.all_to_all(sp, rp, n, dt); },
-        [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_to_all(sp, rp, n, dt)}; }, {output}, std::move(st.keep),
-        st.after());
+        OpType::ALLTOALL_BASE, {input}, bytes_of(s), opts.timeout,
+        [&](tutti::Communicator& c) { c.all_to_all(sp, rp, n, dt); },
+        [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_to_all(sp, rp, n, dt)}; }, {output},
+        std::move(st.keep), st.after());
   }
   std::vector<std::size_t> sc, sd, rc, rd;
   split_lengths(input, inputSplitSizes, size_, "the input", sc, sd);
@@ -1429,8 +1425,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall_base(at::Tensor& outp
   return run(
       OpType::ALLTOALL_BASE, {input}, std::max(bytes_of(s), bytes_of(r)), opts.timeout,
       [&](tutti::Communicator& c) { c.all_to_all_v(sp, sc, sd, rp, rc, rd, dt); },
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_to_all_v(sp, sc, sd, rp, rc, rd, dt)}; }, {output},
-      std::move(st.keep), st.after());
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_to_all_v(sp, sc, sd, rp, rc, rd, dt)}; },
+      {output}, std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall(std::vector<at::Tensor>& outputs,
@@ -1471,8 +1467,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::alltoall(std::vector<at::Tenso
   return run(
       OpType::ALLTOALL, inputs, std::max(bytes_of(s), bytes_of(r)), opts.timeout,
       [&](tutti::Communicator& c) { c.all_to_all_v(sp, sc, sd, rp, rc, rd, dt); },
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_to_all_v(sp, sc, sd, rp, rc, rd, dt)}; }, outputs,
-      std::move(st.keep), st.after());
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.iall_to_all_v(sp, sc, sd, rp, rc, rd, dt)}; },
+      outputs, std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
@@ -1485,7 +1481,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::send(std::vector<at::Tensor>& 
   const std::size_t n = count_of(b);
   return run(
       OpType::SEND, {t}, 0, std::chrono::milliseconds(0), nullptr,
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.isend(p, n, dt, dstRank, tag)}; }, {t}, std::move(st.keep), nullptr);
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.isend(p, n, dt, dstRank, tag)}; }, {t},
+      std::move(st.keep), nullptr);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
@@ -1499,8 +1496,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recv(std::vector<at::Tensor>& 
   const std::size_t n = count_of(b);
   return run(
       OpType::RECV, {t}, 0, std::chrono::milliseconds(0), nullptr,
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.irecv(p, n, dt, srcRank, tag)}; }, {t}, std::move(st.keep),
-      st.after());
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.irecv(p, n, dt, srcRank, tag)}; }, {t},
+      std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
@@ -1513,8 +1510,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recvAnysource(std::vector<at::
   const std::size_t n = count_of(b);
   return run(
       OpType::RECVANYSOURCE, {t}, 0, std::chrono::milliseconds(0), nullptr,
-      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.irecv(p, n, dt, tutti::kAnySource, tag)}; }, {t}, std::move(st.keep),
-      st.after());
+      [&](tutti::Communicator& c) { return std::vector<tutti::Work>{c.irecv(p, n, dt, tutti::kAnySource, tag)}; }, {t},
+      std::move(st.keep), st.after());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::barrier(const c10d::BarrierOptions& opts) {
@@ -1669,6 +1666,5 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
 
 void ProcessGroupTutti::setSequenceNumberForGroup() { seq_.store(0); }
 uint64_t ProcessGroupTutti::getSequenceNumberForGroup() { return seq_.load(); }
-
 
 }  // namespace tutti_torch

@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -143,8 +144,8 @@ class WorkTutti : public c10d::Work {
 class ProcessGroupTutti : public c10d::Backend {
  public:
   // A group that meets through `store` (torch's, of this group).
-  ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                    std::chrono::milliseconds timeout, std::string group_name);
+  ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+                    std::string group_name);
   // A group on a communicator made already (split, shrink, a sub-group
   // derived from the world's).
   ProcessGroupTutti(tutti::Communicator comm, std::chrono::milliseconds timeout, std::string group_name);
@@ -221,11 +222,13 @@ class ProcessGroupTutti : public c10d::Backend {
   // alone (torch's shrink_group); SHRINK_ABORT (1) aborts this group first.
   c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags = 0,
                                            const c10::intrusive_ptr<Options>& opts_override = nullptr) override;
-  // A group of the members of `global_ranks` (ranks of this group, in the
-  // order given) named `name`, made by them alone: torch's new_group when
-  // this is the world's group.
-  c10::intrusive_ptr<ProcessGroupTutti> derive(const std::vector<int>& ranks, const std::string& name,
-                                               std::chrono::milliseconds timeout);
+  // A group of the members `ranks` (ranks of this group, in the order
+  // given), made by them alone from this group's communicator, without the
+  // store; nullptr where this rank is not a member. torch's new_group when
+  // this is the world's group; split and shrink. `group_name`: torch's
+  // name of it (getBackendOptions).
+  c10::intrusive_ptr<ProcessGroupTutti> derive(const std::vector<int>& ranks, std::chrono::milliseconds timeout,
+                                               const std::string& group_name);
 
   c10d::ErrorType getError() override;
   // Fails what is pending (Aborted) and lets go of the communicator.
@@ -272,7 +275,7 @@ class ProcessGroupTutti : public c10d::Backend {
   mutable std::mutex post_mu_;  // one poster at a time; guards comm_
   std::atomic<std::uint64_t> seq_{0};
   std::atomic<std::uint64_t> monitored_barriers_{0};  // calls so far: each call's tag
-  std::atomic<std::uint64_t> shrinks_{0};             // shrink() calls so far: each result's name
+  std::map<std::string, std::uint64_t> made_;         // groups derived so far, by member list (post_mu_)
   std::optional<tutti::Error> released_;              // why comm_ was let go
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<WorkTutti>> coalesced_;

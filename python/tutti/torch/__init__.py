@@ -82,7 +82,7 @@ def _create(dist_opts, backend_options):
         # communicator by its members alone, when the world is tutti's.
         world = _tutti_backend_of(_c10d._get_default_group())
         if world is not None:
-            b = _C.derive_backend(world, ranks, dist_opts.group_id, timeout)
+            b = _C.derive_backend(world, ranks, timeout, dist_opts.group_id)
             if b is None:
                 raise RuntimeError(f"tutti: rank {world.rank()} is not among {ranks}")
             return b
@@ -153,14 +153,11 @@ def _split_tutti_group(parent_pg, split_ranks, timeout, pg_options, group_desc):
     if global_rank not in parent_global_to_group:
         raise ValueError(f"Global rank {global_rank} is not part of the parent group {parent_pg}")
     parent_group_rank = parent_global_to_group[global_rank]
-    parent_backend = _tutti_backend_of(parent_pg)
     if group_desc is None:
         group_desc = f"{parent_pg.group_desc}:split"
     if timeout is None:
         timeout = _c10d._get_default_timeout(BACKEND)
     _c10d._check_valid_timeout(timeout)
-    if pg_options is None:
-        pg_options = parent_backend.options
     my_group = sorted(split_ranks[0])
     for ranks in split_ranks:
         if len(ranks) == 0:
@@ -180,12 +177,12 @@ def _split_tutti_group(parent_pg, split_ranks, timeout, pg_options, group_desc):
         return None
     global_ranks = [parent_group_to_global[r] for r in my_group]
     _tutti_backend_of(split_pg)._set_sequence_number_for_group()
-    parent_backend_str, parent_store = world.pg_map[parent_pg]
+    parent_backend_str, _ = world.pg_map[parent_pg]
     # Registered as torch's split_group registers its result.
     _c10d._register_pg_in_world(
-        pg=split_pg, backend_name=parent_backend_str, store=parent_store, group_name=split_pg.group_name,
-        backend_config=str(_c10d.BackendConfig(_c10d.Backend(parent_backend_str))),
-        rank_mapping={g: i for i, g in enumerate(global_ranks)}, add_to_default_tag=True)
+        split_pg, backend_name=_c10d.Backend(parent_backend_str), store=split_pg.get_group_store(),
+        group_name=group_name, backend_config=str(_c10d.BackendConfig(_c10d.Backend(parent_backend_str))),
+        rank_mapping={g: i for i, g in enumerate(global_ranks)})
     return split_pg
 
 
