@@ -57,6 +57,10 @@ finish() {
 
 # ---- 1. plain build and every test ------------------------------------------
 bash scripts/setup.sh
+# Every build of the command goes through ccache (its cache lives outside the clone).
+if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache
+fi
 # Every C and C++ source follows .clang-format.
 mapfile -t sources < <(find src include tools tests python/src examples bench -name '*.cc' -o -name '*.h' -o -name '*.c')
 if ! clang-format --dry-run -Werror "${sources[@]}"; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what users link and run -- the library, its tools and the Python
-# package -- warnings as errors (TUTTI_WERROR=ON, as in our own builds; a
-# user's build has it OFF): g++ in Release and Debug, clang++ in Release.
+# package with the torch backend (against .venv's torch) -- warnings as
+# errors (TUTTI_WERROR=ON, as in our own builds; a user's build has it OFF):
+# g++ in Release and Debug, clang++ in Release.
 # The other builds stand for the rest: RelWithDebInfo is the plain stage's
 # g++ build; clang's warnings come from its front end, the same at every
 # optimization level, and no source of what users build depends on NDEBUG
@@ -33,6 +34,7 @@ for build in g++:Release g++:Debug clang++:Release; do
   dir=$out/$cxx-$cfg
   start=$(date +%s)
   if ! { cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE="$cfg" -DTUTTI_WERROR=ON \
+           -DTUTTI_REQUIRE_TORCH=ON -DTUTTI_PYTHON_EXECUTABLE="${TUTTI_VENV:-$PWD/.venv}/bin/python" \
            -DTUTTI_BUILD_TESTS=OFF -DTUTTI_BUILD_EXAMPLES=ON -DTUTTI_BUILD_TOOLS=ON >/dev/null &&
          cmake --build "$dir" -j"$jobs" >"$dir.log" 2>&1; }; then
     tail -n 60 "$dir.log" 2>/dev/null || true
