@@ -3,13 +3,14 @@
 One round per port given (the test gives 20), each a new default group on
 its own port (tcp:// init), ended by destroy_process_group in even rounds
 and by torch's abort of every group (_abort_process_group) in odd ones. In
-every round a pending all_reduce that rank 1 never joins is ended by
-tutti.torch.abort from another thread: its Work fails with tutti.Aborted
+every round a pending all_reduce that rank 1 never joins (a large
+asynchronous one, or a small one that runs in the calling thread) is ended
+by tutti.torch.abort from another thread: its Work fails with tutti.Aborted
 naming the reason, and tutti.torch.error() reports it; then a new group
 derived from the world's communicator works, the aborted one included.
-After every round no shared-memory segment is left, and the later rounds end
-with no more threads, sockets or open files than the first two: nothing
-leaks.
+After every round, while this rank still holds the round's backends and
+Work, no socket and no shared-memory segment is left, and the later rounds
+end with no more threads or open files than the first two: nothing leaks.
 """
 import datetime
 import gc
@@ -52,14 +53,24 @@ for i, port in enumerate(ports):
     pg = dist.group.WORLD
     if rank == 0:
         # Rank 1 never joins this one: abort ends it from another thread.
-        work = dist.all_reduce(torch.ones(1 << 18), async_op=True)
-        threading.Timer(0.3, tutti.torch.abort, args=(pg, f"round {i}: given up")).start()
+        # Even rounds: a large all_reduce (tutti's worker thread runs it);
+        # odd rounds: a small one, which runs in this thread and holds the
+        # group's posting lock while it waits.
+        timer = threading.Timer(0.3, tutti.torch.abort, args=(pg, f"round {i}: given up"))
         t0 = time.monotonic()
         try:
-            work.wait()
+            if i % 2 == 0:
+                work = dist.all_reduce(torch.ones(1 << 18), async_op=True)
+                timer.start()
+                work.wait()
+            else:
+                timer.start()
+                dist.all_reduce(torch.ones(8))
             raise SystemExit("an aborted all_reduce returned")
         except RuntimeError as e:
             assert f"round {i}: given up" in str(e), e
+        timer.join()
+        del timer  # it holds the group, and with it torch's store (its sockets)
         assert time.monotonic() - t0 < 2.0
         err = tutti.torch.error(pg)
         assert isinstance(err, tutti.Aborted) and f"round {i}: given up" in str(err), repr(err)
@@ -70,6 +81,10 @@ for i, port in enumerate(ports):
     t = torch.full((1000,), float(rank + 1))
     dist.all_reduce(t, group=g)
     assert torch.all(t == n * (n + 1) / 2), t[:4]
+    # Holding the backends (past the end of their groups) and a Work keeps
+    # none of tutti's resources.
+    held = (pg._get_backend(torch.device("cpu")), g._get_backend(torch.device("cpu")),
+            work if rank == 0 and i % 2 == 0 else None)
     if i % 2 == 0:
         dist.destroy_process_group()
     else:

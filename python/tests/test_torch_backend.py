@@ -1,5 +1,6 @@
 """tutti as a torch.distributed backend: every operation on 2 and 3 ranks
-(torch_worker.py) and the init methods. DistributedDataParallel against gloo
+(torch_worker.py) and the ways to make a group: env://, tcp://, file://, a
+store, backend "cpu:tutti", and a tutti group in a gloo world. DistributedDataParallel against gloo
 is in test_torch_ddp.py, the seed tutorial's nine examples against gloo in
 test_torch_seed_examples.py."""
 import pytest
@@ -17,8 +18,8 @@ def test_every_operation(n):
         assert out.strip().splitlines()[-1].startswith("ok "), r.report()
 
 
-@pytest.mark.parametrize("method", ["tcp", "file"])
+@pytest.mark.parametrize("method", ["tcp", "file", "store", "cpu", "gloo-world"])
 def test_init_methods(method, tmp_path):
-    arg = method if method == "tcp" else "file:" + str(tmp_path / "store")
+    arg = "file:" + str(tmp_path / "store") if method == "file" else method
     r = ranks.run_ranks(2, "torch_worker.py", [arg], timeout=120).check()
-    assert all(o.strip() == f"ok {method}" for o in r.outs), r.report()
+    assert all(o.strip().splitlines()[-1] == f"ok {method}" for o in r.outs), r.report()

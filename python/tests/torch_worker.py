@@ -12,8 +12,9 @@ get_future); bad input. Inputs are random (never zero) and a function of
 (rank, case); every element is checked. Prints "ok <cases>" at the end.
 
   torch_worker.py [INIT]      INIT: env (default), tcp, file:<path>, store
-                              (a TCPStore passed to init_process_group) or
-                              cpu (backend "cpu:tutti")
+                              (a TCPStore passed to init_process_group),
+                              cpu (backend "cpu:tutti") or gloo-world (a
+                              tutti group in a gloo world)
 """
 import datetime
 import os
@@ -47,9 +48,26 @@ elif how == "store":
     dist.init_process_group("tutti", store=store, rank=rank, world_size=n)
 elif how == "cpu":
     dist.init_process_group(backend="cpu:tutti", init_method="env://", rank=rank, world_size=n)
+elif how == "gloo-world":
+    # A gloo world with a tutti group in it (new_group(backend="tutti")):
+    # the group meets through the store.
+    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=n)
 else:
     raise SystemExit(f"unknown init method {how}")
 assert dist.get_rank() == rank and dist.get_world_size() == n
+if how == "gloo-world":
+    g = dist.new_group(list(range(n)), backend="tutti")
+    assert dist.get_backend(g) == "tutti" and tutti.torch.inline_bytes(g) is not None
+    x = torch.arange(10, dtype=torch.float64) * (rank + 1)
+    dist.all_reduce(x, group=g)
+    assert torch.equal(x, torch.arange(10, dtype=torch.float64) * (n * (n + 1) // 2)), x
+    outs = [torch.zeros(3, dtype=torch.int32) for _ in range(n)]
+    dist.all_gather(outs, torch.full((3,), rank, dtype=torch.int32), group=g)
+    assert [o.tolist() for o in outs] == [[r] * 3 for r in range(n)], outs
+    dist.barrier(group=g)
+    dist.destroy_process_group()
+    print("ok gloo-world")
+    sys.exit(0)
 assert dist.get_backend() == ("cpu:tutti" if how == "cpu" else "tutti"), dist.get_backend()
 if how != "env":
     t = torch.tensor([rank + 1.0])

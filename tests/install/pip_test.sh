@@ -6,7 +6,8 @@
 #      outside the source tree, the seed's nine torch programs on 2 ranks,
 #      and a 2-rank DDP training under torchrun that matches gloo's;
 #   2. pip wheel SRC (the same build folder), then venv b: pip install
-#      torch==2.13.0 and the wheel; a smoke test of 2 ranks under torchrun.
+#      torch==2.13.0 and the wheel; a smoke test of 2 ranks under torchrun,
+#      which does not import tutti (torch's plugin mechanism registers it).
 #
 #   tests/install/pip_test.sh PYTHON SRC
 #
@@ -58,10 +59,12 @@ wheel=$(ls dist/tutti-*.whl)
 "$python" -m venv b
 b/bin/pip install -q torch==2.13.0 "$wheel" 2>&1 | quiet
 echo "pip wheel ., installed into another fresh venv: $(( $(date +%s) - start )) s ($(basename "$wheel"))"
+# No `import tutti.torch`: torch's plugin mechanism makes "tutti" known.
 cat >smoke.py <<'PY'
-import os, torch, torch.distributed as dist
-import tutti.torch
+import os, sys, torch, torch.distributed as dist
+assert "tutti" not in sys.modules
 dist.init_process_group("tutti")
+import tutti.torch
 r, n = dist.get_rank(), dist.get_world_size()
 x = torch.arange(1000, dtype=torch.float32) * (r + 1)
 dist.all_reduce(x)

@@ -622,7 +622,8 @@ ProcessGroupTutti::ProcessGroupTutti(tutti::Communicator comm, std::chrono::mill
   init();
 }
 
-tutti::Communicator& ProcessGroupTutti::live(const char* op) {
+tutti::Communicator ProcessGroupTutti::live(const char* op) {
+  std::lock_guard<std::mutex> g(mu_);
   if (!comm_.valid())
     throw Error(ErrorKind::Aborted, "rank " + std::to_string(rank_) + ": " + op + ": " +
                                         (released_ ? released_->message() : std::string("the group was shut down")));
@@ -630,23 +631,27 @@ tutti::Communicator& ProcessGroupTutti::live(const char* op) {
 }
 
 tutti::Communicator ProcessGroupTutti::communicator() {
-  std::lock_guard<std::mutex> g(post_mu_);
+  std::lock_guard<std::mutex> g(mu_);
   return comm_;
 }
 
+std::optional<tutti::Error> ProcessGroupTutti::failure() const {
+  tutti::Communicator c;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!comm_.valid()) return released_;
+    c = comm_;
+  }
+  return c.error();
+}
+
 std::exception_ptr ProcessGroupTutti::error() const {
-  std::lock_guard<std::mutex> g(post_mu_);
-  if (!comm_.valid()) return released_ ? std::make_exception_ptr(*released_) : nullptr;
-  std::optional<tutti::Error> e = comm_.error();
+  std::optional<tutti::Error> e = failure();
   return e ? std::make_exception_ptr(*e) : nullptr;
 }
 
 c10d::ErrorType ProcessGroupTutti::getError() {
-  std::optional<tutti::Error> e;
-  {
-    std::lock_guard<std::mutex> g(post_mu_);
-    e = comm_.valid() ? comm_.error() : released_;
-  }
+  std::optional<tutti::Error> e = failure();
   if (!e) return c10d::ErrorType::SUCCESS;
   switch (e->kind()) {
     case ErrorKind::Timeout:
@@ -666,13 +671,16 @@ c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupTutti::getBackendOptions(
 }
 
 void ProcessGroupTutti::setTimeout(std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> g(post_mu_);
+  // After the operation being posted (an inline one sets the
+  // communicator's timeout for its own run, and puts it back).
+  std::lock_guard<std::mutex> p(post_mu_);
+  std::lock_guard<std::mutex> g(mu_);
   timeout_ = timeout;
   if (comm_.valid()) comm_.set_timeout(timeout);
 }
 
 c10::intrusive_ptr<ProcessGroupTutti> ProcessGroupTutti::shrink_alive() {
-  std::lock_guard<std::mutex> g(post_mu_);
+  std::lock_guard<std::mutex> p(post_mu_);
   return c10::make_intrusive<ProcessGroupTutti>(live("shrink").shrink(), timeout_, group_name_ + ":shrunk");
 }
 
@@ -681,8 +689,8 @@ c10::intrusive_ptr<ProcessGroupTutti> ProcessGroupTutti::derive(const std::vecto
                                                                 const std::string& group_name) {
   std::optional<tutti::Communicator> c;
   {
-    std::lock_guard<std::mutex> g(post_mu_);
-    tutti::Communicator& parent = live("new_group");
+    std::lock_guard<std::mutex> p(post_mu_);
+    tutti::Communicator parent = live("new_group");
     if (std::find(ranks.begin(), ranks.end(), rank_) == ranks.end()) return nullptr;
     // Every member of a group takes part in making it, and only members
     // count here: the k-th group of exactly these members is the same
@@ -729,7 +737,7 @@ void ProcessGroupTutti::release(const std::string& reason, bool abort_always) {
   tutti::Communicator c;
   bool pending;
   {
-    std::lock_guard<std::mutex> g(post_mu_);
+    std::lock_guard<std::mutex> g(mu_);
     if (!comm_.valid()) return;
     c = std::move(comm_);
     comm_ = tutti::Communicator();
@@ -747,13 +755,13 @@ void ProcessGroupTutti::release(const std::string& reason, bool abort_always) {
   PyThreadState* saved = (Py_IsInitialized() && PyGILState_Check()) ? PyEval_SaveThread() : nullptr;
   watcher_->stop();
   if (saved) PyEval_RestoreThread(saved);
-  std::lock_guard<std::mutex> g(post_mu_);
+  std::lock_guard<std::mutex> g(mu_);
   stale_.clear();
 }
 
 void ProcessGroupTutti::abort(const std::string& reason) {
-  std::lock_guard<std::mutex> g(post_mu_);
-  if (comm_.valid()) comm_.abort(reason);
+  tutti::Communicator c = communicator();
+  if (c.valid()) c.abort(reason);
 }
 
 void ProcessGroupTutti::abort() {
@@ -785,13 +793,13 @@ c10::intrusive_ptr<WorkTutti> ProcessGroupTutti::make_work(OpType type, const st
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::coalesce(c10::intrusive_ptr<WorkTutti> w) {
-  std::lock_guard<std::mutex> g(post_mu_);
+  std::lock_guard<std::mutex> g(mu_);
   if (coalescing_) coalesced_.push_back(w);
   return w;
 }
 
 void ProcessGroupTutti::startCoalescing() {
-  std::lock_guard<std::mutex> g(post_mu_);
+  std::lock_guard<std::mutex> g(mu_);
   if (coalescing_) invalid("startCoalescing", "called twice without endCoalescing between");
   coalescing_ = true;
   coalesced_.clear();
@@ -800,7 +808,7 @@ void ProcessGroupTutti::startCoalescing() {
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::endCoalescing() {
   std::vector<c10::intrusive_ptr<WorkTutti>> parts;
   {
-    std::lock_guard<std::mutex> g(post_mu_);
+    std::lock_guard<std::mutex> g(mu_);
     if (!coalescing_) invalid("endCoalescing", "called without startCoalescing");
     coalescing_ = false;
     parts.swap(coalesced_);
@@ -838,7 +846,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(OpType type, const std::ve
       {
         std::lock_guard<std::mutex> g(post_mu_);
         try {
-          tutti::Communicator& c = live(event_title(type) + 6);
+          tutti::Communicator c = live(event_title(type) + 6);
           TimeoutScope ts(c, timeout);
           blocking(c);
         } catch (const Error& e) {
@@ -858,7 +866,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(OpType type, const std::ve
   {
     std::lock_guard<std::mutex> g(post_mu_);
     try {
-      w->works_ = async(live(event_title(type) + 6));
+      tutti::Communicator c = live(event_title(type) + 6);
+      w->works_ = async(c);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::InvalidArgument) throw;
       w->fail(std::current_exception());
@@ -1551,7 +1560,7 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
     try {
       {
         std::lock_guard<std::mutex> g(post_mu_);
-        tutti::Communicator& c = live("monitoredBarrier");
+        tutti::Communicator c = live("monitoredBarrier");
         s = c.isend(token.data_ptr(), 1, DataType::UInt8, 0, tag);
         r = c.irecv(answer.data_ptr(), static_cast<std::size_t>(size_), DataType::UInt8, 0, tag);
       }
@@ -1572,7 +1581,7 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
       why = e.what();
     }
     if (!why.empty()) {
-      std::lock_guard<std::mutex> g(post_mu_);
+      std::lock_guard<std::mutex> g(mu_);
       if (!s.test()) stale_.emplace_back(s, token);  // (an empty Work tests done)
       if (!r.test()) stale_.emplace_back(r, answer);
       throw Error(ErrorKind::Timeout, "Rank " + std::to_string(rank_) +
@@ -1588,7 +1597,7 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   {
     std::lock_guard<std::mutex> g(post_mu_);
     try {
-      tutti::Communicator& c = live("monitoredBarrier");
+      tutti::Communicator c = live("monitoredBarrier");
       for (int r = 1; r < size_; ++r) {
         tokens.push_back(at::zeros({1}, at::kByte));
         recvs.push_back(c.irecv(tokens.back().data_ptr(), 1, DataType::UInt8, r, tag));
@@ -1621,12 +1630,14 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   }
   std::vector<tutti::Work> sends;
   {
-    std::lock_guard<std::mutex> g(post_mu_);
+    std::lock_guard<std::mutex> p(post_mu_);
     answer[0] = missing.empty() ? 1 : 0;
     for (int r : missing) answer[r] = 1;
-    if (cause.empty() && comm_.valid())  // a failed group cannot carry answers
+    tutti::Communicator c = communicator();
+    if (cause.empty() && c.valid())  // a failed group cannot carry answers
       for (int r : arrived)
-        sends.push_back(comm_.isend(answer.data_ptr(), static_cast<std::size_t>(size_), DataType::UInt8, r, tag));
+        sends.push_back(c.isend(answer.data_ptr(), static_cast<std::size_t>(size_), DataType::UInt8, r, tag));
+    std::lock_guard<std::mutex> g(mu_);
     for (int r : missing)
       if (static_cast<std::size_t>(r - 1) < recvs.size()) stale_.emplace_back(recvs[r - 1], tokens[r - 1]);
   }
@@ -1635,7 +1646,7 @@ void ProcessGroupTutti::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
       w.wait();
     } catch (const std::exception& e) {
       if (cause.empty()) cause = e.what();
-      std::lock_guard<std::mutex> g(post_mu_);
+      std::lock_guard<std::mutex> g(mu_);
       if (!w.test()) stale_.emplace_back(w, answer);  // the send may still read it
     }
   }

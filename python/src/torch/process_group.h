@@ -3,7 +3,8 @@
 // CPU tensors.
 //
 // Threads. Operations are posted under one mutex (tutti wants one thread at
-// a time per communicator). Small operations (at most `inline_bytes` of
+// a time per communicator); abort, the error state and the end of the group
+// take another, only for moments, and never wait for an operation. Small operations (at most `inline_bytes` of
 // payload) run right there in the calling thread with tutti's blocking calls
 // and return a completed Work; larger ones go to tutti's asynchronous calls
 // (the communicator's worker thread runs them) and return a pending Work.
@@ -259,8 +260,11 @@ class ProcessGroupTutti : public c10d::Backend {
   c10::intrusive_ptr<WorkTutti> make_work(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                           std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
                                           std::function<void()> after, std::chrono::milliseconds timeout);
-  // The communicator to post on (post_mu_ held); throws Aborted after shutdown.
-  tutti::Communicator& live(const char* op);
+  // The communicator to post on (a handle; post_mu_ held); throws Aborted
+  // after shutdown.
+  tutti::Communicator live(const char* op);
+  // The error the group failed with (or was let go of with), if any.
+  std::optional<tutti::Error> failure() const;
   // Ends the group's life here: fails what is pending with `reason`
   // (aborts the communicator, always when `abort_always`), stops the
   // completion thread and lets go of the communicator.
@@ -268,21 +272,25 @@ class ProcessGroupTutti : public c10d::Backend {
   // Keeps `w` for endCoalescing when coalescing.
   c10::intrusive_ptr<c10d::Work> coalesce(c10::intrusive_ptr<WorkTutti> w);
 
-  tutti::Communicator comm_;
+  // post_mu_: one poster at a time (held for the whole of an inline
+  // operation). mu_: held only for moments, so that abort, error and the
+  // end of the group never wait for an operation.
+  std::mutex post_mu_;
+  mutable std::mutex mu_;
+  tutti::Communicator comm_;              // mu_; invalid once let go of
+  std::optional<tutti::Error> released_;  // mu_: why comm_ was let go
   std::string group_name_;
   std::chrono::milliseconds timeout_;
   std::size_t inline_bytes_;
-  mutable std::mutex post_mu_;  // one poster at a time; guards comm_
   std::atomic<std::uint64_t> seq_{0};
-  std::atomic<std::uint64_t> monitored_barriers_{0};  // calls so far: each call's tag
-  std::map<std::string, std::uint64_t> made_;         // groups derived so far, by member list (post_mu_)
-  std::optional<tutti::Error> released_;              // why comm_ was let go
-  bool coalescing_ = false;
-  std::vector<c10::intrusive_ptr<WorkTutti>> coalesced_;
+  std::atomic<std::uint64_t> monitored_barriers_{0};      // calls so far: each call's tag
+  std::map<std::string, std::uint64_t> made_;             // post_mu_: groups derived so far, by member list
+  bool coalescing_ = false;                               // mu_
+  std::vector<c10::intrusive_ptr<WorkTutti>> coalesced_;  // mu_
 
   std::shared_ptr<Watcher> watcher_ = std::make_shared<Watcher>();
 
-  // Receives of a failed monitoredBarrier still posted: their buffers stay here.
+  // mu_: receives of a failed monitoredBarrier still posted: their buffers stay here.
   std::vector<std::pair<tutti::Work, at::Tensor>> stale_;
 };
 
