@@ -44,8 +44,10 @@ namespace tutti_torch {
 class WorkTutti;
 class ProcessGroupTutti;
 
-// The profiler event title of an operation: "tutti:<op>" as ProcessGroupGloo
-// records "gloo:<op>"; nullptr when no profiler listens.
+// "tutti:<op>": an operation's profiler event title, as ProcessGroupGloo
+// records "gloo:<op>"; without the prefix, its name in messages.
+const char* event_title(c10d::OpType type);
+// event_title, or nullptr when no profiler listens.
 const char* profiling_title(c10d::OpType type);
 
 // The completion thread of a backend: completes the Works whose future was
@@ -269,6 +271,16 @@ class ProcessGroupTutti : public c10d::Backend {
   // (aborts the communicator, always when `abort_always`), stops the
   // completion thread and lets go of the communicator.
   void release(const std::string& reason, bool abort_always);
+  // The coalesced all_gathers: per dtype, the inputs flattened and gathered
+  // into size x that; rank r's block of input j is copied to dst(r, j) (a
+  // tensor of input j's elements) when the operation is over, then `last`
+  // (destination, source) pairs.
+  c10::intrusive_ptr<c10d::Work> all_gather_flat(c10d::OpType type, std::vector<at::Tensor>& inputs,
+                                                 const std::function<at::Tensor(int, std::size_t)>& dst,
+                                                 std::vector<std::pair<at::Tensor, at::Tensor>> last,
+                                                 std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout);
+  // What a Work's abort() calls: abort(reason) on this backend, while it lives.
+  std::function<void(const std::string&)> abort_hook();
   // Keeps `w` for endCoalescing when coalescing.
   c10::intrusive_ptr<c10d::Work> coalesce(c10::intrusive_ptr<WorkTutti> w);
 
