@@ -4,7 +4,8 @@
 #      and every test through ctest;
 #   2. the build matrix (tests/build/build_matrix.sh: library, tools and
 #      Python package with g++ in Release and Debug, clang++ in Release; the
-#      plain build is g++ RelWithDebInfo), then sanitizers: the multi-rank tests
+#      plain build is g++ RelWithDebInfo), pip install . and pip wheel . into
+#      fresh venvs (tests/install/pip_test.sh), then sanitizers: the multi-rank tests
 #      built with AddressSanitizer and UndefinedBehaviorSanitizer
 #      (build-asan/), then with ThreadSanitizer (build-tsan/); any report,
 #      in the test process or in a rank it forked, fails the test;
@@ -58,8 +59,10 @@ finish() {
 # ---- 1. plain build and every test ------------------------------------------
 bash scripts/setup.sh
 # Every build of the command goes through ccache (its cache lives outside the clone).
+# Paths under the checkout are hashed relative to it, so that another clone
+# (CI's) finds what this one compiled.
 if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; then
-  export CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 fi
 # Every C and C++ source follows .clang-format.
 mapfile -t sources < <(find src include tools tests python/src examples bench -name '*.cc' -o -name '*.h' -o -name '*.c')
@@ -82,6 +85,11 @@ fi
 # Debug and RelWithDebInfo, warnings as errors.
 TUTTI_JOBS=$jobs bash tests/build/build_matrix.sh
 stage_done "build matrix"
+# As torch users install it: pip install . and pip wheel . into fresh venvs
+# with torch 2.13, then the seed's torch programs, DDP and torchrun from
+# there (tests/install/pip_test.sh).
+bash tests/install/pip_test.sh "${TUTTI_VENV:-$PWD/.venv}/bin/python" .
+stage_done "pip install and wheel"
 
 # Every report is fatal and ends the process with exit code 86, never with a
 # signal: a failure test may let some ranks die by a signal (may_die in

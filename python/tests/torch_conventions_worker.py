@@ -22,7 +22,7 @@ PART is one of:
              world's communicator without a rendezvous through the store,
              opening no connection outside the group; split_group;
              set_timeout; shrink_group leaving out a live rank, then a
-             killed one from the default group
+             killed one from the default group, and a new_group after it
 
 Prints "ok <checks>" at the end.
 """
@@ -466,21 +466,30 @@ def groups_part():
         ok(z.item() == 6.0, f"all_reduce on the shrunk group: {z}")
     dist.barrier()
 
-    # A killed rank, then shrink_group of the default group: the survivors
-    # carry on in a new default group.
-    if rank == 3:
+    # A killed rank (1, so that the survivors' numbers change), then
+    # shrink_group of the default group: the survivors carry on in a new
+    # default group, numbered 0, 1, 2 as global ranks 0, 2, 3 were.
+    if rank == 1:
         print(f"ok {checks}")
         sys.stdout.flush()
         os._exit(0)
-    expect(tutti.Error, ["rank 3"], lambda: dist.all_reduce(torch.ones(1 << 16)))
+    expect(tutti.Error, ["rank 1"], lambda: dist.all_reduce(torch.ones(1 << 16)))
     ok(isinstance(tutti.torch.error(), (tutti.PeerLost, tutti.Revoked, tutti.Mismatch, tutti.Timeout)),
        f"error state: {tutti.torch.error()!r}")
-    dist.shrink_group([3])
-    ok(dist.get_world_size() == 3 and dist.get_rank() == rank, "the default group is the survivors")
+    dist.shrink_group([1])
+    now = {0: 0, 2: 1, 3: 2}[rank]
+    ok(dist.get_world_size() == 3 and dist.get_rank() == now, f"the default group is the survivors: {dist.get_rank()}")
     w = torch.full((1000,), float(rank + 1))
     dist.all_reduce(w)
-    ok(torch.all(w == 6.0).item(), f"all_reduce after shrink_group: {w[:3]}")
+    ok(torch.all(w == 8.0).item(), f"all_reduce after shrink_group: {w[:3]}")
     ok(tutti.torch.error() is None, "the new default group works")
+    # new_group after it, in the new numbering: old ranks 2 and 3.
+    last = dist.new_group([1, 2])
+    if now in (1, 2):
+        v = torch.tensor([float(rank)])
+        dist.all_reduce(v, group=last)
+        ok(v.item() == 5.0, f"all_reduce on new_group([1, 2]) after the shrink: {v}")
+    dist.barrier()
 
 
 {"env": env_part, "profiling": profiling_part, "sparse": sparse_part, "timeouts": timeouts_part,

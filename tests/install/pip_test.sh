@@ -11,14 +11,18 @@
 #
 #   tests/install/pip_test.sh PYTHON SRC
 #
-# Builds go through ccache where it is installed. Everything lives in one
-# temporary folder, removed at the end.
+# Builds go through ccache where it is installed. Everything lives in
+# SRC/build-pip (made anew, removed at the end): one path under the checkout
+# for every run, so that ccache finds the library's objects of the last run
+# or of another clone.
 set -euo pipefail
 python=$1 src=$(cd "$2" && pwd)
-work=$(mktemp -d /tmp/tutti-pip-test.XXXXXX)
+work=$src/build-pip
+rm -rf "$work"
+mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; then
-  export CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$src CCACHE_NOHASHDIR=1
 fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1 OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=lo
 unset PYTHONPATH

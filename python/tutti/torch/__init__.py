@@ -47,10 +47,6 @@ BACKEND = "tutti"
 _CPU = torch.device("cpu")
 
 
-def _ms(timeout):
-    return _datetime.timedelta(seconds=timeout.total_seconds()) if timeout is not None else None
-
-
 def _tutti_backend_of(pg):
     """The tutti backend of a ProcessGroup for CPU tensors, or None."""
     if pg is None or pg == _c10d.GroupMember.NON_GROUP_MEMBER:
@@ -78,8 +74,10 @@ def _create(dist_opts, backend_options):
     ranks = list(dist_opts.global_ranks_in_group)
     timeout = dist_opts.timeout
     if ranks and _c10d.is_initialized():
-        # A sub-group of the world (new_group): made from the world's
-        # communicator by its members alone, when the world is tutti's.
+        # A sub-group of the world (new_group): made from the default
+        # group's communicator by its members alone, when that group is
+        # tutti's. torch numbers the members as the default group does
+        # (after shrink_group of the default group too).
         world = _tutti_backend_of(_c10d._get_default_group())
         if world is not None:
             b = _C.derive_backend(world, ranks, timeout, dist_opts.group_id)
