@@ -11,10 +11,11 @@ batch_isend_irecv; async Work (wait, is_completed, is_success, exception,
 get_future); bad input. Inputs are random (never zero) and a function of
 (rank, case); every element is checked. Prints "ok <cases>" at the end.
 
-  torch_worker.py [INIT]      INIT: env (default), tcp, file:<path>, store
-                              (a TCPStore passed to init_process_group),
-                              cpu (backend "cpu:tutti") or gloo-world (a
-                              tutti group in a gloo world)
+  torch_worker.py                        every operation (env:// init)
+  torch_worker.py inits FILE PORT x 5    the default group made every other
+      way, one after the other: tcp://, file://FILE, a TCPStore passed to
+      init_process_group, backend "cpu:tutti", and a tutti group in a gloo
+      world
 """
 import datetime
 import os
@@ -34,48 +35,59 @@ warnings.filterwarnings("ignore", message=".*will be deprecated.*")
 torch.set_num_threads(1)
 rank = int(os.environ["RANK"])
 n = int(os.environ["WORLD_SIZE"])
-how = sys.argv[1] if len(sys.argv) > 1 else "env"
-if how == "env":
-    dist.init_process_group("tutti", init_method="env://", rank=rank, world_size=n)
-elif how == "tcp":
-    dist.init_process_group("tutti", init_method=f"tcp://127.0.0.1:{os.environ['MASTER_PORT']}", rank=rank,
-                            world_size=n)
-elif how.startswith("file:"):
-    dist.init_process_group("tutti", init_method="file://" + how[5:], rank=rank, world_size=n)
-elif how == "store":
-    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), n, rank == 0,
-                          timeout=datetime.timedelta(seconds=60))
-    dist.init_process_group("tutti", store=store, rank=rank, world_size=n)
-elif how == "cpu":
-    dist.init_process_group(backend="cpu:tutti", init_method="env://", rank=rank, world_size=n)
-elif how == "gloo-world":
-    # A gloo world with a tutti group in it (new_group(backend="tutti")):
-    # the group meets through the store.
-    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=n)
-else:
-    raise SystemExit(f"unknown init method {how}")
-assert dist.get_rank() == rank and dist.get_world_size() == n
-if how == "gloo-world":
-    g = dist.new_group(list(range(n)), backend="tutti")
-    assert dist.get_backend(g) == "tutti" and tutti.torch.inline_bytes(g) is not None
-    x = torch.arange(10, dtype=torch.float64) * (rank + 1)
-    dist.all_reduce(x, group=g)
-    assert torch.equal(x, torch.arange(10, dtype=torch.float64) * (n * (n + 1) // 2)), x
-    outs = [torch.zeros(3, dtype=torch.int32) for _ in range(n)]
-    dist.all_gather(outs, torch.full((3,), rank, dtype=torch.int32), group=g)
-    assert [o.tolist() for o in outs] == [[r] * 3 for r in range(n)], outs
-    dist.barrier(group=g)
+def make_group(how, port):
+    """The default group, made one of the ways torch offers (MASTER_PORT:
+    `port`)."""
+    os.environ["MASTER_PORT"] = str(port)
+    if how == "env":
+        dist.init_process_group("tutti", init_method="env://", rank=rank, world_size=n)
+    elif how == "tcp":
+        dist.init_process_group("tutti", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n)
+    elif how.startswith("file:"):
+        dist.init_process_group("tutti", init_method="file://" + how[5:], rank=rank, world_size=n)
+    elif how == "store":
+        store = dist.TCPStore("127.0.0.1", int(port), n, rank == 0, timeout=datetime.timedelta(seconds=60))
+        dist.init_process_group("tutti", store=store, rank=rank, world_size=n)
+    elif how == "cpu":
+        dist.init_process_group(backend="cpu:tutti", init_method="env://", rank=rank, world_size=n)
+    elif how == "gloo-world":
+        # A gloo world with a tutti group in it (new_group(backend="tutti")):
+        # the group meets through the store.
+        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=n)
+    else:
+        raise SystemExit(f"unknown init method {how}")
+    assert dist.get_rank() == rank and dist.get_world_size() == n
+
+
+def check_group(how):
+    """A group made by make_group(how) works; it is destroyed after."""
+    if how == "gloo-world":
+        g = dist.new_group(list(range(n)), backend="tutti")
+        assert dist.get_backend(g) == "tutti" and tutti.torch.inline_bytes(g) is not None
+        x = torch.arange(10, dtype=torch.float64) * (rank + 1)
+        dist.all_reduce(x, group=g)
+        assert torch.equal(x, torch.arange(10, dtype=torch.float64) * (n * (n + 1) // 2)), x
+        outs = [torch.zeros(3, dtype=torch.int32) for _ in range(n)]
+        dist.all_gather(outs, torch.full((3,), rank, dtype=torch.int32), group=g)
+        assert [o.tolist() for o in outs] == [[r] * 3 for r in range(n)], outs
+        dist.barrier(group=g)
+    else:
+        assert dist.get_backend() == ("cpu:tutti" if how == "cpu" else "tutti"), dist.get_backend()
+        t = torch.tensor([rank + 1.0])
+        dist.all_reduce(t)
+        assert t.item() == n * (n + 1) / 2, t
+        dist.barrier()
     dist.destroy_process_group()
-    print("ok gloo-world")
-    sys.exit(0)
-assert dist.get_backend() == ("cpu:tutti" if how == "cpu" else "tutti"), dist.get_backend()
-if how != "env":
-    t = torch.tensor([rank + 1.0])
-    dist.all_reduce(t)
-    assert t.item() == n * (n + 1) / 2, t
-    dist.barrier()
     print(f"ok {how.split(':')[0]}")
+
+
+if len(sys.argv) > 1 and sys.argv[1] == "inits":
+    # Every way, one after the other in these processes: inits FILE PORT...
+    for how, port in zip(["tcp", "file:" + sys.argv[2], "store", "cpu", "gloo-world"], sys.argv[3:], strict=True):
+        make_group(how, port)
+        check_group(how)
     sys.exit(0)
+make_group("env", os.environ["MASTER_PORT"])
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
           torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128]
