@@ -82,6 +82,14 @@ std::optional<DataType> dtype_of_format(std::string f, py::ssize_t itemsize) {
   return std::nullopt;
 }
 
+// Whether a buffer format holds plain numbers (one struct-module code, with
+// an optional byte-order prefix), whatever their type in tutti.
+bool plain_format(std::string f) {
+  if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<' || f[0] == '>' || f[0] == '!')) f = f.substr(1);
+  if (f.size() == 2 && f[0] == 'Z') f = f.substr(1);
+  return f.size() == 1 && std::string_view("bBc?ehHiIlLqQnNfd").find(f[0]) != std::string_view::npos;
+}
+
 // One buffer held for the duration of an operation. Must be released with
 // the GIL held (py::buffer_info's destructor releases the Py_buffer).
 struct Buf {
@@ -115,14 +123,29 @@ Buf get_buf(const py::handle& obj, bool writable, std::optional<DataType> dtype,
   }
   const std::size_t nbytes = static_cast<std::size_t>(in.size) * static_cast<std::size_t>(in.itemsize);
   b.ptr = in.ptr;
+  // Only plain numbers: a format of objects (numpy's 'O': pointers to Python
+  // objects), records or padding is never read or written as data, whatever
+  // dtype= says.
+  const auto own = dtype_of_format(in.format, in.itemsize);
+  if (!own && !plain_format(in.format))
+    invalid(std::string(name) + ": buffer format '" + in.format + "' (item size " + std::to_string(in.itemsize) +
+            ") is not plain numeric data; tutti reads and writes only numbers (e.g. a numpy array of a numeric "
+            "dtype)");
   if (dtype) {
+    // dtype= names the elements of same-size storage (bfloat16 data in an
+    // int16 or uint16 array) or of raw bytes; it never re-reads elements of
+    // another size.
+    if (in.itemsize != 1 && static_cast<std::size_t>(in.itemsize) != dtype_size(*dtype))
+      invalid(std::string(name) + " holds " + (own ? std::string(dtype_name(*own)) : "'" + in.format + "'") +
+              " elements (" + std::to_string(in.itemsize) +
+              " bytes each), but dtype= says " + dtype_name(*dtype) + " (" + std::to_string(dtype_size(*dtype)) +
+              " bytes)");
     b.dtype = *dtype;
   } else {
-    auto d = dtype_of_format(in.format, in.itemsize);
-    if (!d)
+    if (!own)
       invalid(std::string(name) + ": buffer format '" + in.format + "' (item size " + std::to_string(in.itemsize) +
               ") has no tutti data type; pass dtype=");
-    b.dtype = *d;
+    b.dtype = *own;
   }
   const std::size_t es = dtype_size(b.dtype);
   if (nbytes % es != 0)
@@ -181,10 +204,13 @@ class PyWork {
   PyWork& operator=(const PyWork&) = delete;
 
   bool wait(std::optional<double> timeout_s) {
+    if (timeout_s && std::isnan(*timeout_s)) invalid("Work.wait: timeout is NaN");
     bool done = true;
     {
       py::gil_scoped_release nogil;
-      if (timeout_s) {
+      // inf, or a limit past what milliseconds hold, waits as long as None
+      // does (the operation's own deadline); NaN was refused above.
+      if (timeout_s && *timeout_s * 1e3 < 1e15) {
         auto ms = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(std::max(0.0, *timeout_s) * 1e3)));
         done = w_.wait(ms);
       } else {
@@ -343,9 +369,10 @@ struct Ops {
               std::to_string(c.size()) + ")");
     if (at_root && recv.is_none()) invalid("gather: the root needs a recvbuf");
     if (at_root && is_list(recv)) {
-      auto list = get_list(recv, true, dt ? dt : OptDtype(d), "recvbuf", c.size());
+      auto list = get_list(recv, true, dt, "recvbuf", c.size());
       std::vector<void*> ptrs;
       for (auto& b : list) {
+        same_type(v[0], b, "sendbuf", "a recvbuf entry");
         need_count(b, n, "a recvbuf entry", "gather");
         ptrs.push_back(b.ptr);
       }
@@ -358,7 +385,7 @@ struct Ops {
     }
     void* r = nullptr;
     if (at_root) {
-      v.push_back(get_buf(recv, true, dt ? dt : OptDtype(d), "recvbuf"));
+      v.push_back(get_buf(recv, true, dt, "recvbuf"));
       same_type(v[0], v[1], "sendbuf", "recvbuf");
       need_count(v[1], n * c.size(), "recvbuf", "gather (size x sendbuf)");
       r = v[1].ptr;
@@ -375,9 +402,10 @@ struct Ops {
     const DataType d = v[0].dtype;
     const void* s = v[0].ptr;
     if (is_list(recv)) {
-      auto list = get_list(recv, true, dt ? dt : OptDtype(d), "recvbuf", c.size());
+      auto list = get_list(recv, true, dt, "recvbuf", c.size());
       auto ptrs = std::make_shared<std::vector<void*>>();
       for (auto& b : list) {
+        same_type(v[0], b, "sendbuf", "a recvbuf entry");
         need_count(b, n, "a recvbuf entry", "all_gather");
         ptrs->push_back(b.ptr);
       }
@@ -386,7 +414,7 @@ struct Ops {
           std::move(v), [&] { c.all_gather(s, std::span<void* const>(*ptrs), n, d); },
           [&] { return c.iall_gather(s, std::span<void* const>(*ptrs), n, d); });
     }
-    v.push_back(get_buf(recv, true, dt ? dt : OptDtype(d), "recvbuf"));
+    v.push_back(get_buf(recv, true, dt, "recvbuf"));
     same_type(v[0], v[1], "sendbuf", "recvbuf");
     need_count(v[1], n * c.size(), "recvbuf", "all_gather (size x sendbuf)");
     void* r = v[1].ptr;
@@ -408,9 +436,10 @@ struct Ops {
     const bool at_root = c.rank() == root;
     if (at_root && send.is_none()) invalid("scatter: the root needs a sendbuf");
     if (at_root && is_list(send)) {
-      auto list = get_list(send, false, dt ? dt : OptDtype(d), "sendbuf", c.size());
+      auto list = get_list(send, false, dt, "sendbuf", c.size());
       auto ptrs = std::make_shared<std::vector<const void*>>();
       for (auto& b : list) {
+        same_type(b, v[0], "a sendbuf entry", "recvbuf");
         need_count(b, n, "a sendbuf entry", "scatter");
         ptrs->push_back(b.ptr);
       }
@@ -421,7 +450,7 @@ struct Ops {
     }
     const void* s = nullptr;
     if (at_root) {
-      v.push_back(get_buf(send, false, dt ? dt : OptDtype(d), "sendbuf"));
+      v.push_back(get_buf(send, false, dt, "sendbuf"));
       same_type(v[1], v[0], "sendbuf", "recvbuf");
       need_count(v[1], n * c.size(), "sendbuf", "scatter (size x recvbuf)");
       s = v[1].ptr;
@@ -438,9 +467,10 @@ struct Ops {
     const DataType d = v[0].dtype;
     void* r = v[0].ptr;
     if (is_list(send)) {
-      auto list = get_list(send, false, dt ? dt : OptDtype(d), "sendbuf", c.size());
+      auto list = get_list(send, false, dt, "sendbuf", c.size());
       auto ptrs = std::make_shared<std::vector<const void*>>();
       for (auto& b : list) {
+        same_type(b, v[0], "a sendbuf entry", "recvbuf");
         need_count(b, n, "a sendbuf entry", "reduce_scatter");
         ptrs->push_back(b.ptr);
       }
@@ -449,7 +479,7 @@ struct Ops {
           std::move(v), [&] { c.reduce_scatter(std::span<const void* const>(*ptrs), r, n, d, op); },
           [&] { return c.ireduce_scatter(std::span<const void* const>(*ptrs), r, n, d, op); });
     }
-    v.push_back(get_buf(send, false, dt ? dt : OptDtype(d), "sendbuf"));
+    v.push_back(get_buf(send, false, dt, "sendbuf"));
     same_type(v[1], v[0], "sendbuf", "recvbuf");
     need_count(v[1], n * c.size(), "sendbuf", "reduce_scatter (size x recvbuf)");
     const void* s = v[1].ptr;

@@ -280,6 +280,9 @@ void detail::CommunicatorImpl::create_shm(const OpContext& ctx) {
   } catch (const Error& e) {
     throw Error(e.kind(), ctx.where() + e.message());
   }
+  std::vector<int> pids;
+  for (int w : world) pids.push_back(static_cast<std::size_t>(w) < job->pid_of.size() ? job->pid_of[w] : 0);
+  shm_->set_member_pids(std::move(pids));
   shm_->set_thresholds(planner.thresholds().shm);
   shm_published_.store(shm_.get(), std::memory_order_release);
   shm_->set_abort_flag(&aborted_flag);

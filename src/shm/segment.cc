@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/process.h"
 #include "tutti/error.h"
 
 namespace tutti::detail {
@@ -35,7 +36,7 @@ void wait_for_creator(const std::string& name, const char* step, const char* tim
                       int creator_pid, const std::string& creator, Done done) {
   const auto max_nap = nap_max(size);
   const auto creator_gone = [&] {
-    if (creator_pid <= 0 || ::kill(creator_pid, 0) == 0 || errno != ESRCH) return false;
+    if (!process_gone(creator_pid)) return false;
     ::shm_unlink(name.c_str());
     return true;
   };
@@ -181,7 +182,7 @@ int SharedSegment::remove_orphans(const std::string& name_prefix) {
     if (p == MAP_FAILED) continue;
     const auto* h = static_cast<const Header*>(p);
     const bool orphan = h->magic == kMagic && h->ready.load(std::memory_order_acquire) == 1 && h->creator > 0 &&
-                        h->mapped.load() < h->size && ::kill(h->creator, 0) != 0 && errno == ESRCH;
+                        h->mapped.load() < h->size && process_gone(h->creator);
     ::munmap(p, kHeaderBytes);
     if (orphan && ::shm_unlink(name.c_str()) == 0) {
       ++removed;

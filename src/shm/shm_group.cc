@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/process.h"
 #include "common/ticks.h"
 #include "shm/futex.h"
 #include "tutti/error.h"
@@ -201,9 +202,7 @@ void ShmGroup::wait_until_reached(int peer, std::uint64_t value, bool in_flow, b
     if (reached(counter.load(std::memory_order_acquire))) return;
     check_remote_failure();
     if (abort_flag_ && abort_flag_->load()) fail_wait(peer, value, WaitFailure::Aborted);
-    std::int32_t pid = c->pid;
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
-      fail_wait(peer, value, abort_soon() ? WaitFailure::Aborted : WaitFailure::Dead);
+    if (process_gone(peer_pid(peer))) fail_wait(peer, value, abort_soon() ? WaitFailure::Aborted : WaitFailure::Dead);
   }
 }
 
@@ -397,7 +396,7 @@ void ShmGroup::copy_with_peer(int peer, void* local, std::uint64_t remote, std::
       std::string prefix = describe_ ? describe_(describe_arg_) : "rank " + std::to_string(rank_) + ": ";
       if (err == ESRCH)
         throw Error(ErrorKind::PeerLost, prefix + "rank " + std::to_string(peer) + " (pid " +
-                                             std::to_string(ctrl(peer)->pid) + ") exited during a shared-memory step");
+                                             std::to_string(peer_pid(peer)) + ") exited before completing its part of a shared-memory step");
       throw Error(ErrorKind::Internal, prefix + (write ? "writing " : "reading ") + std::to_string(bytes) +
                                            (write ? " bytes to rank " : " bytes from rank ") + std::to_string(peer) +
                                            " failed: " + std::strerror(err));
@@ -424,7 +423,7 @@ void ShmGroup::fail_wait(int peer, std::uint64_t value, WaitFailure why) {
                 prefix + "the communicator was aborted while waiting for rank " + std::to_string(peer));
   if (why == WaitFailure::Dead)
     throw Error(ErrorKind::PeerLost, prefix + "rank " + std::to_string(peer) + " (pid " +
-                                         std::to_string(ctrl(peer)->pid) + ") exited during a shared-memory step");
+                                         std::to_string(peer_pid(peer)) + ") exited before completing its part of a shared-memory step");
   throw Error(ErrorKind::Timeout, prefix + "Timed out waiting for rank " + std::to_string(peer) +
                                       " in a shared-memory step (round " + std::to_string(value / 2) +
                                       "); that rank did not take part in time");

@@ -57,6 +57,10 @@ class ShmGroup {
   ShmGroup(const ShmGroup&) = delete;
   ShmGroup& operator=(const ShmGroup&) = delete;
 
+  // Each member's process, known before it attaches (the job's table): a
+  // wait for a member that exited before it ever attached fails at once too.
+  void set_member_pids(std::vector<int> pids) { member_pids_ = std::move(pids); }
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::size_t slot_bytes() const { return slot_bytes_; }
@@ -298,6 +302,12 @@ class ShmGroup {
   }
   char* area(int r) const { return base_ + SharedSegment::kHeaderBytes + r * area_bytes_; }
   Ctrl* ctrl(int r) const { return reinterpret_cast<Ctrl*>(area(r)); }
+  // A member's process: as it wrote it on attaching, else the job's table.
+  int peer_pid(int r) const {
+    const std::int32_t pid = ctrl(r)->pid;
+    if (pid > 0 || static_cast<std::size_t>(r) >= member_pids_.size()) return pid;
+    return member_pids_[static_cast<std::size_t>(r)];
+  }
   void publish(std::uint64_t value) {
     Ctrl* c = ctrl(rank_);
     Line& line = c->line[((value - 1) / 2) % kLines];
@@ -404,6 +414,7 @@ class ShmGroup {
   // needs (a root running ahead would otherwise fetch a line the peer keeps
   // writing at every round).
   std::vector<std::uint64_t> begun_seen_;
+  std::vector<int> member_pids_;
   std::uint64_t min_begun_seen_ = 0;  // over the peers
   static constexpr TimePoint kLazyDeadline = TimePoint::min();
   TimePoint deadline_ = TimePoint::max();

@@ -574,6 +574,16 @@ TEST(Tuttirun, TimeoutStopsTheJob) {
   EXPECT_TRUE(wait_marked_gone(run.marker(), 1s).empty());
 }
 
+// A limit past what the clock holds is no limit, not an overflow into the
+// past that stops the job at once.
+TEST(Tuttirun, TimeoutsBeyondTheClocksRangeNeverExpire) {
+  for (const char* t : {"1e10", "1e300"}) {
+    RUN_TUTTIRUN(run, 10s, {"--timeout", t, "--kill-grace", t, "-n", "2", "sh", "-c", "sleep 0.3; echo done"});
+    EXPECT_TRUE(run.exited_with(0)) << t << ": " << run.err();
+    EXPECT_TRUE(run.wait_output("done", 2, 1s)) << t;
+  }
+}
+
 TEST(Tuttirun, AllRanksSucceed) {
   RUN_TUTTIRUN(run, 10s, {"-n", "4", "true"});
   EXPECT_TRUE(run.exited_with(0));

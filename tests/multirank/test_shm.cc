@@ -519,6 +519,38 @@ TEST(Shm, KilledRankIsReportedAndNoSegmentIsLeft) {
   EXPECT_TRUE(shm_segments(prefix).empty());
 }
 
+// A rank that leaves in order (returns, destroys its communicator, exits 0)
+// before the group's first collective is named within a second on every rank
+// that waits for it, on shared memory (its process is gone, though it never
+// attached to the segment) and over TCP (its goodbye), not after the timeout.
+TEST(Shm, ARankThatExitsCleanlyIsNamedWithinASecond) {
+  for (const std::string mode : {"auto", "tcp"}) {
+    SCOPED_TRACE(mode);
+    const std::string prefix = shm_prefix_for("leaves");
+    SpawnOptions o;
+    o.env = transport_env(mode);
+    o.env.emplace_back("TUTTI_SHM_PREFIX", prefix);
+    o.op_timeout = std::chrono::seconds(20);
+    spawn(
+        3,
+        [](Communicator& world) {
+          if (world.rank() == 2) return;
+          std::vector<float> buf(1024, 1.5f);
+          const auto t0 = std::chrono::steady_clock::now();
+          try {
+            world.all_reduce(buf.data(), buf.data(), buf.size(), DataType::Float32, ReduceOp::SUM);
+            ADD_FAILURE() << "all_reduce completed without rank 2";
+          } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::PeerLost) << e.what();
+            EXPECT_NE(e.message().find("rank 2"), std::string::npos) << e.what();
+          }
+          EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+        },
+        o);
+    EXPECT_TRUE(shm_segments(prefix).empty());
+  }
+}
+
 // Point-to-point through shared memory: a receiver waiting for a large
 // message (read straight from the sender's memory) from a rank that dies
 // gets PeerLost naming it, fast, and the job-wide segment is gone.

@@ -69,6 +69,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Now plus `s` seconds, saturating: a limit past what the clock holds (1e10
+// s, inf) is no limit rather than an overflow into the past.
+Clock::time_point after_seconds(double s) {
+  const Clock::time_point now = Clock::now();
+  const double left = std::chrono::duration<double>(Clock::time_point::max() - now).count();
+  if (!(s < left * 0.5)) return Clock::time_point::max();
+  return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(0.0, s)));
+}
+
 // How a rank ended.
 struct Ending {
   bool signaled = false;
@@ -459,8 +468,7 @@ void Job::begin_stop() {
     signal_group(SIGKILL);
     sigkilled_ = true;
   } else {
-    kill_deadline_ =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cfg_.grace_s));
+    kill_deadline_ = after_seconds(cfg_.grace_s);
   }
 }
 
@@ -700,8 +708,7 @@ int Job::run() {
     return kExitInternal;
   }
   if (cfg_.timeout_s > 0) {
-    job_deadline_ =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cfg_.timeout_s));
+    job_deadline_ = after_seconds(cfg_.timeout_s);
   }
   if (hosts_mode()) {
     ranks_.resize(cfg_.hosts.size());

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/process.h"
 #include "shm/futex.h"
 #include "shm/shm_group.h"
 
@@ -494,7 +495,7 @@ void ShmTransport::check_peers_locked() {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || !lost_[p].empty() || !watched_[p].load(std::memory_order_relaxed)) continue;
     std::string why = net_->peer_failure(p);
-    if (why.empty() && ::kill(pids_[p], 0) != 0 && errno == ESRCH)
+    if (why.empty() && process_gone(pids_[p]))
       why = "rank " + std::to_string(p) + " (pid " + std::to_string(pids_[p]) + ") exited";
     if (!why.empty()) fail_peer_locked(p, why);
   }

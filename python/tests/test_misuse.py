@@ -1,0 +1,64 @@
+"""Careless and hostile use of the tutti module: each case fails fast with
+an error that names it, or carries on, and never hangs or corrupts
+(misuse_worker.py for the multi-rank cases)."""
+import numpy as np
+import pytest
+
+import ranks
+import tutti
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+@pytest.mark.parametrize("how", ["exit", "raise"])
+def test_a_rank_that_leaves_is_named_within_a_second(how, transport):
+    env = {"TUTTI_TRANSPORT": "tcp"} if transport == "tcp" else {}
+    r = ranks.run_ranks(3, "misuse_worker.py", ("leave", how), timeout=60, env=env)
+    assert r.codes[2] == (0 if how == "exit" else 1), r.report()
+    for i in range(2):
+        assert r.codes[i] == 0 and r.outs[i].strip().endswith("ok"), r.report()
+
+
+def test_work_wait_without_a_finite_limit_waits():
+    ranks.run_ranks(2, "misuse_worker.py", ("wait_inf",), timeout=60).check()
+
+
+@pytest.fixture(scope="module")
+def one():
+    return tutti.init(rank=0, world_size=1)
+
+
+def refused(fn, text):
+    with pytest.raises(tutti.InvalidArgument) as e:
+        fn()
+    assert text in e.value.message, e.value.message
+
+
+def test_buffers_whose_dtypes_differ_are_refused_though_their_bytes_agree(one):
+    f64, f32 = np.random.default_rng(2).random(4), np.zeros(8, np.float32)
+    say = "sendbuf holds float64 but recvbuf holds float32"
+    refused(lambda: one.all_gather(f64, f32), say)
+    refused(lambda: one.gather(f64, f32, 0), say)
+    refused(lambda: one.scatter(f64, f32, 0), say)
+    refused(lambda: one.reduce_scatter(f64, f32), say)
+    refused(lambda: one.all_gather(f64, [f32]), "sendbuf holds float64 but a recvbuf entry holds float32")
+    refused(lambda: one.gather(f64, [f32], 0), "sendbuf holds float64 but a recvbuf entry holds float32")
+    refused(lambda: one.scatter([f64], f32, 0), "a sendbuf entry holds float64 but recvbuf holds float32")
+    refused(lambda: one.reduce_scatter([f64], f32), "a sendbuf entry holds float64 but recvbuf holds float32")
+    refused(lambda: one.iall_gather(f64, f32), say)
+    # dtype= names same-size storage, never elements of another size
+    refused(lambda: one.all_reduce(np.ones(4, np.float32), dtype=tutti.float64),
+            "buffer holds float32 elements (4 bytes each), but dtype= says float64 (8 bytes)")
+    refused(lambda: one.all_gather(f64, f32, dtype=tutti.float64),
+            "recvbuf holds float32 elements (4 bytes each), but dtype= says float64 (8 bytes)")
+    assert np.array_equal(f32, np.zeros(8, np.float32))
+    bits = np.array([0x3F80, 0x4000], np.uint16)  # bfloat16 1.0, 2.0
+    one.all_reduce(bits, dtype=tutti.bfloat16)
+    assert bits.tolist() == [0x3F80, 0x4000]
+
+
+def test_a_buffer_of_objects_is_refused_whatever_dtype_says(one):
+    objs = np.array([object() for _ in range(4)], dtype=object)
+    for dt in (tutti.int64, None):
+        refused(lambda: one.recv(objs, 0, dtype=dt), "buffer format 'O' (item size 8) is not plain numeric data")
+        refused(lambda: one.all_reduce(objs, dtype=dt), "is not plain numeric data")
+    assert all(isinstance(o, object) for o in objs)
