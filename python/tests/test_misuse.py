@@ -62,3 +62,18 @@ def test_a_buffer_of_objects_is_refused_whatever_dtype_says(one):
         refused(lambda: one.recv(objs, 0, dtype=dt), "buffer format 'O' (item size 8) is not plain numeric data")
         refused(lambda: one.all_reduce(objs, dtype=dt), "is not plain numeric data")
     assert all(isinstance(o, object) for o in objs)
+
+
+def test_a_port_out_of_range_is_refused_not_wrapped():
+    for make in (lambda p: tutti.TcpStoreServer("127.0.0.1", p),
+                 lambda p: tutti.tcp_store_client("127.0.0.1", p, timeout=1)):
+        for port in (70000, 65536, -1):
+            refused(lambda: make(port), f"port {port} of 127.0.0.1 is not a TCP port (0 to 65535)")
+
+
+def test_a_local_rank_outside_the_local_world_is_refused():
+    code = "import tutti\ntry:\n    tutti.init()\nexcept tutti.InvalidArgument as e:\n    print(e.message)\n"
+    env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "7", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(ranks.free_port())}
+    r = ranks.run_command([ranks.PYTHON, "-c", code], timeout=30, env=env).check()
+    assert "LOCAL_RANK 7 is not below LOCAL_WORLD_SIZE 2" in r.outs[0], r.report()

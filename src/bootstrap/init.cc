@@ -141,6 +141,9 @@ Communicator init(const InitOptions& options) {
     if (rank < 0) rank = launch.rank;
     if (size < 0) size = launch.size;
   }
+  // The caller placed this rank and the environment is not trusted: the
+  // local numbering comes from the hosts, not from those variables.
+  if (!launch.rank_error.empty()) launch.local_rank = launch.local_size = -1;
   if (size < 0) size = 1;  // nothing set anywhere: a job of one
   if (rank < 0) rank = 0;
   if (size < 1 || rank >= size)

@@ -251,6 +251,21 @@ LaunchEnv parse_launch_env(const EnvMap& env) {
     }
   }
 
+  // The local numbering must fit inside itself and the world: a rank that
+  // believed it was local rank 7 of 2 would pick another's device or CPUs.
+  {
+    const Source* src = found.empty() ? &kSources[0] : found.front().source;
+    const std::string lr = src->local_rank_var, ls = src->local_size_var ? src->local_size_var : "the local size";
+    std::string bad;
+    if (out.local_size == 0)
+      bad = ls + " is 0";
+    else if (out.local_rank >= 0 && out.local_size > 0 && out.local_rank >= out.local_size)
+      bad = lr + " " + std::to_string(out.local_rank) + " is not below " + ls + " " + std::to_string(out.local_size);
+    else if (out.size > 0 && out.local_size > out.size)
+      bad = ls + " " + std::to_string(out.local_size) + " exceeds " + src->size_var + " " + std::to_string(out.size);
+    if (!bad.empty() && out.rank_error.empty()) out.rank_error = bad + ": the launch's variables contradict each other";
+  }
+
   // Where to meet.
   const std::string* addr = get(env, "MASTER_ADDR");
   const std::string* port = get(env, "MASTER_PORT");

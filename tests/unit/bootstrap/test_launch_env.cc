@@ -271,6 +271,25 @@ TEST(LaunchEnv, MalformedRankVariablesAreReportedNotThrown) {
   EXPECT_EQ(l.rank, 1);
 }
 
+TEST(LaunchEnv, LocalNumberingThatContradictsItselfIsReported) {
+  auto l = parse_launch_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "7"}, {"LOCAL_WORLD_SIZE", "2"}});
+  EXPECT_NE(l.rank_error.find("LOCAL_RANK 7 is not below LOCAL_WORLD_SIZE 2"), std::string::npos) << l.rank_error;
+  l = parse_launch_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}});
+  EXPECT_NE(l.rank_error.find("LOCAL_WORLD_SIZE 4 exceeds WORLD_SIZE 2"), std::string::npos) << l.rank_error;
+  l = parse_launch_env({{"OMPI_COMM_WORLD_RANK", "0"},
+                        {"OMPI_COMM_WORLD_SIZE", "4"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}});
+  EXPECT_NE(l.rank_error.find("OMPI_COMM_WORLD_LOCAL_RANK 3 is not below OMPI_COMM_WORLD_LOCAL_SIZE 3"),
+            std::string::npos)
+      << l.rank_error;
+  l = parse_launch_env({{"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}});
+  EXPECT_NE(l.rank_error.find("LOCAL_RANK 2 is not below LOCAL_WORLD_SIZE 2"), std::string::npos) << l.rank_error;
+  l = parse_launch_env({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}});
+  EXPECT_TRUE(l.rank_error.empty()) << l.rank_error;
+  EXPECT_EQ(l.local_rank, 1);
+}
+
 TEST(LaunchEnv, MalformedValuesAreInvalidArguments) {
   EXPECT_EQ(kind_of([&] {
               parse_launch_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NODELIST", "n[1-"}});
