@@ -77,3 +77,14 @@ def test_a_local_rank_outside_the_local_world_is_refused():
            "MASTER_PORT": str(ranks.free_port())}
     r = ranks.run_command([ranks.PYTHON, "-c", code], timeout=30, env=env).check()
     assert "LOCAL_RANK 7 is not below LOCAL_WORLD_SIZE 2" in r.outs[0], r.report()
+
+
+def test_init_keeps_its_timeout_whatever_the_world_size():
+    code = ("import time, tutti\nt = time.monotonic()\ntry:\n    tutti.init(timeout=2)\n"
+            "except tutti.Timeout as e:\n    print(round(time.monotonic() - t, 2), e.message)\n")
+    for size in (1 << 20, 1 << 24):
+        env = {"RANK": "0", "WORLD_SIZE": str(size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ranks.free_port())}
+        r = ranks.run_command([ranks.PYTHON, "-c", code], timeout=60, env=env).check()
+        took, message = r.outs[0].split(" ", 1)
+        assert float(took) < 2.8, r.report()
+        assert "ranks 1, 2, 3," in message and f"never joined (world size {size})" in message, r.report()

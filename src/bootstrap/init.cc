@@ -224,7 +224,7 @@ Communicator init(const InitOptions& options) {
     // "pid host-hash job-settings-hash host-settings-hash".
     const std::string record =
         std::to_string(::getpid()) + ' ' + my_host_hash + ' ' + my_job_hash + ' ' + my_host_settings_hash;
-    peers = gather_peer_addresses(*job->store, rank, size, job->config, host, port, record, host_records);
+    peers = gather_peer_addresses(*job->store, rank, size, job->config, host, port, record, host_records, deadline);
     peers.key = secret + "/" + link_key;
     peers.job_id = job->job_id;
     peers.congestion = choose_congestion(job->config.tcp_congestion);

@@ -74,13 +74,15 @@ class TcpStoreClient final : public Store {
   std::vector<Bytes> multi_get(const std::vector<std::string>& keys) override {
     std::vector<Bytes> out;
     out.reserve(keys.size());
-    // One request per kStoreMaxKeys keys.
+    // One request per kStoreMaxKeys keys, all within one timeout.
+    const detail::TimePoint deadline = detail::deadline_after(timeout());
     for (std::size_t first = 0; first < keys.size(); first += detail::kStoreMaxKeys) {
       const std::size_t n = std::min<std::size_t>(detail::kStoreMaxKeys, keys.size() - first);
       std::vector<std::string> part(keys.begin() + static_cast<std::ptrdiff_t>(first),
                                     keys.begin() + static_cast<std::ptrdiff_t>(first + n));
       StoreFrame req = request(StoreOp::MultiGet, part);
-      req.arg = timeout().count();
+      req.arg = std::max<std::int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - detail::Clock::now()).count());
       StoreFrame rep = call(req, "store multi_get of keys " + detail::quote_keys(req.keys), req.arg);
       if (rep.code == static_cast<std::uint8_t>(StoreStatus::Timeout))
         throw Error(ErrorKind::Timeout, "store multi_get: Timed out after " + std::to_string(req.arg) +

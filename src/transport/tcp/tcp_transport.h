@@ -92,13 +92,14 @@ struct TcpPeers {
 };
 
 // Listens, publishes this rank's address under "tutti/tcp/<rank>" and reads
-// every rank's in one store request (which waits until all have published).
-// Fails with Timeout naming the ranks that never published within the
-// store's timeout. Makes no connection.
+// every rank's in one store request per 65,536 ranks (which waits until all
+// have published). Fails with Timeout naming ranks that never published by
+// `deadline`, init's. Makes no connection.
 // `record` travels with this rank's address (init's host record); every
 // rank's comes back in `records`, from the same request.
 TcpPeers gather_peer_addresses(Store& store, int rank, int size, const Config& config, const std::string& store_host,
-                               int store_port, const std::string& record, std::vector<std::string>& records);
+                               int store_port, const std::string& record, std::vector<std::string>& records,
+                               TimePoint deadline);
 
 class TcpTransport final : public Transport, public std::enable_shared_from_this<TcpTransport> {
  public:
