@@ -48,6 +48,16 @@ struct InitOptions;
 class Communicator {
  public:
   Communicator() = default;  // an invalid handle; valid() is false
+  // Handles share one communicator, which goes with the last of them. In a
+  // child forked from its process the last handle leaves it alone (its
+  // threads and connections are the parent's).
+  ~Communicator();
+  Communicator(const Communicator&) = default;
+  Communicator(Communicator&&) noexcept = default;
+  Communicator& operator=(Communicator other) noexcept {
+    impl_.swap(other.impl_);
+    return *this;
+  }
 
   bool valid() const { return impl_ != nullptr; }
   int rank() const;

@@ -5,7 +5,11 @@
                get PeerLost naming it within a second
   wait_inf     Work.wait with an infinite or huge timeout waits for the
                operation
+  fork         rank 0 forks: the child cannot act as the rank (nor wait for
+               the parent's work) and its exit disturbs nobody; the parent
+               and rank 1 go on with correct sums
 """
+import os
 import sys
 import time
 
@@ -52,6 +56,42 @@ elif case == "wait_inf":
     except tutti.InvalidArgument as e:
         assert "NaN" in e.message, e.message
     w.wait()
+    print("ok", flush=True)
+elif case == "fork":
+    x = np.random.default_rng(11 + rank).random(4096)
+    want = sum(np.random.default_rng(11 + r).random(4096) for r in range(n))
+    got = x.copy()
+    comm.all_reduce(got)
+    assert np.allclose(got, want)
+    if rank == 0:
+        pending = comm.irecv(np.zeros(3), 1, tag=9)
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                comm.all_reduce(x.copy())
+                code = 3
+            except tutti.InvalidArgument as e:
+                if f"is a child forked from it and cannot use it" not in e.message:
+                    code = 4
+            try:
+                pending.wait()
+                code = code or 5
+            except tutti.InvalidArgument as e:
+                if "a forked child cannot wait for it" not in e.message:
+                    code = code or 6
+            sys.exit(code)  # an orderly exit: destructors run in the child
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, f"child: {status}"
+        comm.barrier()
+        pending.wait()
+    else:
+        comm.barrier()
+        comm.send(np.ones(3), 0, tag=9)
+    for i in range(20):
+        got = x.copy()
+        comm.all_reduce(got)
+        assert np.allclose(got, want), i
     print("ok", flush=True)
 else:
     raise SystemExit(f"unknown case {case}")

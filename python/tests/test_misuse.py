@@ -18,6 +18,12 @@ def test_a_rank_that_leaves_is_named_within_a_second(how, transport):
         assert r.codes[i] == 0 and r.outs[i].strip().endswith("ok"), r.report()
 
 
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_a_forked_child_cannot_act_as_the_rank(transport):
+    env = {"TUTTI_TRANSPORT": "tcp"} if transport == "tcp" else {}
+    ranks.run_ranks(2, "misuse_worker.py", ("fork",), timeout=60, env=env).check()
+
+
 def test_work_wait_without_a_finite_limit_waits():
     ranks.run_ranks(2, "misuse_worker.py", ("wait_inf",), timeout=60).check()
 

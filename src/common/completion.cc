@@ -59,8 +59,18 @@ bool Work::test() const {
   return !c_ || c_->done();
 }
 
+namespace {
+void check_process(const detail::Completion& c) {
+  if (c.generation != detail::fork_generation())
+    throw Error(ErrorKind::InvalidArgument,
+                "this operation was started by the process this one was forked from; a forked child cannot wait for "
+                "it (each process makes its own communicator)");
+}
+}  // namespace
+
 void Work::wait() const {
   if (!c_) return;
+  check_process(*c_);
   if (!c_->wait_until(c_->deadline)) {
     if (c_->on_deadline) c_->on_deadline();
     // The owner's abort fails the completion; wait for that to land.
@@ -75,6 +85,7 @@ void Work::wait() const {
 
 bool Work::wait(std::chrono::milliseconds timeout) const {
   if (!c_) return true;
+  check_process(*c_);
   auto limit = detail::deadline_after(timeout);
   if (limit >= c_->deadline) {
     wait();

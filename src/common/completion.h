@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fork.h"
 #include "tutti/error.h"
 
 namespace tutti::detail {
@@ -51,6 +52,8 @@ class Completion {
   // Deadline for Work::wait() without an explicit timeout, and what to do
   // when a waiter reaches it (the owner aborts, which fails this completion).
   TimePoint deadline = TimePoint::max();
+  // The process that started it (common/fork.h): a forked child may not wait.
+  unsigned generation = fork_generation();
   std::function<void()> on_deadline;
   // Called by a waiter that finds the operation failed (fail-stop: the owner
   // aborts its communicator).

@@ -34,6 +34,13 @@ struct BlockingCall {
 
 }  // namespace
 
+Communicator::~Communicator() {
+  // Tearing it down in a forked child would join threads the child does not
+  // have, take locks the parent's threads held at the fork, and say goodbye
+  // on the parent's connections: the child leaves it as it is.
+  if (impl_ && impl_->generation != detail::fork_generation()) new std::shared_ptr<Impl>(std::move(impl_));
+}
+
 int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
 int Communicator::global_rank() const { return impl_->world[impl_->rank]; }

@@ -181,7 +181,15 @@ std::optional<Error> detail::CommunicatorImpl::error() {
                "rank " + std::to_string(rank) + ": the communicator was aborted earlier: " + abort_reason_);
 }
 
+void detail::CommunicatorImpl::refuse_forked_child() const {
+  throw Error(ErrorKind::InvalidArgument,
+              "rank " + std::to_string(rank) + ": this communicator belongs to process " + std::to_string(owner_pid) +
+                  "; process " + std::to_string(::getpid()) +
+                  " is a child forked from it and cannot use it (each process makes its own communicator)");
+}
+
 void detail::CommunicatorImpl::throw_if_aborted() {
+  if (generation != detail::fork_generation()) refuse_forked_child();
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_)
     throw Error(later_kind(),
@@ -231,6 +239,7 @@ void detail::CommunicatorImpl::abort(ErrorKind kind, const std::string& message,
 }
 
 bool detail::CommunicatorImpl::begin_inline() {
+  if (generation != detail::fork_generation()) refuse_forked_child();
   std::uint32_t idle = 0;
   if (busy_.compare_exchange_strong(idle, kRunning, std::memory_order_acquire)) return true;
   std::lock_guard<std::mutex> lock(mu_);

@@ -14,6 +14,8 @@
 // transport fails every pending request of it with the same root cause, and
 // every later call fails at once with Error(Aborted) naming that cause.
 
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -29,6 +31,7 @@
 #include "algorithms/context.h"
 #include "algorithms/signature.h"
 #include "common/config.h"
+#include "common/fork.h"
 #include "core/fault.h"
 #include "hierarchy/hierarchy.h"
 #include "plan/planner.h"
@@ -104,6 +107,9 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   int rank = 0;
   int size = 1;
   std::vector<int> world;                                 // comm rank -> world rank
+  // The process that made it: a forked child may not use it (common/fork.h).
+  const unsigned generation = detail::fork_generation();
+  const int owner_pid = static_cast<int>(::getpid());
   std::shared_ptr<const std::vector<int>> world_to_comm;  // world rank -> comm rank or -1
   // Read by the worker thread, set by the user's: atomic.
   std::atomic<std::chrono::milliseconds> timeout{std::chrono::minutes(5)};
@@ -281,6 +287,11 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   // Set once abort() ran; shared-memory waits poll it.
   std::atomic<bool> aborted_flag{false};
   void throw_if_aborted();
+  // A forked child holds a copy of its parent's communicator, whose threads,
+  // connections and place in the job are the parent's: it must not act as
+  // the rank (its data would join the parent's operations). Every call
+  // checks (throw_if_aborted, begin_inline) and throws this.
+  [[noreturn]] void refuse_forked_child() const;
   // TUTTI_DEBUG=detail: every member sends every other the operation's
   // signature and byte count; any difference is a Mismatch.
   void cross_check(detail::OpContext& ctx);
