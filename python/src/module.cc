@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "interrupt.h"
 #include "tutti/tutti.h"
 
 namespace py = pybind11;
@@ -65,149 +66,6 @@ py::object make_error(const Error& e) {
 
 [[noreturn]] void invalid(const std::string& what) { throw Error(ErrorKind::InvalidArgument, what); }
 
-// ---- Ctrl-C ---------------------------------------------------------------------
-//
-// Python runs its SIGINT handler (KeyboardInterrupt) only between bytecodes,
-// so a call that waits in tutti would hear Ctrl-C only when it ends, at
-// worst after its timeout. While the main thread waits in a communicator's
-// call and Python's handler is the default one, a C handler of ours sits in
-// front of Python's: it passes the signal on to Python's and wakes a watcher
-// thread, which aborts that communicator. The call then fails at once, and
-// the binding raises what Python's handler raises (KeyboardInterrupt). The
-// communicator stays aborted (every later call fails naming the interrupt):
-// an operation cut off half-way cannot be resumed. Under a SIGINT handler of
-// the user's, calls are not interrupted (the handler runs after the call).
-
-namespace interrupt {
-
-struct sigaction g_python;                  // the handler ours passes the signal on to
-std::atomic<bool> g_armed{false};           // the main thread waits in a call
-std::atomic<bool> g_hit{false};             // SIGINT came while armed
-int g_wake = -1;                            // eventfd: the watcher waits on it
-std::mutex g_mu;                            // guards g_comm
-Communicator* g_comm = nullptr;             // the communicator the main thread waits on
-std::atomic<unsigned> g_forks{0};           // fork()s since import (a child has no watcher)
-unsigned g_watcher_forks = ~0u;             // g_forks when the watcher started
-unsigned long g_main_thread = 0;            // Python's main thread (PyThread_get_thread_ident)
-PyObject* g_getsignal = nullptr;            // signal.getsignal
-PyObject* g_default_handler = nullptr;      // signal.default_int_handler
-
-void on_sigint(int sig, siginfo_t* info, void* context) {
-  if (g_armed.load(std::memory_order_acquire)) {
-    g_hit.store(true, std::memory_order_release);
-    const std::uint64_t one = 1;
-    ssize_t n = ::write(g_wake, &one, sizeof one);
-    (void)n;
-  }
-  if (g_python.sa_flags & SA_SIGINFO) {
-    g_python.sa_sigaction(sig, info, context);
-  } else if (g_python.sa_handler != SIG_DFL && g_python.sa_handler != SIG_IGN) {
-    g_python.sa_handler(sig);
-  }
-}
-
-void watch() {
-  while (true) {
-    std::uint64_t n = 0;
-    if (::read(g_wake, &n, sizeof n) < 0 && errno == EINTR) continue;
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (g_comm && g_hit.load(std::memory_order_acquire))
-      g_comm->abort("interrupted by SIGINT (Ctrl-C) while waiting in tutti; Python raised KeyboardInterrupt");
-  }
-}
-
-// Whether a call on this thread can be interrupted now; sets up what it
-// needs (with the GIL held).
-bool can_interrupt() {
-  if (PyThread_get_thread_ident() != g_main_thread || !g_getsignal) return false;
-  PyObject* h = PyObject_CallFunction(g_getsignal, "i", SIGINT);
-  if (!h) {
-    PyErr_Clear();
-    return false;
-  }
-  const bool ours = h == g_default_handler;
-  Py_DECREF(h);
-  if (!ours) return false;
-  struct sigaction cur {};
-  if (::sigaction(SIGINT, nullptr, &cur) != 0) return false;
-  if (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_sigint) {
-    if (!(cur.sa_flags & SA_SIGINFO) && (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN)) return false;
-    g_python = cur;
-    struct sigaction mine = cur;
-    mine.sa_flags |= SA_SIGINFO;
-    mine.sa_sigaction = on_sigint;
-    if (::sigaction(SIGINT, &mine, nullptr) != 0) return false;
-  }
-  const unsigned forks = g_forks.load(std::memory_order_relaxed);
-  if (g_watcher_forks != forks) {
-    if (g_wake >= 0) ::close(g_wake);
-    g_wake = ::eventfd(0, EFD_CLOEXEC);
-    if (g_wake < 0) return false;
-    std::thread(watch).detach();
-    g_watcher_forks = forks;
-  }
-  return true;
-}
-
-// Around a wait of the main thread on `comm`: releases the GIL; finish()
-// raises the pending KeyboardInterrupt if Ctrl-C came meanwhile.
-class Guard {
- public:
-  explicit Guard(Communicator& comm) {
-    if (!can_interrupt()) return;
-    {
-      std::lock_guard<std::mutex> lock(g_mu);
-      g_comm = &comm;
-    }
-    g_hit.store(false, std::memory_order_relaxed);
-    g_armed.store(true, std::memory_order_release);
-    armed_ = true;
-  }
-  ~Guard() { disarm(); }
-  Guard(const Guard&) = delete;
-  Guard& operator=(const Guard&) = delete;
-  // With the GIL held: raises Python's exception for a SIGINT that came.
-  void finish() {
-    if (!disarm()) return;
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-  }
-
- private:
-  // Whether SIGINT came while armed.
-  bool disarm() {
-    if (!armed_) return false;
-    armed_ = false;
-    g_armed.store(false, std::memory_order_release);
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_comm = nullptr;
-    return g_hit.load(std::memory_order_acquire);
-  }
-  bool armed_ = false;
-};
-
-// Runs f() on `comm` with the GIL released, interruptible by Ctrl-C.
-template <class F>
-void wait_in(Communicator& comm, F&& f) {
-  Guard guard(comm);
-  try {
-    py::gil_scoped_release nogil;
-    f();
-  } catch (const Error&) {
-    guard.finish();
-    throw;
-  }
-  guard.finish();
-}
-
-void setup() {
-  g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
-  py::module_ signal_module = py::module_::import("signal");
-  g_getsignal = py::object(signal_module.attr("getsignal")).release().ptr();
-  g_default_handler = py::object(signal_module.attr("default_int_handler")).release().ptr();
-  ::pthread_atfork(nullptr, nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); });
-}
-
-}  // namespace interrupt
 
 // ---- buffers --------------------------------------------------------------------
 
@@ -358,7 +216,7 @@ class PyWork {
   bool wait(std::optional<double> timeout_s) {
     if (timeout_s && std::isnan(*timeout_s)) invalid("Work.wait: timeout is NaN");
     bool done = true;
-    interrupt::wait_in(comm_, [&] {
+    tutti_python::interrupt::wait_in(comm_, [&] {
       // inf, or a limit past what milliseconds hold, waits as long as None
       // does (the operation's own deadline); NaN was refused above.
       if (timeout_s && *timeout_s * 1e3 < 1e15) {
@@ -456,7 +314,7 @@ struct Ops {
       Work w = a();
       return py::cast(make_work(std::move(w), std::move(bufs), c));
     }
-    interrupt::wait_in(c, b);
+    tutti_python::interrupt::wait_in(c, b);
     return py::none();
   }
 
@@ -716,7 +574,7 @@ py::bytes from_bytes(const Bytes& b) { return py::bytes(reinterpret_cast<const c
 
 PYBIND11_MODULE(_tutti, m) {
   m.doc() = "tutti: collective and point-to-point communication between processes";
-  interrupt::setup();
+  tutti_python::interrupt::setup();
 
   // Errors: tutti.Error (a RuntimeError) and one subclass per kind.
   {
@@ -814,7 +672,7 @@ PYBIND11_MODULE(_tutti, m) {
           "send",
           [](PyComm& s, const py::object& buf, int dst, int tag, OptDtype dt) {
             auto [w, b] = s.isend_(buf, dst, tag, dt);
-            interrupt::wait_in(s.c, [&w = w] { w.wait(); });
+            tutti_python::interrupt::wait_in(s.c, [&w = w] { w.wait(); });
           },
           py::arg("buf"), py::arg("dst"), py::arg("tag") = 0, py::arg("dtype") = py::none())
       .def(
@@ -828,7 +686,7 @@ PYBIND11_MODULE(_tutti, m) {
           "recv",
           [](PyComm& s, const py::object& buf, int src, int tag, OptDtype dt) {
             auto [w, b] = s.irecv_(buf, src, tag, dt);
-            interrupt::wait_in(s.c, [&w = w] { w.wait(); });
+            tutti_python::interrupt::wait_in(s.c, [&w = w] { w.wait(); });
             return w.source();
           },
           py::arg("buf"), py::arg("src") = kAnySource, py::arg("tag") = 0, py::arg("dtype") = py::none(),

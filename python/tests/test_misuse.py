@@ -18,6 +18,12 @@ def test_a_rank_that_leaves_is_named_within_a_second(how, transport):
         assert r.codes[i] == 0 and r.outs[i].strip().endswith("ok"), r.report()
 
 
+@pytest.mark.parametrize("how", ["recv", "wait", "all_reduce", "torch_small", "torch_large", "torch_recv",
+                                 "torch_wait"])
+def test_ctrl_c_raises_keyboard_interrupt_at_once(how):
+    ranks.run_ranks(2, "misuse_worker.py", ("sigint", how), timeout=60).check()
+
+
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 def test_a_forked_child_cannot_act_as_the_rank(transport):
     env = {"TUTTI_TRANSPORT": "tcp"} if transport == "tcp" else {}

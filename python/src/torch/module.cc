@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "../interrupt.h"
 #include "process_group.h"
 
 namespace py = pybind11;
@@ -42,6 +43,7 @@ tutti_torch::ProcessGroupTutti& tutti_backend(const BackendPtr& b) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "tutti as a torch.distributed backend (ProcessGroupTutti, a c10d::Backend)";
+  tutti_python::interrupt::setup();
   m.def(
       "create_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,

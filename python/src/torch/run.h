@@ -3,6 +3,7 @@
 // (process_group.cc, coalesced.cc).
 #include <type_traits>
 
+#include "../interrupt.h"
 #include "process_group.h"
 #include "tensors.h"
 
@@ -26,7 +27,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(c10d::OpType type, const s
         try {
           tutti::Communicator c = live(event_title(type) + 6);
           TimeoutScope ts(c, timeout);
-          blocking(c);
+          tutti_python::interrupt::wait_in_nogil(w->on_abort, [&] { blocking(c); });
         } catch (const tutti::Error& e) {
           if (e.kind() == tutti::ErrorKind::InvalidArgument) throw;
           err = std::current_exception();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "../interrupt.h"
 #include "process_group.h"
 
 namespace tutti_torch {
@@ -240,7 +241,9 @@ bool WorkTutti::wait(std::chrono::milliseconds timeout) {
     until = *deadline_;
     by_op = true;
   }
-  if (!wait_until(until))
+  bool done = false;
+  tutti_python::interrupt::wait_in_nogil(on_abort, [&] { done = wait_until(until); });
+  if (!done)
     throw Error(ErrorKind::Timeout, "rank " + std::to_string(rank_) + ": Timed out waiting for " +
                                         (event_title(opType_) + 6) + ", which did not finish within " +
                                         (by_op ? std::string("the operation's timeout")
