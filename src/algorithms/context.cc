@@ -22,7 +22,7 @@ std::string OpContext::describe() const {
 
 std::uint64_t OpContext::signature() const {
   if (!sign_messages) return 0;
-  if (sig_cache == 0) sig_cache = op_signature(*this);
+  if (sig_cache == 0) sig_cache = message_signature(*this);
   return sig_cache;
 }
 

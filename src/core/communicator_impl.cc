@@ -139,7 +139,7 @@ void detail::CommunicatorImpl::cross_check(OpContext& ctx) {
   if (size == 1 || ctx.shm) return;  // shared memory checks every round
   // Steps far above any algorithm's, so the exchange never meets its messages.
   constexpr std::uint32_t kCheckStep = detail::kCrossCheckStep;
-  const std::uint64_t mine[2] = {ctx.signature(), detail::op_signature_bytes(ctx)};
+  const std::uint64_t mine[2] = {detail::op_signature(ctx), detail::op_signature_bytes(ctx)};
   // The exchange's own messages carry no signature, so that they always
   // meet (and never clash with the operation's own messages of faster
   // ranks), and the comparison below names both operations in full.

@@ -183,7 +183,8 @@ class Matcher {
   // to different operations: why ("" when they agree or either is unsigned).
   std::string conflict(int peer, std::uint64_t theirs, std::uint64_t mine) const {
     if (!theirs || !mine || theirs == mine) return "";
-    return "rank " + std::to_string(peer) + " sent a message of " + words(theirs) + " where this rank runs " +
+    if (describe_) return "rank " + std::to_string(peer) + " sent a message of " + describe_(theirs, mine);
+    return "rank " + std::to_string(peer) + " sent a message of " + words(theirs) + " where this rank called " +
            words(mine);
   }
 
@@ -195,15 +196,17 @@ class Matcher {
       return false;
     }
   }
-  std::string words(std::uint64_t s) const { return describe_ ? describe_(s) : std::to_string(s); }
+  std::string words(std::uint64_t s) const { return describe_ ? describe_(s, 0) : std::to_string(s); }
   std::string stale_message(int peer, std::uint64_t op, std::uint64_t comm, std::uint64_t theirs) const {
-    std::string mine;
+    std::uint64_t mine = 0;
     if (auto it = recent_ops_.find(comm); it != recent_ops_.end())
       for (const auto& [o, s] : it->second)
-        if (o == op) mine = words(s);
-    return "rank " + std::to_string(peer) + " sent a message of " + words(theirs) +
-           (mine.empty() ? " for an operation this rank completed without it"
-                         : " where this rank ran " + mine + ", and completed it without that message");
+        if (o == op) mine = s;
+    if (!mine)
+      return "rank " + std::to_string(peer) + " sent a message of " + words(theirs) +
+             " for an operation this rank completed without it";
+    const std::string both = describe_ ? describe_(theirs, mine) : words(theirs) + " where this rank called " + words(mine);
+    return "rank " + std::to_string(peer) + " sent a message of " + both + ", and completed it without that message";
   }
 
   std::list<Posted> posted_;

@@ -85,8 +85,10 @@ class Transport {
   // one (shared memory) for the peers it exchanges messages with.
   virtual void watch_peer(int peer) { (void)peer; }
 
-  // Words for a signature in Mismatch messages (set once at init).
-  using DescribeSignature = std::string (*)(std::uint64_t signature);
+  // Words for a signature in Mismatch messages (set once at init): the
+  // operation of `signature`; where `against` (this rank's) is not 0, told
+  // apart from it ("... where this rank called ...").
+  using DescribeSignature = std::string (*)(std::uint64_t signature, std::uint64_t against);
   virtual void set_signature_describer(DescribeSignature d) { describe_signature_ = d; }
 
  protected:

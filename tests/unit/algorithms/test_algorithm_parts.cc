@@ -337,8 +337,40 @@ TEST(CoreSignature, BroadcastsOfEveryDtypeDifferInThePackedTagsBits) {
 TEST(CoreSignature, ABarrierReadsAsItsName) {
   d::OpContext c;
   c.op_name = "barrier";
-  EXPECT_EQ(d::describe_signature_kind(d::op_signature(c)), "barrier");
+  EXPECT_EQ(d::describe_signature(d::op_signature(c) & ~0xffffffffull, ~1ull), "barrier");
   EXPECT_EQ(d::describe_signature(d::op_signature(c), 0), "barrier (0 B)");
+}
+
+// Message signatures hash the root and byte count: operations that differ
+// only there (a count one element apart, whose messages may all have the
+// lengths their receivers expect) have different signatures, and the
+// receiver names the sender's root or count from its own operation.
+TEST(CoreSignature, MessagesOfCountsOrRootsThatDifferAreToldApartAndNamed) {
+  auto ctx = [](std::size_t bytes, int root) {
+    d::OpContext c;
+    c.op_name = root >= 0 ? "broadcast" : "all_reduce";
+    c.dtype_name = "float32";
+    c.redop_name = root >= 0 ? nullptr : "sum";
+    c.bytes = bytes;
+    c.root = root;
+    return c;
+  };
+  const auto mine = d::message_signature(ctx(4u << 20, -1));
+  const auto more = d::message_signature(ctx((4u << 20) + 4, -1));
+  EXPECT_NE(mine, more);
+  EXPECT_EQ(d::describe_signature_kind(more, mine),
+            "all_reduce (4194308 B, float32, sum) where this rank called all_reduce (4194304 B, float32, sum)");
+  const auto root0 = d::message_signature(ctx(16, 0));
+  const auto root7 = d::message_signature(ctx(16, 7));
+  EXPECT_NE(root0, root7);
+  EXPECT_EQ(d::describe_signature_kind(root7, root0),
+            "broadcast (16 B, float32, root 7) where this rank called broadcast (16 B, float32, root 0)");
+  // A count far from this rank's (a signature this process never made):
+  // named by kind, the count or root said to differ.
+  const auto far = mine ^ 0x10;
+  EXPECT_EQ(d::describe_signature_kind(far, mine),
+            "all_reduce (float32, sum) with another byte count or root, where this rank called all_reduce (4194304 B, "
+            "float32, sum)");
 }
 
 }  // namespace

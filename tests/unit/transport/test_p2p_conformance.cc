@@ -41,7 +41,9 @@ std::vector<char> random_bytes(std::size_t n, std::uint64_t seed) {
 // A signed tag: operation `op`, step `step` (transport.h, kSignedTagOpShift).
 std::uint64_t op_tag(std::uint64_t op, std::uint64_t step) { return (op << d::kSignedTagOpShift) | step; }
 
-std::string describe(std::uint64_t sig) { return "operation " + std::to_string(sig); }
+std::string describe(std::uint64_t sig, std::uint64_t against) {
+  return "operation " + std::to_string(sig) + (against ? " where this rank called operation " + std::to_string(against) : "");
+}
 
 // A pid no process has: a child's, once it has exited and been reaped.
 int dead_pid() {
@@ -317,13 +319,13 @@ TEST_P(P2pConformance, SignaturesOfOtherAndStaleOperationsFail) {
   auto s = w.t[1]->post_send(0, kComm, op_tag(5, 1), m.data(), m.size(), 111);
   std::this_thread::sleep_for(20ms);
   auto r = w.t[0]->post_recv(1, kComm, op_tag(5, 2), buf.data(), buf.size(), 222);
-  expect_failed(r, ErrorKind::Mismatch, "rank 1 sent a message of operation 111 where this rank runs operation 222");
+  expect_failed(r, ErrorKind::Mismatch, "rank 1 sent a message of operation 111 where this rank called operation 222");
   // Posted first: the message fails it on arrival. (Another communicator:
   // on this one, rank 1's message of operation 5 still waits, and is stale
   // to any later operation.)
   auto r2 = w.t[0]->post_recv(2, kComm + 2, op_tag(6, 2), buf.data(), buf.size(), 333);
   auto s2 = w.t[2]->post_send(0, kComm + 2, op_tag(6, 1), m.data(), m.size(), 444);
-  expect_failed(r2, ErrorKind::Mismatch, "rank 2 sent a message of operation 444 where this rank runs operation 333");
+  expect_failed(r2, ErrorKind::Mismatch, "rank 2 sent a message of operation 444 where this rank called operation 333");
   // Stale: rank 1's message of operation 7 is never received; this rank
   // goes on to operation 8.
   World w2(GetParam());
@@ -409,7 +411,7 @@ TEST(Matcher, PostChecksEveryPeerWhenOnePeerRanAhead) {
   EXPECT_EQ(m.check_post(comm, tag(5, 1), sig), "");  // a later step of the same operation
   m.add_unexpected(2, {comm, tag(5, 0), other_sig, 0, 0});
   EXPECT_EQ(m.check_post(comm, tag(5, 0), sig),
-            "rank 2 sent a message of " + std::to_string(other_sig) + " where this rank runs " + std::to_string(sig));
+            "rank 2 sent a message of " + std::to_string(other_sig) + " where this rank called " + std::to_string(sig));
   d::Matcher<Posted, Waiting> stale(3);
   for (std::uint64_t op = 5; op < 5005; ++op) stale.add_unexpected(1, {comm, tag(op, 0), sig, 0, 0});
   stale.add_unexpected(0, {comm, tag(4, 0), other_sig, 0, 0});
