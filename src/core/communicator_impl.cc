@@ -452,6 +452,7 @@ void detail::CommunicatorImpl::run_task(Task& t) {
   try {
     if (job->config.debug_detail) cross_check(t.ctx);
     t.body(t.ctx);
+    if (t.ctx.shm && shm_) shm_->check_remote_failure();  // (see ShmGroup::check_remote_failure)
     scratch.trim();
     recorder.end(t.trace, true);
     t.done->complete();

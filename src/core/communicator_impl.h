@@ -253,6 +253,7 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
       try {
         if (job->config.debug_detail) cross_check(ctx);
         body(ctx);
+        if (ctx.shm && shm_) shm_->check_remote_failure();
       } catch (...) {
         end_inline();
         fail_inline(ctx, trace);

@@ -61,6 +61,12 @@ class ShmGroup {
   // wait for a member that exited before it ever attached fails at once too.
   void set_member_pids(std::vector<int> pids) { member_pids_ = std::move(pids); }
 
+  // Throws the failure another member recorded in the segment, if any. Run
+  // at the end of every operation too: a member that was stopped (SIGSTOP)
+  // may wake to find every input it needs published and finish the
+  // operation the others already gave up on (Timeout); it must fail it too.
+  void check_remote_failure();
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::size_t slot_bytes() const { return slot_bytes_; }
@@ -392,7 +398,6 @@ class ShmGroup {
   void wait_packed_slow(int root, std::uint64_t round, std::uint64_t want);
   [[noreturn]] void signature_mismatch(int peer, std::uint64_t sig, std::uint64_t bytes, std::uint64_t my_sig,
                                        std::uint64_t my_bytes, bool previous);
-  void check_remote_failure();
   // `in_flow`: a wait for a peer's input or output of a round this rank is
   // in (not for a slot to come free), where CPU mates that reached the same
   // point may make the waiter spin (see cpu_mates_reached). `spun`: skip

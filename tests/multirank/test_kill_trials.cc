@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -190,6 +191,75 @@ TEST_P(KillTrials, StoppedRankMakesOthersTimeOutNamingIt) {
         // otherwise reach a slower survivor as PeerLost first).
         if (survivors) survivors->barrier();
         if (world.rank() == 0) ::kill(pids[2], SIGKILL);
+      },
+      o);
+}
+
+// A rank stopped (SIGSTOP) inside a shared-memory operation, past the
+// others' timeout, may wake to find every input it needs published: it must
+// fail that operation too, never return success for an operation the others
+// gave up on. Rank 2 stops itself at points across an all_reduce (early in
+// it, late in it, after it), 30 trials; rank 0 wakes it once it is stopped.
+TEST(KillTrialsShm, AStoppedRankNeverSucceedsWhereTheOthersFailed) {
+  // 512 KiB (one round of the shared-memory all_reduce: only in the last
+  // round does a woken rank find nothing left to wait for), stopped from 50
+  // us to about 1 ms into it.
+  static constexpr int kCount = 65536, kFirst = 50, kStep = 30, kTrials = 30, kTimeoutMs = 200;
+  SpawnOptions o;
+  o.env = {{"TUTTI_TRANSPORT", "auto"}};
+  spawn(
+      3,
+      [](Communicator& world) {
+        std::int32_t pid = ::getpid();
+        std::vector<std::int32_t> pids(3);
+        world.all_gather(&pid, pids.data(), 1, DataType::Int32);
+        int failed = 0;
+        for (int trial = 0; trial < kTrials; ++trial) {
+          auto g = world.new_group(std::vector<int>{0, 1, 2});
+          g->set_timeout(std::chrono::milliseconds(kTimeoutMs));
+          std::vector<double> x(kCount, world.rank() + 1.0);
+          g->all_reduce(x.data(), x.data(), x.size(), DataType::Float64, ReduceOp::SUM);
+          g->barrier();
+          std::thread stopper;
+          if (world.rank() == 2) {
+            const auto delay = std::chrono::microseconds(kFirst + kStep * trial);
+            stopper = std::thread([=] {
+              std::this_thread::sleep_for(delay);
+              ::raise(SIGSTOP);
+            });
+          }
+          std::int32_t ok = 1;
+          try {
+            g->all_reduce(x.data(), x.data(), x.size(), DataType::Float64, ReduceOp::SUM);
+          } catch (const Error& e) {
+            ok = 0;
+          }
+          if (world.rank() == 0) {
+            // Wakes rank 2 once it has stopped (its stopper may fire after
+            // the operation).
+            const std::string stat = "/proc/" + std::to_string(pids[2]) + "/stat";
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+            for (;;) {
+              std::ifstream f(stat);
+              std::string line;
+              std::getline(f, line);
+              const auto close = line.rfind(')');
+              if ((close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'T') ||
+                  std::chrono::steady_clock::now() > until)
+                break;
+              std::this_thread::sleep_for(std::chrono::microseconds(200));
+            }
+            ::kill(pids[2], SIGCONT);
+          }
+          if (stopper.joinable()) stopper.join();
+          std::vector<std::int32_t> oks(3);
+          world.all_gather(&ok, oks.data(), 1, DataType::Int32);
+          if (!oks[0] || !oks[1]) {
+            ++failed;
+            EXPECT_EQ(oks[2], 0) << "trial " << trial << ": rank 2 succeeded where the others failed";
+          }
+        }
+        EXPECT_GT(failed, 0) << "rank 2 never stopped in time to fail an operation";
       },
       o);
 }
