@@ -10,6 +10,15 @@
                torch_recv, torch_wait through the torch backend): it must
                raise KeyboardInterrupt within a second and leave the
                communicator aborted, naming the interrupt
+  strangers    a stranger's process opens 1,100 idle connections to the
+               store's port and 1,100 to rank 0's, again as they are closed
+               (at most 20,000, for 6 s), while the job, whose ranks may
+               open 1,024 descriptors, runs collectives and makes groups
+               (each a shared-memory segment): no operation may take a
+               second, and the idle connections must be closed
+  attacker HOST PORT PORT   (the stranger of `strangers`)
+  listen ADDR  prints the addresses this rank listens on (TCP); they must
+               all be ADDR
   fork         rank 0 forks: the child cannot act as the rank (nor wait for
                the parent's work) and its exit disturbs nobody; the parent
                and rank 1 go on with correct sums
@@ -25,6 +34,41 @@ import numpy as np
 import tutti
 
 case = sys.argv[1]
+if case == "attacker":
+    # Bounded: at most 20,000 connections, for at most 6 s; loopback only.
+    import resource
+    import selectors
+    import socket
+    resource.setrlimit(resource.RLIMIT_NOFILE, (8192, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    host, ports = sys.argv[2], [int(p) for p in sys.argv[3:]]
+    assert host in ("127.0.0.1", "localhost"), host
+    sel = selectors.DefaultSelector()
+    made = closed_by_them = 0
+    held = {p: 0 for p in ports}
+    end = time.monotonic() + 6
+    while time.monotonic() < end and made < 20000:
+        for p in ports:
+            while held[p] < 1100 and made < 20000:
+                s = socket.socket()
+                s.setblocking(False)
+                s.connect_ex((host, p))
+                sel.register(s, selectors.EVENT_READ, p)
+                held[p] += 1
+                made += 1
+        for key, _ in sel.select(timeout=0.05):
+            try:
+                gone = key.fileobj.recv(4096, socket.MSG_DONTWAIT) == b""
+            except BlockingIOError:
+                gone = False
+            except OSError:
+                gone = True
+            if gone:
+                sel.unregister(key.fileobj)
+                key.fileobj.close()
+                held[key.data] -= 1
+                closed_by_them += 1
+    print(f"made {made} closed_by_them {closed_by_them} held {sum(held.values())}", flush=True)
+    sys.exit(0)
 if case == "sigint" and sys.argv[2].startswith("torch"):
     import datetime
 
@@ -36,6 +80,9 @@ if case == "sigint" and sys.argv[2].startswith("torch"):
     comm = None
     rank, n = dist.get_rank(), dist.get_world_size()
 else:
+    if case == "strangers":
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     comm = tutti.init(timeout=20)
     rank, n = comm.rank, comm.size
 
@@ -120,6 +167,64 @@ elif case == "sigint":
         assert "interrupted by SIGINT (Ctrl-C)" in str(e), str(e)
     print("ok", flush=True)
     os._exit(0)  # rank 1 is gone: no orderly teardown to wait for
+elif case == "strangers":
+    import resource
+    import subprocess
+    store = tutti.tcp_store_client(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), timeout=10)
+    port0 = int(store.get("tutti/tcp/0").split(b"\n")[0].split()[1])
+    attacker = None
+    if rank == n - 1:
+        attacker = subprocess.Popen([sys.executable, __file__, "attacker", os.environ["MASTER_ADDR"],
+                                     os.environ["MASTER_PORT"], str(port0)], stdout=subprocess.PIPE, text=True)
+    comm.barrier()
+    worst, rounds = 0.0, 0
+    end = time.monotonic() + 7
+    rng = np.random.default_rng(rank)
+    go = np.ones(1, np.int32)
+    while True:
+        go[0] = time.monotonic() < end
+        comm.broadcast(go, 0)  # rank 0's clock says when to stop
+        if not go[0]:
+            break
+        t0 = time.monotonic()
+        g = comm.new_group(list(range(n)))  # a new communicator: a shared-memory segment
+        x = rng.random(4096)
+        want = np.zeros_like(x)
+        comm.all_reduce(x, want)
+        g.all_reduce(x)
+        assert np.array_equal(x, want)
+        g.barrier()
+        del g
+        worst = max(worst, time.monotonic() - t0)
+        rounds += 1
+    comm.barrier()
+    if attacker:
+        out, _ = attacker.communicate(timeout=30)
+        made, closed = int(out.split()[1]), int(out.split()[3])
+        # The idle connections were closed, many times over.
+        assert made > 2200 and closed > 1000, out
+        print(out.strip(), flush=True)
+    assert worst < 1.0, f"an operation took {worst:.2f} s"
+    print(f"ok {rounds} rounds, worst {worst:.3f} s", flush=True)
+elif case == "listen":
+    comm.barrier()
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    found = []
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        f = line.split()
+        if f[3] == "0A" and f[9] in inodes:  # LISTEN, one of ours
+            a, port = f[1].split(":")
+            found.append(".".join(str(int(a[i:i + 2], 16)) for i in (6, 4, 2, 0)) + f":{int(port, 16)}")
+    assert len(found) == (2 if rank == 0 else 1), found  # rank 0: the store too
+    assert all(x.startswith(sys.argv[2] + ":") for x in found), found
+    print("ok", found, flush=True)
 elif case == "fork":
     x = np.random.default_rng(11 + rank).random(4096)
     want = sum(np.random.default_rng(11 + r).random(4096) for r in range(n))

@@ -30,6 +30,17 @@ def test_a_forked_child_cannot_act_as_the_rank(transport):
     ranks.run_ranks(2, "misuse_worker.py", ("fork",), timeout=60, env=env).check()
 
 
+def test_a_strangers_connections_cost_the_job_nothing():
+    r = ranks.run_ranks(3, "misuse_worker.py", ("strangers",), timeout=90).check()
+    assert all(out.strip().splitlines()[-1].startswith("ok ") for out in r.outs), r.report()
+
+
+@pytest.mark.parametrize("setting", [None, "0.0.0.0"])
+def test_a_job_on_loopback_listens_on_loopback_unless_told(setting):
+    env = {} if setting is None else {"TUTTI_LISTEN_ADDR": setting, "TUTTI_STORE_LISTEN_ADDR": setting}
+    ranks.run_ranks(2, "misuse_worker.py", ("listen", setting or "127.0.0.1"), timeout=60, env=env).check()
+
+
 def test_work_wait_without_a_finite_limit_waits():
     ranks.run_ranks(2, "misuse_worker.py", ("wait_inf",), timeout=60).check()
 

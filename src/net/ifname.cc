@@ -192,11 +192,37 @@ PeerAddress choose_peer_address(const Config& config, const std::string& store_h
     }
     if (p.advertise.empty()) p.advertise = "127.0.0.1";
   }
+  // By default a rank listens where its peers reach it (the address it
+  // advertises), not on every interface: a single-host job on loopback
+  // listens on loopback. An advertised address of another machine
+  // (TUTTI_ADVERTISE_ADDR behind a NAT) leaves the wildcard.
+  if (!config.listen_addr_set && picked.empty() && is_local_address(p.advertise)) p.listen = p.advertise;
   return p;
 }
 
+bool is_local_address(const std::string& address) {
+  if (!is_ip_literal(address)) return false;
+  if (is_loopback_host(address)) return true;
+  for (const InterfaceAddr& a : list_interfaces())
+    if (a.address == address) return true;
+  return false;
+}
+
+bool is_ip_literal(const std::string& host) {
+  in6_addr buf6{};
+  in_addr buf4{};
+  std::string h = host;
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  return ::inet_pton(AF_INET, h.c_str(), &buf4) == 1 || ::inet_pton(AF_INET6, h.c_str(), &buf6) == 1;
+}
+
 std::string store_listen_address(const Config& config, const std::string& store_host) {
-  if (!config.store_listen_addr.empty() || config.socket_ifname.empty()) return config.store_listen_addr;
+  if (!config.store_listen_addr.empty()) return config.store_listen_addr;
+  // MASTER_ADDR given as an address of this host: the job's ranks meet
+  // there, so the store listens there only. A host name may resolve here to
+  // another address than on the other hosts (127.0.1.1 in /etc/hosts):
+  // then every interface.
+  if (config.socket_ifname.empty()) return is_local_address(store_host) ? store_host : "";
   const bool v6_store = store_host.find(':') != std::string::npos;
   for (const InterfaceAddr& a : select_interfaces(list_interfaces(), config.socket_ifname, v6_store)) {
     if (a.address == store_host) return a.address;

@@ -53,6 +53,10 @@ std::string describe_interfaces(const std::vector<InterfaceAddr>& all);
 
 // 127.0.0.0/8, ::1, ::ffff:127.x and "localhost".
 bool is_loopback_host(const std::string& host);
+// Whether `host` is an IP address (not a name), and one of this host's
+// (loopback or an interface's).
+bool is_ip_literal(const std::string& host);
+bool is_local_address(const std::string& host);
 
 // The address TUTTI_SOCKET_IFNAME (config.socket_ifname, not empty) picks on
 // this host. Throws InvalidArgument, listing the interfaces, when it matches

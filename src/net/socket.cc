@@ -60,6 +60,13 @@ int SockAddr::port() const {
   return -1;
 }
 
+std::string address_only(const std::string& a) {
+  const auto colon = a.rfind(':');
+  std::string host = colon == std::string::npos ? a : a.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
 SockAddr resolve(const std::string& host_in, int port) {
   // getaddrinfo takes "70000" as port 4464: a port out of range is refused.
   if (port < 0 || port > 65535)

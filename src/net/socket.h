@@ -58,6 +58,8 @@ SockAddr resolve(const std::string& host, int port);
 Fd listen_tcp(const std::string& host, int port, int backlog = 4096);
 SockAddr local_address(int fd);
 SockAddr peer_address(int fd);
+// "1.2.3.4" of "1.2.3.4:80", "::1" of "[::1]:80": an address without its port.
+std::string address_only(const std::string& address_and_port);
 
 // Connects, retrying refused/unreachable attempts until `deadline`. The
 // returned socket is blocking, with TCP_NODELAY set.

@@ -13,6 +13,7 @@
 // it within kAuthSeconds is disconnected.
 
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@
 #include "common/log.h"
 #include "net/auth.h"
 #include "net/socket.h"
+#include "net/stranger_gate.h"
 #include "store/store_protocol.h"
 #include "tutti/error.h"
 #include "tutti/store.h"
@@ -114,6 +116,12 @@ struct TcpStoreServer::Impl {
   std::vector<std::uint64_t> ready;  // connections that may run buffered requests now
   std::vector<std::uint64_t> dead;   // connections to erase
   TimePoint accept_paused_until{};   // after EMFILE: retry accepting later
+  // Connections not yet authenticated: bounded, idle ones closed under
+  // pressure (net/stranger_gate.h).
+  detail::StrangerGate gate{detail::StrangerGate::default_limits(kAuthSeconds),
+                            [this](std::uint64_t id) { return has_bytes(id); }};
+  TimePoint next_gate_report{};
+  std::size_t timed_out = 0;  // connections that did not authenticate within kAuthSeconds, since the last report
 
   Impl(const std::string& host, int port_in, std::string secret) : key(std::move(secret)) {
     listen_fd = detail::listen_tcp(host, port_in);
@@ -170,6 +178,10 @@ struct TcpStoreServer::Impl {
         }
         resume_accepting();
         expire(Clock::now());
+        for (std::uint64_t id : gate.expired(Clock::now()))
+          if (StoreConnection* c = live(id))
+            drop(id, *c, "closed: it did not authenticate in time while many connections waited", false);
+        report_gate();
         run_ready();
       } catch (const std::exception& e) {
         // Only a bug or memory exhaustion gets here; keep serving the others.
@@ -186,6 +198,7 @@ struct TcpStoreServer::Impl {
     TimePoint next = TimePoint::max();
     if (!deadlines.empty()) next = deadlines.begin()->first;
     if (accept_paused_until != TimePoint{}) next = std::min(next, accept_paused_until);
+    next = std::min(next, gate.next_deadline());
     if (next == TimePoint::max()) return -1;
     auto now = Clock::now();
     if (next <= now) return 0;
@@ -217,7 +230,33 @@ struct TcpStoreServer::Impl {
       c.auth_deadline = Clock::now() + kAuthSeconds;
       deadlines.insert({c.auth_deadline, id});
       TUTTI_LOG(Debug, name << ": client " << c.peer << " connected");
+      for (std::uint64_t victim : gate.admit(id, detail::address_only(c.peer), Clock::now()))
+        if (StoreConnection* v = live(victim))
+          drop(victim, *v, "closed: too many connections waited to authenticate", false);
     }
+  }
+
+  // Whether a connection not yet heard from has bytes waiting.
+  bool has_bytes(std::uint64_t id) {
+    StoreConnection* c = live(id);
+    if (!c) return false;
+    if (!c->in.empty()) return true;
+    char b;
+    return ::recv(c->fd.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+  }
+
+  // Strangers' connections closed by the gate: one line a second at most.
+  void report_gate() {
+    const TimePoint now = Clock::now();
+    if (now < next_gate_report) return;
+    const std::size_t n = gate.take_closed_count() + timed_out;
+    timed_out = 0;
+    if (n == 0) return;
+    next_gate_report = now + std::chrono::seconds(1);
+    TUTTI_LOG(Warn, name << ": closed " << n << " connection" << (n == 1 ? "" : "s")
+                         << " that did not authenticate (at most " << gate.limits().total << " may wait, "
+                         << gate.limits().per_source << " from one address; silent ones go after "
+                         << gate.limits().silent.count() << " ms when half of them are taken)");
   }
 
   void resume_accepting() {
@@ -248,7 +287,10 @@ struct TcpStoreServer::Impl {
     if (c.dead) return;
     c.dead = true;
     if (c.parked) unpark(id, c);
-    if (c.auth != 2) deadlines.erase({c.auth_deadline, id});
+    if (c.auth != 2) {
+      deadlines.erase({c.auth_deadline, id});
+      gate.leave(id);
+    }
     if (warn)
       TUTTI_LOG(Warn, name << ": disconnecting client " << c.peer << ": " << why);
     else
@@ -265,6 +307,7 @@ struct TcpStoreServer::Impl {
       int err = errno;
       c.in.resize(old + (n > 0 ? static_cast<std::size_t>(n) : 0));
       if (n > 0) {
+        if (c.auth != 2) gate.spoke(id);
         total += static_cast<std::size_t>(n);
         if (c.in.size() > kMaxBuffered) {
           drop(id, c, "sent more than " + std::to_string(kMaxBuffered) + " bytes without waiting for replies", true);
@@ -344,6 +387,7 @@ struct TcpStoreServer::Impl {
     }
     c.in.erase(c.in.begin(), c.in.begin() + detail::kAuthProofBytes);
     c.auth = 2;
+    gate.leave(id);
     deadlines.erase({c.auth_deadline, id});
     TUTTI_LOG(Debug, name << ": client " << c.peer << " authenticated");
     return true;
@@ -466,7 +510,8 @@ struct TcpStoreServer::Impl {
       deadlines.erase(deadlines.begin());
       StoreConnection* c = live(id);
       if (c && c->auth != 2) {
-        drop(id, *c, "refused: it did not authenticate within " + std::to_string(kAuthSeconds.count()) + " s", true);
+        drop(id, *c, "refused: it did not authenticate within " + std::to_string(kAuthSeconds.count()) + " s", false);
+        ++timed_out;
       } else if (c && c->parked) {
         finish_parked(id, *c);
       }

@@ -109,6 +109,7 @@ void TcpTransport::open_link(Conn& c, int index) {
 }
 
 void TcpTransport::end_handshake(std::uint32_t id) {
+  gate_.leave(id);
   auto it = handshakes_.find(id);
   if (it == handshakes_.end()) return;
   if (it->second.fd.valid()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
@@ -116,6 +117,7 @@ void TcpTransport::end_handshake(std::uint32_t id) {
 }
 
 Fd TcpTransport::take_handshake(std::uint32_t id) {
+  gate_.leave(id);
   auto it = handshakes_.find(id);
   Fd fd = std::move(it->second.fd);
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd.get(), nullptr);
@@ -126,6 +128,7 @@ Fd TcpTransport::take_handshake(std::uint32_t id) {
 void TcpTransport::drop_handshakes(int peer) {
   for (auto it = handshakes_.begin(); it != handshakes_.end();) {
     if (it->second.peer == peer) {
+      gate_.leave(it->first);
       if (it->second.fd.valid()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
       it = handshakes_.erase(it);
     } else {
@@ -163,7 +166,21 @@ void TcpTransport::accept_peers() {
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.u32 = epoll_index(static_cast<int>(id), kHandshakeLane);
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, h.fd.get(), &ev);
+    const std::string source = address_only(peer_address(h.fd.get()).to_string());
+    for (std::uint64_t victim : gate_.admit(id, source, Clock::now())) end_handshake(static_cast<std::uint32_t>(victim));
   }
+}
+
+void TcpTransport::report_gate(TimePoint now) {
+  if (now < next_gate_report_) return;
+  const std::size_t n = gate_.take_closed_count() + strangers_timed_out_;
+  strangers_timed_out_ = 0;
+  if (n == 0) return;
+  next_gate_report_ = now + std::chrono::seconds(1);
+  TUTTI_LOG(Warn, "refused " << n << " connection" << (n == 1 ? "" : "s")
+                             << " to this rank's port that did not authenticate (at most " << gate_.limits().total
+                             << " may wait, " << gate_.limits().per_source << " from one address; silent ones go after "
+                             << gate_.limits().silent.count() << " ms when half of them are taken)");
 }
 
 bool TcpTransport::handshake_read(std::uint32_t id, Handshake& h, bool* gone) {
@@ -174,6 +191,7 @@ bool TcpTransport::handshake_read(std::uint32_t id, Handshake& h, bool* gone) {
     const ssize_t n = ::recv(h.fd.get(), h.in + h.got, h.want - h.got, MSG_DONTWAIT);
     if (n > 0) {
       h.got += static_cast<std::size_t>(n);
+      if (h.step == Step::AuthHello) gate_.spoke(id);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -436,9 +454,12 @@ void TcpTransport::check_connect_deadlines() {
     const bool ours = (h.step == Step::Connect || h.step == Step::Answer || h.step == Step::Verdict) && !superseded(h);
     if (ours) timed_out.push_back(h.peer);
     if (h.fd.valid()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, h.fd.get(), nullptr);
-    if (h.peer < 0) TUTTI_LOG(Warn, "refused a peer connection: it said nothing for too long");
+    if (h.peer < 0) ++strangers_timed_out_;  // (said nothing for too long)
+    gate_.leave(it->first);
     it = handshakes_.erase(it);
   }
+  for (std::uint64_t id : gate_.expired(now)) end_handshake(static_cast<std::uint32_t>(id));
+  report_gate(now);
   for (const int peer : timed_out)
     lose_conn(conns_[peer],
               "connecting to " + who(peer) + " timed out after " + std::to_string(connect_timeout_.count()) + " ms");

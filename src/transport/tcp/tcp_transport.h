@@ -56,6 +56,7 @@
 
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 #include <condition_variable>
 #include <cstdint>
@@ -71,6 +72,7 @@
 #include "common/config.h"
 #include "net/auth.h"
 #include "net/socket.h"
+#include "net/stranger_gate.h"
 #include "transport/matching.h"
 #include "transport/tcp/frame.h"
 #include "transport/tcp/spare_pool.h"
@@ -337,6 +339,18 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   std::chrono::milliseconds connect_timeout_{0};
   std::size_t socket_buffer_bytes_ = 0;
   std::unordered_map<std::uint32_t, Handshake> handshakes_;
+  // The accepted connections not yet authenticated: bounded, idle ones
+  // closed under pressure (net/stranger_gate.h).
+  StrangerGate gate_{StrangerGate::default_limits(std::chrono::duration_cast<std::chrono::milliseconds>(tcp::kStrangerBudget)), [this](std::uint64_t id) {
+                       auto it = handshakes_.find(static_cast<std::uint32_t>(id));
+                       if (it == handshakes_.end() || !it->second.fd.valid()) return false;
+                       if (it->second.got > 0) return true;
+                       char b;
+                       return ::recv(it->second.fd.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+                     }};
+  TimePoint next_gate_report_{};
+  std::size_t strangers_timed_out_ = 0;  // since the last report
+  void report_gate(TimePoint now);
   std::uint32_t next_handshake_ = 0;
   int connecting_ = 0;            // peers in Link::Connecting
   bool listener_paused_ = false;  // accept failed (out of descriptors): not watched until listener_resume_
