@@ -36,17 +36,17 @@ namespace tutti_python::interrupt {
 
 namespace py = pybind11;
 
-inline struct sigaction g_next;              // the handler ours passes the signal on to
-inline std::atomic<bool> g_armed{false};     // the main thread waits in a call
-inline std::atomic<bool> g_hit{false};       // SIGINT came while armed
-inline int g_wake = -1;                      // eventfd: the watcher waits on it
-inline std::mutex g_mu;                      // guards g_abort
+inline struct sigaction g_next;           // the handler ours passes the signal on to
+inline std::atomic<bool> g_armed{false};  // the main thread waits in a call
+inline std::atomic<bool> g_hit{false};    // SIGINT came while armed
+inline int g_wake = -1;                   // eventfd: the watcher waits on it
+inline std::mutex g_mu;                   // guards g_abort
 // Aborts what the main thread waits on (a communicator).
 inline const std::function<void(const std::string&)>* g_abort = nullptr;
-inline std::atomic<unsigned> g_forks{0};     // fork()s since import (a child has no watcher)
-inline unsigned g_watcher_forks = ~0u;       // g_forks when the watcher started
-inline unsigned long g_main_thread = 0;      // Python's main thread (PyThread_get_thread_ident)
-inline PyObject* g_getsignal = nullptr;      // signal.getsignal
+inline std::atomic<unsigned> g_forks{0};       // fork()s since import (a child has no watcher)
+inline unsigned g_watcher_forks = ~0u;         // g_forks when the watcher started
+inline unsigned long g_main_thread = 0;        // Python's main thread (PyThread_get_thread_ident)
+inline PyObject* g_getsignal = nullptr;        // signal.getsignal
 inline PyObject* g_default_handler = nullptr;  // signal.default_int_handler
 
 inline void on_sigint(int sig, siginfo_t* info, void* context) {

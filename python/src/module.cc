@@ -66,7 +66,6 @@ py::object make_error(const Error& e) {
 
 [[noreturn]] void invalid(const std::string& what) { throw Error(ErrorKind::InvalidArgument, what); }
 
-
 // ---- buffers --------------------------------------------------------------------
 
 std::optional<DataType> dtype_of_format(std::string f, py::ssize_t itemsize) {
@@ -146,9 +145,8 @@ Buf get_buf(const py::handle& obj, bool writable, std::optional<DataType> dtype,
     // another size.
     if (in.itemsize != 1 && static_cast<std::size_t>(in.itemsize) != dtype_size(*dtype))
       invalid(std::string(name) + " holds " + (own ? std::string(dtype_name(*own)) : "'" + in.format + "'") +
-              " elements (" + std::to_string(in.itemsize) +
-              " bytes each), but dtype= says " + dtype_name(*dtype) + " (" + std::to_string(dtype_size(*dtype)) +
-              " bytes)");
+              " elements (" + std::to_string(in.itemsize) + " bytes each), but dtype= says " + dtype_name(*dtype) +
+              " (" + std::to_string(dtype_size(*dtype)) + " bytes)");
     b.dtype = *dtype;
   } else {
     if (!own)

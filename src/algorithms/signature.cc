@@ -76,13 +76,15 @@ std::string describe_signature_kind(std::uint64_t sig, std::uint64_t against) {
     // Another kind, dtype or reduce op: with this rank's count, and its root
     // or none?
     for (const std::int64_t r : {root, std::int64_t(-1)})
-      if (message_sig(sig, r, bytes) == sig) return with_root_and_bytes(sig, r, bytes) + " where this rank called " + mine;
+      if (message_sig(sig, r, bytes) == sig)
+        return with_root_and_bytes(sig, r, bytes) + " where this rank called " + mine;
     return theirs + " where this rank called " + mine;
   }
   // The same kind, dtype and reduce op: another root (of the first 65,536
   // ranks) or another byte count (within 4 KiB of this rank's).
   for (std::int64_t r = -1; r < 65536; ++r)
-    if (message_sig(sig, r, bytes) == sig) return with_root_and_bytes(sig, r, bytes) + " where this rank called " + mine;
+    if (message_sig(sig, r, bytes) == sig)
+      return with_root_and_bytes(sig, r, bytes) + " where this rank called " + mine;
   for (std::uint64_t d = 1; d <= 4096; ++d) {
     if (message_sig(sig, root, bytes + d) == sig)
       return with_root_and_bytes(sig, root, bytes + d) + " where this rank called " + mine;

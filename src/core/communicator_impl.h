@@ -106,7 +106,7 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   std::uint64_t comm_id = 0;
   int rank = 0;
   int size = 1;
-  std::vector<int> world;                                 // comm rank -> world rank
+  std::vector<int> world;  // comm rank -> world rank
   // The process that made it: a forked child may not use it (common/fork.h).
   const unsigned generation = detail::fork_generation();
   const int owner_pid = static_cast<int>(::getpid());

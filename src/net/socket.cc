@@ -70,8 +70,8 @@ std::string address_only(const std::string& a) {
 SockAddr resolve(const std::string& host_in, int port) {
   // getaddrinfo takes "70000" as port 4464: a port out of range is refused.
   if (port < 0 || port > 65535)
-    throw Error(ErrorKind::InvalidArgument, "port " + std::to_string(port) + " of " + host_in +
-                                                " is not a TCP port (0 to 65535)");
+    throw Error(ErrorKind::InvalidArgument,
+                "port " + std::to_string(port) + " of " + host_in + " is not a TCP port (0 to 65535)");
   std::string host = host_in;
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   addrinfo hints{};

@@ -30,8 +30,7 @@ std::vector<std::uint64_t> StrangerGate::admit(std::uint64_t id, const std::stri
     if (!over_source && !over_total) break;
     const std::string* which = over_source ? &source : nullptr;
     std::uint64_t victim = oldest(which, true);
-    const bool far_over =
-        per_source_[source] > 2 * limits_.per_source || entries_.size() > 2 * limits_.total;
+    const bool far_over = per_source_[source] > 2 * limits_.per_source || entries_.size() > 2 * limits_.total;
     if (!victim && far_over) victim = oldest(which, false);
     if (!victim) break;
     close(victim, out);

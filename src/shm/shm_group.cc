@@ -396,7 +396,8 @@ void ShmGroup::copy_with_peer(int peer, void* local, std::uint64_t remote, std::
       std::string prefix = describe_ ? describe_(describe_arg_) : "rank " + std::to_string(rank_) + ": ";
       if (err == ESRCH)
         throw Error(ErrorKind::PeerLost, prefix + "rank " + std::to_string(peer) + " (pid " +
-                                             std::to_string(peer_pid(peer)) + ") exited before completing its part of a shared-memory step");
+                                             std::to_string(peer_pid(peer)) +
+                                             ") exited before completing its part of a shared-memory step");
       throw Error(ErrorKind::Internal, prefix + (write ? "writing " : "reading ") + std::to_string(bytes) +
                                            (write ? " bytes to rank " : " bytes from rank ") + std::to_string(peer) +
                                            " failed: " + std::strerror(err));
@@ -423,7 +424,8 @@ void ShmGroup::fail_wait(int peer, std::uint64_t value, WaitFailure why) {
                 prefix + "the communicator was aborted while waiting for rank " + std::to_string(peer));
   if (why == WaitFailure::Dead)
     throw Error(ErrorKind::PeerLost, prefix + "rank " + std::to_string(peer) + " (pid " +
-                                         std::to_string(peer_pid(peer)) + ") exited before completing its part of a shared-memory step");
+                                         std::to_string(peer_pid(peer)) +
+                                         ") exited before completing its part of a shared-memory step");
   throw Error(ErrorKind::Timeout, prefix + "Timed out waiting for rank " + std::to_string(peer) +
                                       " in a shared-memory step (round " + std::to_string(value / 2) +
                                       "); that rank did not take part in time");

@@ -13,8 +13,8 @@
 // it within kAuthSeconds is disconnected.
 
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>

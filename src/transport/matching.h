@@ -205,7 +205,8 @@ class Matcher {
     if (!mine)
       return "rank " + std::to_string(peer) + " sent a message of " + words(theirs) +
              " for an operation this rank completed without it";
-    const std::string both = describe_ ? describe_(theirs, mine) : words(theirs) + " where this rank called " + words(mine);
+    const std::string both =
+        describe_ ? describe_(theirs, mine) : words(theirs) + " where this rank called " + words(mine);
     return "rank " + std::to_string(peer) + " sent a message of " + both + ", and completed it without that message";
   }
 

@@ -61,7 +61,8 @@ void run_case(Communicator& world, const MismatchCase& m, bool frames_only = fal
   const char* odd = frames_only && m.frame_odd ? m.frame_odd : m.odd;
   const char* normal = frames_only && m.frame_normal ? m.frame_normal : m.normal;
   EXPECT_NE(error.find(odd), std::string::npos) << "rank " << world.rank() << " looked for " << odd << " in: " << error;
-  EXPECT_NE(error.find(normal), std::string::npos) << "rank " << world.rank() << " looked for " << normal << " in: " << error;
+  EXPECT_NE(error.find(normal), std::string::npos)
+      << "rank " << world.rank() << " looked for " << normal << " in: " << error;
   world.barrier();
 }
 

@@ -101,8 +101,8 @@ TcpPeers gather_peer_addresses(Store& store, int rank, int size, const Config& c
     store.set_timeout(full_timeout);
     if (e.kind() != ErrorKind::Timeout) throw;
     throw Error(ErrorKind::Timeout, "init: rank " + std::to_string(rank) + ": Timed out after " +
-                                        std::to_string(full_timeout.count()) + " ms: " +
-                                        missing_ranks(store, size, rank_list) + " never joined (world size " +
+                                        std::to_string(full_timeout.count()) +
+                                        " ms: " + missing_ranks(store, size, rank_list) + " never joined (world size " +
                                         std::to_string(size) + ")");
   }
   records.clear();

@@ -167,7 +167,8 @@ void TcpTransport::accept_peers() {
     ev.data.u32 = epoll_index(static_cast<int>(id), kHandshakeLane);
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, h.fd.get(), &ev);
     const std::string source = address_only(peer_address(h.fd.get()).to_string());
-    for (std::uint64_t victim : gate_.admit(id, source, Clock::now())) end_handshake(static_cast<std::uint32_t>(victim));
+    for (std::uint64_t victim : gate_.admit(id, source, Clock::now()))
+      end_handshake(static_cast<std::uint32_t>(victim));
   }
 }
 

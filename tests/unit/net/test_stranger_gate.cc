@@ -1,9 +1,9 @@
 // StrangerGate: the bounds on connections that have not authenticated.
-#include "net/stranger_gate.h"
-
 #include <gtest/gtest.h>
 
 #include <set>
+
+#include "net/stranger_gate.h"
 
 namespace tutti::detail {
 namespace {

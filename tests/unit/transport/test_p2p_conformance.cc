@@ -42,7 +42,8 @@ std::vector<char> random_bytes(std::size_t n, std::uint64_t seed) {
 std::uint64_t op_tag(std::uint64_t op, std::uint64_t step) { return (op << d::kSignedTagOpShift) | step; }
 
 std::string describe(std::uint64_t sig, std::uint64_t against) {
-  return "operation " + std::to_string(sig) + (against ? " where this rank called operation " + std::to_string(against) : "");
+  return "operation " + std::to_string(sig) +
+         (against ? " where this rank called operation " + std::to_string(against) : "");
 }
 
 // A pid no process has: a child's, once it has exited and been reaped.
