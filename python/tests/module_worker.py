@@ -404,7 +404,7 @@ def errors():
            lambda: comm.all_reduce(x, np.zeros(3, np.float32)))
     expect(tutti.InvalidArgument, ["root 99"], lambda: comm.broadcast(x, root=99))
     expect(tutti.InvalidArgument, ["not a writable buffer"], lambda: comm.all_reduce(b"abcd"))
-    expect(tutti.InvalidArgument, ["has no tutti data type"],
+    expect(tutti.InvalidArgument, ["is not plain numeric data"],
            lambda: comm.all_reduce(np.zeros(2, np.dtype("U3"))))
     expect(tutti.InvalidArgument, ["is not in this communicator"], lambda: comm.new_group([0, n + 5]))
     expect(tutti.InvalidArgument, ["tag -1"], lambda: comm.send(x, 0, tag=-1))

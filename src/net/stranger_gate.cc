@@ -14,8 +14,8 @@ StrangerGate::Limits StrangerGate::default_limits(std::chrono::milliseconds budg
   return Limits{total, std::max<std::size_t>(8, total / 2), std::chrono::milliseconds(2000), budget};
 }
 
-StrangerGate::StrangerGate(Limits limits, std::function<bool(std::uint64_t)> has_spoken)
-    : limits_(limits), has_spoken_(std::move(has_spoken)) {}
+StrangerGate::StrangerGate(Limits limits, HasSpoken has_spoken, void* context)
+    : limits_(limits), has_spoken_(has_spoken), context_(context) {}
 
 std::vector<std::uint64_t> StrangerGate::admit(std::uint64_t id, const std::string& source, TimePoint now) {
   std::vector<std::uint64_t> out;
@@ -29,8 +29,9 @@ std::vector<std::uint64_t> StrangerGate::admit(std::uint64_t id, const std::stri
     const bool over_total = entries_.size() > limits_.total;
     if (!over_source && !over_total) break;
     const std::string* which = over_source ? &source : nullptr;
-    std::uint64_t victim = oldest(which, true);
+    std::uint64_t victim = oldest(which, true, now - limits_.young);
     const bool far_over = per_source_[source] > 2 * limits_.per_source || entries_.size() > 2 * limits_.total;
+    if (!victim && far_over) victim = oldest(which, true);
     if (!victim && far_over) victim = oldest(which, false);
     if (!victim) break;
     close(victim, out);
@@ -39,12 +40,13 @@ std::vector<std::uint64_t> StrangerGate::admit(std::uint64_t id, const std::stri
   return out;
 }
 
-std::uint64_t StrangerGate::oldest(const std::string* source, bool silent_only) {
+std::uint64_t StrangerGate::oldest(const std::string* source, bool silent_only, TimePoint born_before) {
   for (const auto& [since, id] : by_age_) {
+    if (since >= born_before) break;  // the rest are younger
     Entry& e = entries_[id];
     if (source && e.source != *source) continue;
     if (!silent_only) return id;
-    if (!e.spoke && has_spoken_ && has_spoken_(id)) e.spoke = true;
+    if (!e.spoke && has_spoken_ && has_spoken_(context_, id)) e.spoke = true;
     if (!e.spoke) return id;
   }
   return 0;
@@ -76,7 +78,7 @@ std::vector<std::uint64_t> StrangerGate::expired(TimePoint now) {
   for (const auto& [since, id] : by_age_) {
     if (since + limits_.silent > now) break;  // the rest are younger
     Entry& e = entries_[id];
-    if (!e.spoke && has_spoken_ && has_spoken_(id)) e.spoke = true;
+    if (!e.spoke && has_spoken_ && has_spoken_(context_, id)) e.spoke = true;
     if (since + limits_.budget <= now || (!e.spoke && pressure())) due.push_back(id);
   }
   for (std::uint64_t id : due) close(id, out);

@@ -5,8 +5,10 @@
 //
 // - at most `total` of them are held at once, and at most `per_source` from
 //   one address; past that, a newcomer pushes out the oldest silent one
-//   (connected, nothing sent: a client of the job sends its hello at once),
-//   and only past twice the limits the oldest one whatever it did;
+//   (connected `young` ago or more, nothing sent: a client of the job sends
+//   its hello at once), and only past twice the limits the oldest one
+//   whatever its age or what it did (a store client closed before the
+//   server answered tries again);
 // - under pressure (more than half of `total` held) a silent connection is
 //   closed after `silent`; every one is closed after `budget`;
 // - `total` is a small share of the process's descriptor limit, so the job
@@ -17,7 +19,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -36,15 +37,17 @@ class StrangerGate {
     std::size_t per_source;
     std::chrono::milliseconds silent;
     std::chrono::milliseconds budget;
+    std::chrono::milliseconds young{500};  // never pushed out for silence before this age
   };
   // From this process's descriptor limit (RLIMIT_NOFILE): an eighth of it,
   // between 16 and 1,024; half of that from one address; 2 s of silence
   // under pressure; `budget` in all.
   static Limits default_limits(std::chrono::milliseconds budget);
 
-  // `has_spoken(id)`: whether the connection has bytes waiting (a peek), for
-  // connections the gate has not been told of yet.
-  StrangerGate(Limits limits, std::function<bool(std::uint64_t)> has_spoken);
+  // `has_spoken(context, id)`: whether the connection has bytes waiting (a
+  // peek), for connections the gate has not been told of yet; may be null.
+  using HasSpoken = bool (*)(void* context, std::uint64_t id);
+  StrangerGate(Limits limits, HasSpoken has_spoken, void* context);
 
   // A connection accepted from `source` (its address, without the port)
   // waits to authenticate. Returns the connections to close now, perhaps
@@ -74,11 +77,12 @@ class StrangerGate {
   bool pressure() const { return entries_.size() * 2 > limits_.total; }
   // The oldest entry (of `source` when not empty) that is silent (or any,
   // when `silent_only` is false); 0 when none.
-  std::uint64_t oldest(const std::string* source, bool silent_only);
+  std::uint64_t oldest(const std::string* source, bool silent_only, TimePoint born_before = TimePoint::max());
   void close(std::uint64_t id, std::vector<std::uint64_t>& out);
 
   Limits limits_;
-  std::function<bool(std::uint64_t)> has_spoken_;
+  HasSpoken has_spoken_;
+  void* context_;
   std::unordered_map<std::uint64_t, Entry> entries_;
   std::set<std::pair<TimePoint, std::uint64_t>> by_age_;
   std::map<std::string, std::size_t> per_source_;

@@ -94,6 +94,7 @@ constexpr std::size_t kMaxBuffered = detail::kStoreMaxFrameBytes + (1 << 20);
 constexpr std::size_t kKeepCapacity = detail::kStoreKeepCapacity;
 // A client that has not authenticated by then is disconnected.
 constexpr std::chrono::seconds kAuthSeconds{10};
+constexpr int kAcceptBurst = 256;
 
 }  // namespace
 
@@ -118,8 +119,8 @@ struct TcpStoreServer::Impl {
   TimePoint accept_paused_until{};   // after EMFILE: retry accepting later
   // Connections not yet authenticated: bounded, idle ones closed under
   // pressure (net/stranger_gate.h).
-  detail::StrangerGate gate{detail::StrangerGate::default_limits(kAuthSeconds),
-                            [this](std::uint64_t id) { return has_bytes(id); }};
+  detail::StrangerGate gate{detail::StrangerGate::default_limits(kAuthSeconds), &Impl::peek, this};
+  static bool peek(void* self, std::uint64_t id) { return static_cast<Impl*>(self)->has_bytes(id); }
   TimePoint next_gate_report{};
   std::size_t timed_out = 0;  // connections that did not authenticate within kAuthSeconds, since the last report
 
@@ -208,7 +209,9 @@ struct TcpStoreServer::Impl {
   }
 
   void accept_all() {
-    while (true) {
+    // At most kAcceptBurst a pass, so that a flood of connections leaves
+    // room for the clients' requests (the listener stays readable).
+    for (int burst = 0; burst < kAcceptBurst; ++burst) {
       int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -290,6 +293,10 @@ struct TcpStoreServer::Impl {
     if (c.auth != 2) {
       deadlines.erase({c.auth_deadline, id});
       gate.leave(id);
+      // Its descriptor goes now, not at the end of the loop's pass: a pass
+      // may accept and push out many strangers.
+      if (c.fd.valid()) ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+      c.fd.reset();
     }
     if (warn)
       TUTTI_LOG(Warn, name << ": disconnecting client " << c.peer << ": " << why);

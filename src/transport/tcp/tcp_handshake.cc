@@ -138,7 +138,9 @@ void TcpTransport::drop_handshakes(int peer) {
 }
 
 void TcpTransport::accept_peers() {
-  for (;;) {
+  // At most 256 a pass, so that a flood of connections leaves room for the
+  // peers' traffic (the listener stays readable).
+  for (int burst = 0; burst < 256; ++burst) {
     Fd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd.valid()) {
       if (errno == EINTR || errno == ECONNABORTED) continue;

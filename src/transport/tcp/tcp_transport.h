@@ -343,13 +343,14 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   // closed under pressure (net/stranger_gate.h).
   StrangerGate gate_{
       StrangerGate::default_limits(std::chrono::duration_cast<std::chrono::milliseconds>(tcp::kStrangerBudget)),
-      [this](std::uint64_t id) {
-        auto it = handshakes_.find(static_cast<std::uint32_t>(id));
-        if (it == handshakes_.end() || !it->second.fd.valid()) return false;
-        if (it->second.got > 0) return true;
-        char b;
-        return ::recv(it->second.fd.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
-      }};
+      [](void* self, std::uint64_t id) { return static_cast<TcpTransport*>(self)->handshake_has_bytes(id); }, this};
+  bool handshake_has_bytes(std::uint64_t id) {
+    auto it = handshakes_.find(static_cast<std::uint32_t>(id));
+    if (it == handshakes_.end() || !it->second.fd.valid()) return false;
+    if (it->second.got > 0) return true;
+    char b;
+    return ::recv(it->second.fd.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+  }
   TimePoint next_gate_report_{};
   std::size_t strangers_timed_out_ = 0;  // since the last report
   void report_gate(TimePoint now);

@@ -150,12 +150,24 @@ TEST(Ifname, OnThisHost) {
   EXPECT_NE(e.message().find("lo 127.0.0.1"), std::string::npos) << e.message();
 
   // Without TUTTI_SOCKET_IFNAME a single-host job keeps loopback: the route
-  // to a store on 127.0.0.1 starts at 127.0.0.1.
+  // to a store on 127.0.0.1 starts at 127.0.0.1, and the rank and the store
+  // listen there only.
   c = d::Config{};
   p = d::choose_peer_address(c, "127.0.0.1", 29500);
-  EXPECT_EQ(p.listen, "0.0.0.0");
+  EXPECT_EQ(p.listen, "127.0.0.1");
   EXPECT_EQ(p.advertise, "127.0.0.1");
-  EXPECT_EQ(d::store_listen_address(c, "127.0.0.1"), "");
+  EXPECT_EQ(d::store_listen_address(c, "127.0.0.1"), "127.0.0.1");
+  // A host name may resolve elsewhere to another address: every interface.
+  EXPECT_EQ(d::store_listen_address(c, "localhost"), "");
+  // An advertised address of another machine (a NAT): the wildcard.
+  c.advertise_addr = "198.51.100.7";
+  p = d::choose_peer_address(c, "127.0.0.1", 29500);
+  EXPECT_EQ(p.listen, "0.0.0.0");
+  // Told: as told.
+  c = d::Config{};
+  c.listen_addr = "0.0.0.0";
+  c.listen_addr_set = true;
+  EXPECT_EQ(d::choose_peer_address(c, "127.0.0.1", 29500).listen, "0.0.0.0");
 }
 
 }  // namespace
