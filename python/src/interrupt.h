@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -118,21 +119,34 @@ inline bool can_interrupt() {
   return true;
 }
 
+// can_interrupt(), asked again at most every 250 ms (and after a fork): a
+// call costs a Python call and a system call, which a small operation would
+// feel. Main thread only.
+inline std::chrono::steady_clock::time_point g_checked_at{};
+inline unsigned g_checked_forks = ~0u;
+inline bool g_can = false;
+inline bool can_interrupt_now(bool gil_held) {
+  const auto now = std::chrono::steady_clock::now();
+  const unsigned forks = g_forks.load(std::memory_order_relaxed);
+  if (now - g_checked_at < std::chrono::milliseconds(250) && g_checked_forks == forks) return g_can;
+  if (gil_held) {
+    g_can = can_interrupt();
+  } else {
+    py::gil_scoped_acquire gil;
+    g_can = can_interrupt();
+  }
+  g_checked_at = now;
+  g_checked_forks = forks;
+  return g_can;
+}
+
 // Around a wait of the main thread; `abort` aborts what it waits on. finish() raises the pending
 // Python exception (KeyboardInterrupt) if Ctrl-C came meanwhile. `gil_held`:
 // whether the caller holds the GIL (the torch backend runs without it).
 class Guard {
  public:
   Guard(const std::function<void(const std::string&)>& abort, bool gil_held) : gil_held_(gil_held) {
-    if (!abort || PyThread_get_thread_ident() != g_main_thread) return;
-    bool ok;
-    if (gil_held) {
-      ok = can_interrupt();
-    } else {
-      py::gil_scoped_acquire gil;
-      ok = can_interrupt();
-    }
-    if (!ok) return;
+    if (!abort || PyThread_get_thread_ident() != g_main_thread || !can_interrupt_now(gil_held)) return;
     {
       std::lock_guard<std::mutex> lock(g_mu);
       g_abort = &abort;

@@ -55,7 +55,10 @@ void Completion::rethrow_if_failed() const {
 namespace tutti {
 
 bool Work::test() const {
-  if (c_ && !c_->done() && c_->drive) c_->drive(detail::TimePoint::min());
+  // A forked child must not drive its parent's transport: it would read the
+  // parent's messages off their shared sockets.
+  if (c_ && !c_->done() && c_->drive && c_->generation == detail::fork_generation())
+    c_->drive(detail::TimePoint::min());
   return !c_ || c_->done();
 }
 

@@ -210,6 +210,9 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
 
   // A context for the next operation (takes its sequence number).
   detail::OpContext make_context(const char* op_name, std::size_t bytes) {
+    // Before anything is planned: planning may take locks that the
+    // parent's threads held at the fork.
+    if (generation != detail::fork_generation()) refuse_forked_child();
     detail::OpContext c;
     c.transport = job->transport.get();
     c.comm_id = comm_id;
