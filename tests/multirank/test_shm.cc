@@ -544,7 +544,8 @@ TEST(Shm, ARankThatExitsCleanlyIsNamedWithinASecond) {
             EXPECT_EQ(e.kind(), ErrorKind::PeerLost) << e.what();
             EXPECT_NE(e.message().find("rank 2"), std::string::npos) << e.what();
           }
-          EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+          // (ThreadSanitizer slows the leaving rank's exit several times.)
+          EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(kSanitized ? 3 : 1));
         },
         o);
     EXPECT_TRUE(shm_segments(prefix).empty());
