@@ -103,7 +103,11 @@ if case == "leave":
     except (tutti.PeerLost, RuntimeError) as e:
         took = time.monotonic() - t0
         assert "PeerLost" in str(e) and f"rank {n - 1}" in str(e), str(e)
-        assert took < 1.0, f"named after {took:.2f} s: {e}"
+        # Counted from the start of the call: under torch this includes the
+        # leaving interpreter's own exit (torch's teardown), over 1 s on a
+        # loaded machine.
+        limit = 2.0 if comm is None else 1.0
+        assert took < limit, f"named after {took:.2f} s: {e}"
     print("ok", flush=True)
     if comm is None:
         os._exit(0)  # rank 2 is gone: no orderly teardown to wait for
