@@ -1,11 +1,27 @@
 """Careless and hostile use of the tutti module: each case fails fast with
 an error that names it, or carries on, and never hangs or corrupts
 (misuse_worker.py for the multi-rank cases)."""
+import glob
+import os
+
 import numpy as np
 import pytest
 
 import ranks
 import tutti
+
+
+@pytest.fixture(autouse=True)
+def own_segments():
+    """Each test's ranks name their shared memory with a prefix of its own;
+    what ranks that died or left in the middle of an operation could not
+    remove goes at the end, whatever the outcome."""
+    prefix = f"tutti-test-misuse-{os.getpid()}"
+    os.environ["TUTTI_SHM_PREFIX"] = prefix
+    yield
+    del os.environ["TUTTI_SHM_PREFIX"]
+    for path in glob.glob(f"/dev/shm/{prefix}-*"):
+        os.unlink(path)
 
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
