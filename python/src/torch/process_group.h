@@ -50,23 +50,37 @@ const char* event_title(c10d::OpType type);
 // event_title, or nullptr when no profiler listens.
 const char* profiling_title(c10d::OpType type);
 
-// The completion thread of a backend: completes the Works whose future was
-// asked for, as they finish. Started by the first watch().
+// The completion threads of a backend: one finds the Works whose future was
+// asked for as they finish; others mark those futures completed, which runs
+// the futures' callbacks. A callback may start an operation and wait for its
+// future (DDP's PowerSGD hook does): a marking thread busy in a callback is
+// therefore never the one that finds or marks the next Work, and another one
+// starts when none is free (at most kMaxMarkers). Started by the first watch().
 class Watcher : public std::enable_shared_from_this<Watcher> {
  public:
+  static constexpr std::size_t kMaxMarkers = 16;
   ~Watcher();
   void watch(c10::intrusive_ptr<WorkTutti> work);
-  // Finishes the Works still watched (waiting for them) and joins the thread.
+  // Finishes the Works still watched (waiting for them), marks their
+  // futures, and joins the threads.
   void stop();
   bool idle();
 
  private:
   void loop();
+  void mark_loop();
+  void post(c10::intrusive_ptr<WorkTutti> work);  // with mu_ held
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<c10::intrusive_ptr<WorkTutti>> watched_;
   bool stop_ = false;
   std::thread thread_;
+  // Finished Works whose futures wait to be marked, and the threads marking.
+  std::condition_variable mark_cv_;
+  std::deque<c10::intrusive_ptr<WorkTutti>> to_mark_;
+  std::vector<std::thread> markers_;
+  std::size_t free_markers_ = 0;
+  bool markers_stop_ = false;
 };
 
 // A tutti::Store on a c10d::Store, so that tutti's rendezvous goes through
@@ -115,16 +129,18 @@ class WorkTutti : public c10d::Work {
   // Marks the Work finished with this error (an inline operation that failed).
   void fail(std::exception_ptr e);
   // Finishes the Work if all its tutti operations (and parts) are over;
-  // returns whether it is finished.
-  bool poll();
+  // returns whether it is finished. Without `mark_future`, the future (if
+  // asked for) is left for complete_future().
+  bool poll(bool mark_future = true);
   // Waits (at most until `until`) for the tutti operations; finishes the Work when they are over.
-  bool wait_until(std::chrono::steady_clock::time_point until);
+  bool wait_until(std::chrono::steady_clock::time_point until, bool mark_future = true);
 
   std::function<void(const std::string&)> on_abort;  // aborts the backend's communicator
   std::weak_ptr<Watcher> watcher;                    // completes the future (getFuture)
 
  private:
-  void complete();
+  void complete(bool mark_future = true);
+  // Marks the future (once getFuture() asked for it) when the Work is done.
   void complete_future();
 
   std::vector<tutti::Work> works_;
@@ -142,6 +158,7 @@ class WorkTutti : public c10d::Work {
   std::atomic<bool> future_marked_{false};
   std::exception_ptr error_;
   friend class ProcessGroupTutti;
+  friend class Watcher;
 };
 
 class ProcessGroupTutti : public c10d::Backend {

@@ -142,17 +142,17 @@ void WorkTutti::fail(std::exception_ptr e) {
   complete();
 }
 
-bool WorkTutti::poll() {
+bool WorkTutti::poll(bool mark_future) {
   if (done_.load(std::memory_order_acquire)) return true;
   for (auto& w : works_)
     if (!w.test()) return false;
   for (auto& p : parts_)
     if (!p->poll()) return false;
-  complete();
+  complete(mark_future);
   return true;
 }
 
-bool WorkTutti::wait_until(Clock::time_point until) {
+bool WorkTutti::wait_until(Clock::time_point until, bool mark_future) {
   if (done_.load(std::memory_order_acquire)) return true;
   for (auto& p : parts_)
     if (!p->wait_until(until)) return false;
@@ -169,11 +169,11 @@ bool WorkTutti::wait_until(Clock::time_point until) {
       // Collected by complete().
     }
   }
-  complete();
+  complete(mark_future);
   return true;
 }
 
-void WorkTutti::complete() {
+void WorkTutti::complete(bool mark_future) {
   std::unique_lock<std::mutex> g(finish_mu_);
   if (done_.load(std::memory_order_acquire)) return;
   std::exception_ptr e = error_;
@@ -202,7 +202,7 @@ void WorkTutti::complete() {
   done_.store(true, std::memory_order_release);
   g.unlock();
   finish(e);
-  complete_future();
+  if (mark_future) complete_future();
 }
 
 void WorkTutti::complete_future() {
@@ -286,7 +286,7 @@ void Watcher::watch(c10::intrusive_ptr<WorkTutti> work) {
 
 bool Watcher::idle() {
   std::lock_guard<std::mutex> g(mu_);
-  return watched_.empty();
+  return watched_.empty() && to_mark_.empty();
 }
 
 void Watcher::stop() {
@@ -295,11 +295,50 @@ void Watcher::stop() {
     stop_ = true;
   }
   cv_.notify_one();
-  if (!thread_.joinable()) return;
-  if (thread_.get_id() == std::this_thread::get_id()) {
-    thread_.detach();  // the thread's own last reference: its loop has ended
+  const auto me = std::this_thread::get_id();
+  auto end = [me](std::thread& t) {
+    if (!t.joinable()) return;
+    if (t.get_id() == me) {
+      t.detach();  // the thread's own last reference, or a callback that stops its backend
+    } else {
+      t.join();
+    }
+  };
+  end(thread_);  // every watched Work finished and posted
+  std::vector<std::thread> markers;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    markers_stop_ = true;
+    markers.swap(markers_);
+  }
+  mark_cv_.notify_all();
+  for (auto& t : markers) end(t);  // each marks what is left first
+}
+
+void Watcher::post(c10::intrusive_ptr<WorkTutti> work) {
+  to_mark_.push_back(std::move(work));
+  if (free_markers_ == 0 && markers_.size() < kMaxMarkers) {
+    markers_.emplace_back([self = shared_from_this()] { self->mark_loop(); });
   } else {
-    thread_.join();
+    mark_cv_.notify_one();
+  }
+}
+
+void Watcher::mark_loop() {
+  std::unique_lock<std::mutex> g(mu_);
+  for (;;) {
+    while (to_mark_.empty() && !markers_stop_) {
+      ++free_markers_;
+      mark_cv_.wait(g);
+      --free_markers_;
+    }
+    if (to_mark_.empty()) return;
+    c10::intrusive_ptr<WorkTutti> w = std::move(to_mark_.front());
+    to_mark_.pop_front();
+    g.unlock();
+    w->complete_future();  // runs the future's callbacks, which may wait for later Works
+    w.reset();
+    g.lock();
   }
 }
 
@@ -317,16 +356,20 @@ void Watcher::loop() {
     // Usually the oldest finishes first: sleep on it, a slice at a time, so
     // that later Works that finish earlier (a pending receive ahead of a
     // collective) are seen too.
-    snap.front()->wait_until(stopping ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(10));
+    snap.front()->wait_until(stopping ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(10), false);
     std::vector<WorkTutti*> finished;
     for (auto& w : snap)
-      if (w->poll()) finished.push_back(w.get());
+      if (w->poll(false)) finished.push_back(w.get());
     std::lock_guard<std::mutex> g(mu_);
-    watched_.erase(std::remove_if(watched_.begin(), watched_.end(),
-                                  [&](const c10::intrusive_ptr<WorkTutti>& w) {
-                                    return std::find(finished.begin(), finished.end(), w.get()) != finished.end();
-                                  }),
-                   watched_.end());
+    std::deque<c10::intrusive_ptr<WorkTutti>> left;
+    for (auto& w : watched_) {
+      if (std::find(finished.begin(), finished.end(), w.get()) == finished.end()) {
+        left.push_back(std::move(w));
+      } else {
+        post(std::move(w));
+      }
+    }
+    watched_.swap(left);
   }
 }
 

@@ -33,6 +33,7 @@ from any thread; tutti.torch.error(group) is the error a group failed with
 (None while it works); tutti.torch.failed_ranks(group) the members known lost.
 """
 import datetime as _datetime
+import sys as _sys
 import os
 
 import torch
@@ -190,6 +191,94 @@ if not hasattr(_c10d.monitored_barrier, "_tutti_wraps"):
 if not hasattr(_c10d.split_group, "_tutti_wraps"):
     _c10d.split_group = _make_split_group(_c10d.split_group)
     _dist.split_group = _c10d.split_group
+
+
+# DTensor redistributes Shard(i) -> Shard(j) on CPU meshes by an all_gather of
+# the whole tensor and a chunk ("CPU process group does not support alltoall
+# yet"): each rank receives the whole instead of its part. On a mesh dimension
+# whose group is tutti's it runs torch's own all_to_all op instead
+# (_dtensor::shard_dim_alltoall, the accelerator path). DTensor is patched
+# when it is first imported, so that importing tutti.torch does not import it.
+_DTENSOR = "torch.distributed.tensor.placement_types"
+
+
+def _make_shard_dim_alltoall(torch_shard_dim_alltoall):
+    import torch.distributed._functional_collectives as funcol
+
+    def shard_dim_alltoall(input, gather_dim, shard_dim, mesh, mesh_dim):
+        if mesh.device_type == "cpu" and not torch.compiler.is_compiling():
+            name = funcol._resolve_group_name((mesh, mesh_dim))
+            if _tutti_backend_of(_c10d._resolve_process_group(name)) is not None:
+                return torch.ops._dtensor.shard_dim_alltoall(input, gather_dim, shard_dim, name)
+        return torch_shard_dim_alltoall(input, gather_dim, shard_dim, mesh, mesh_dim)
+
+    shard_dim_alltoall._tutti_wraps = torch_shard_dim_alltoall
+    return shard_dim_alltoall
+
+
+def _patch_dtensor(placement_types):
+    import torch.distributed.tensor._collective_utils as cu
+    if not hasattr(cu.shard_dim_alltoall, "_tutti_wraps"):
+        cu.shard_dim_alltoall = _make_shard_dim_alltoall(cu.shard_dim_alltoall)
+    placement_types.shard_dim_alltoall = cu.shard_dim_alltoall
+
+
+class _DTensorHook:
+    """A finder on sys.meta_path that patches DTensor once it is loaded."""
+
+    @staticmethod
+    def find_spec(name, path, target=None):
+        if name != _DTENSOR:
+            return None
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            _patch_dtensor(module)
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
+
+# DistributedDataParallel.register_comm_hook refuses bf16_compress_hook and
+# bf16_compress_wrapper_hook by name unless torch was built with CUDA and
+# NCCL or XPU, whatever the group. On a tutti group the hook runs as it is
+# (bfloat16 all_reduce, accumulated in float32): the name check is skipped
+# for it, every other check of torch's stays.
+_BF16_HOOKS = ("bf16_compress_hook", "bf16_compress_wrapper_hook")
+
+
+def _make_check_comm_hook(torch_check_comm_hook):
+    import functools
+
+    def _check_comm_hook(self, hook):
+        if getattr(hook, "__name__", None) in _BF16_HOOKS and _tutti_backend_of(self.process_group) is not None:
+            @functools.wraps(hook)
+            def checked(*args, **kwargs):
+                return hook(*args, **kwargs)
+
+            checked.__name__ = "tutti_" + hook.__name__
+            return torch_check_comm_hook(self, checked)
+        return torch_check_comm_hook(self, hook)
+
+    _check_comm_hook._tutti_wraps = torch_check_comm_hook
+    return _check_comm_hook
+
+
+from torch.nn.parallel import DistributedDataParallel as _DDP  # noqa: E402  (imported by torch.nn already)
+
+if not hasattr(_DDP._check_comm_hook, "_tutti_wraps"):
+    _DDP._check_comm_hook = _make_check_comm_hook(_DDP._check_comm_hook)
+
+if _DTENSOR in _sys.modules:
+    _patch_dtensor(_sys.modules[_DTENSOR])
+elif not any(isinstance(f, type) and f.__name__ == "_DTensorHook" for f in _sys.meta_path):
+    _sys.meta_path.insert(0, _DTensorHook)
 
 
 # ---- beyond torch's API ------------------------------------------------------------------
