@@ -22,7 +22,7 @@ Models (ddp and fsdp):
   small  three Linear(256, 256) (0.2 M parameters), batch 8.
 fsdp shards each Linear and the whole (fully_shard), reshards after the
 forward, and steps SGD on the shards. tp (model "mlp"): Linear(1024, 4096),
-GELU, Linear(4096, 1024) on 512 tokens, in --dtype, the first Linear split
+GELU, Linear(4096, 1024) on 64 tokens, in --dtype, the first Linear split
 by columns and the second by rows over the 2 ranks (parallelize_module:
 ColwiseParallel, RowwiseParallel): a step is the forward, whose output is
 all_reduced, and the backward (no optimizer); its compute alone is one
@@ -56,7 +56,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MODELS = {"large": (2048, 4, 8), "small": (256, 3, 8)}  # width, layers, batch
-TP = (1024, 4096, 512)  # the tensor-parallel MLP: width, hidden width, tokens
+TP = (1024, 4096, 64)  # the tensor-parallel MLP: width, hidden width, tokens
 
 
 def build_model(name):

@@ -11,7 +11,7 @@ table.
 A repetition starts, for each world size, each backend's ranks once (in an
 order that rotates from one repetition to the next) and the world of one of
 each backend; a launch loops over the operations and the sizes (powers of 4
-from MIN to MAX bytes of float32, and MAX). Per operation and size: a
+from MIN to MAX bytes of float32, 64 KiB, 1 MiB, and MAX). Per operation and size: a
 first call whose every output element is checked (the inputs are random
 integers, so that sums are exact), warm-up calls, then timed calls, as many
 as fit in BUDGET seconds (3 to 2000; the count is agreed among the ranks),
@@ -46,11 +46,12 @@ def parse_size(s):
 
 
 def sizes(lo, hi):
+    """Powers of 4 from lo, 64 KiB and 1 MiB (the edges of the targets), and hi."""
     out, s = [], lo
     while s < hi:
         out.append(s)
         s *= 4
-    return out + [hi]
+    return sorted(set(out + [x for x in (64 << 10, 1 << 20) if lo <= x < hi] + [hi]))
 
 
 def import_tutti():
