@@ -13,12 +13,15 @@ Groups. new_group(), split_group() and shrink_group() on a tutti world make
 their groups from the world's communicator, without a rendezvous through the
 store, among the members alone.
 
-Importing it also lets two torch functions through for tutti groups that
-torch 2.13 refuses to every backend but a few before it asks the group:
-torch.distributed.monitored_barrier (gloo only) and
-torch.distributed.split_group (accelerator backends only). Other groups get
-torch's own functions. (A name bound before the import, `from
-torch.distributed import monitored_barrier`, keeps torch's function.)
+Importing it also lets through, for tutti groups, what torch 2.13 refuses to
+every backend but a few before it asks the group:
+torch.distributed.monitored_barrier (gloo only),
+torch.distributed.split_group (accelerator backends only) and DDP's
+bf16_compress_hook (CUDA or XPU builds only); and DTensor's Shard -> Shard
+redistribution on tutti meshes runs an all_to_all where torch gathers the
+whole tensor on CPU. Other groups get torch's own functions. (A name bound
+before the import, `from torch.distributed import monitored_barrier`, keeps
+torch's function.)
 
 Carrying on after a failure (docs/torch.md, "After a failure"):
 
@@ -33,8 +36,8 @@ from any thread; tutti.torch.error(group) is the error a group failed with
 (None while it works); tutti.torch.failed_ranks(group) the members known lost.
 """
 import datetime as _datetime
-import sys as _sys
 import os
+import sys as _sys
 
 import torch
 import torch.distributed as _dist
@@ -244,6 +247,11 @@ class _DTensorHook:
         return spec
 
 
+if _DTENSOR in _sys.modules:
+    _patch_dtensor(_sys.modules[_DTENSOR])
+elif not any(isinstance(f, type) and f.__name__ == "_DTensorHook" for f in _sys.meta_path):
+    _sys.meta_path.insert(0, _DTensorHook)
+
 
 # DistributedDataParallel.register_comm_hook refuses bf16_compress_hook and
 # bf16_compress_wrapper_hook by name unless torch was built with CUDA and
@@ -274,11 +282,6 @@ from torch.nn.parallel import DistributedDataParallel as _DDP  # noqa: E402  (im
 
 if not hasattr(_DDP._check_comm_hook, "_tutti_wraps"):
     _DDP._check_comm_hook = _make_check_comm_hook(_DDP._check_comm_hook)
-
-if _DTENSOR in _sys.modules:
-    _patch_dtensor(_sys.modules[_DTENSOR])
-elif not any(isinstance(f, type) and f.__name__ == "_DTensorHook" for f in _sys.meta_path):
-    _sys.meta_path.insert(0, _DTensorHook)
 
 
 # ---- beyond torch's API ------------------------------------------------------------------
