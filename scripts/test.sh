@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds tutti and runs the whole test suite, in three stages:
 #   1. plain: the sources against .clang-format, build/ (scripts/build.sh)
-#      and every test through ctest;
-#   2. the build matrix (tests/build/build_matrix.sh: library, tools and
+#      and every test through ctest but the benchmarks' brief runs;
+#   2. those brief runs (ctest label "bench"), the build matrix (tests/build/build_matrix.sh: library, tools and
 #      Python package with g++ in Release and Debug, clang++ in Release; the
 #      plain build is g++ RelWithDebInfo), pip install . and pip wheel . into
 #      fresh venvs (tests/install/pip_test.sh), then sanitizers: the multi-rank tests
@@ -73,14 +73,24 @@ fi
 TUTTI_JOBS=$jobs bash scripts/build.sh
 stage_done "plain build"
 seed_costs build plain
-(cd build && ctest --output-on-failure -j2 --timeout 900 ${ctest_args[@]+"${ctest_args[@]}"})
+# The benchmarks' brief runs (ctest label "bench") wait for stage 2, unless
+# ctest arguments choose the tests.
+plain_filter=(-LE bench)
+[ ${#ctest_args[@]} -gt 0 ] && plain_filter=()
+(cd build && ctest --output-on-failure -j2 --timeout 900 ${plain_filter[@]+"${plain_filter[@]}"} \
+  ${ctest_args[@]+"${ctest_args[@]}"})
 stage_done "plain tests"
 if [ "$quick" = 1 ]; then
   finish
   exit 0
 fi
 
-# ---- 2. what users build, then the multi-rank tests under the sanitizers ----
+# ---- 2. the benchmarks briefly, what users build, the sanitizers ------------
+# Each benchmark runs a few iterations and its own checks (every output
+# element, the same losses on both backends).
+(cd build && ctest --output-on-failure -j2 --timeout 900 -L bench)
+stage_done "benchmarks, briefly"
+
 # The library, tools and Python package with g++ and clang++ in Release,
 # Debug and RelWithDebInfo, warnings as errors.
 TUTTI_JOBS=$jobs bash tests/build/build_matrix.sh
