@@ -34,6 +34,12 @@ base = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Li
                            torch.nn.Linear(32, 4))
 
 
+def say(line):
+    """One line in one write: under torchrun both ranks write to one file,
+    and print's separate write of the newline let their lines run together."""
+    os.write(1, (line + "\n").encode())
+
+
 def train(group, bucket_cap_mb):
     model = DDP(copy.deepcopy(base), process_group=group, bucket_cap_mb=bucket_cap_mb)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -55,7 +61,7 @@ results = {"tutti": train(None, 0.001), "tutti async": train(tutti_async, 0.001)
 ok = True
 for name, params in results.items():
     diff = max((a - b).abs().max().item() for a, b in zip(ref, params))
-    print(f"rank {rank}: {name}: largest difference to gloo {diff:.3g}")
+    say(f"rank {rank}: {name}: largest difference to gloo {diff:.3g}")
     ok = ok and diff <= 1e-6
     # every rank ends with the same parameters
     for p in params:
@@ -66,5 +72,5 @@ moved = max((a - b).abs().max().item() for a, b in zip(ref, base.parameters()))
 ok = ok and moved > 1e-3  # the training did change the parameters
 dist.barrier()
 dist.destroy_process_group()
-print("ok" if ok else "FAILED")
+say("ok" if ok else "FAILED")
 sys.exit(0 if ok else 1)
