@@ -283,6 +283,14 @@ def ddp_embedding():
 # ---- timeouts -------------------------------------------------------------------
 
 def timeouts_part():
+    # The ranks' interpreters start seconds apart on a loaded machine; they
+    # meet first, so that the 1 s timeout given to init covers init alone.
+    start = dist.FileStore(store_file + ".start", n)
+    start.add("arrived", 1)
+    deadline = time.monotonic() + 120
+    while start.add("arrived", 0) < n:
+        ok(time.monotonic() < deadline, "the ranks met before init within 120 s")
+        time.sleep(0.01)
     init(timeout=datetime.timedelta(seconds=1))
     # Groups are made while every rank is here (making one waits for all).
     g = dist.new_group(list(range(n)), timeout=datetime.timedelta(seconds=1))
