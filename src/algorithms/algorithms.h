@@ -2,7 +2,8 @@
 // Collective algorithms, one file each, written against OpContext only.
 //
 // Reduce ops reaching an algorithm are Sum/Product/Min/Max/BAnd/BOr/BXor:
-// the core applies Avg's division and PremulSum's scaling around them.
+// the network medium (media/network.cc) applies Avg's division and
+// PremulSum's scaling around them.
 // Buffers are block lists so that list forms (torch's tensor lists) and
 // contiguous forms share one implementation.
 
@@ -24,7 +25,7 @@ struct ConstBlock {
   std::size_t count;
 };
 
-// buf holds the input and receives the result (the core copies sendbuf in).
+// buf holds the input and receives the result (the network medium copies sendbuf in).
 void all_reduce_recursive_doubling(OpContext& ctx, void* buf, std::size_t count, DataType dtype, ReduceOpKind op);
 void all_reduce_ring(OpContext& ctx, void* buf, std::size_t count, DataType dtype, ReduceOpKind op);
 void all_reduce_rabenseifner(OpContext& ctx, void* buf, std::size_t count, DataType dtype, ReduceOpKind op);
@@ -38,7 +39,7 @@ void reduce_binomial(OpContext& ctx, const void* sendbuf, void* recvbuf, std::si
 void reduce_chain(OpContext& ctx, const void* sendbuf, void* recvbuf, std::size_t count, DataType dtype,
                   ReduceOpKind op, int root);
 
-// out[r] must already hold this rank's contribution (the core copies it).
+// out[r] must already hold this rank's contribution (the network medium copies it).
 void all_gather_ring(OpContext& ctx, std::span<const Block> out, std::size_t elem_size);
 void all_gather_bruck(OpContext& ctx, std::span<const Block> out, std::size_t elem_size);
 void all_gather_recursive_doubling(OpContext& ctx, std::span<const Block> out, std::size_t elem_size);

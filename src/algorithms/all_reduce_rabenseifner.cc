@@ -22,7 +22,7 @@ void all_reduce_rabenseifner(OpContext& ctx, void* buf, std::size_t count, DataT
   // hosts, 64 KiB within one), faster at 256 and 512 KiB than one message per
   // step (bench/peers/netbed/compare.sh, PER=1, 64K-512K; within one host
   // TUTTI_TRANSPORT=tcp bench/peers/compare.py all_reduce 4 -b 64K -e 512K;
-  // plan/thresholds.h, docs/tuning.md "TUTTI_CHUNK_BYTES"); larger
+  // common/thresholds.h, docs/tuning.md "TUTTI_CHUNK_BYTES"); larger
   // operations keep chunk_bytes (smaller units cost there).
   const std::size_t saved_chunk = ctx.chunk_bytes;
   if (bytes <= ctx.small_pipe_max_bytes) ctx.chunk_bytes = std::min(ctx.chunk_bytes, ctx.small_pipe_bytes);

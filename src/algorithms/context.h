@@ -39,7 +39,7 @@ struct OpContext {
   std::size_t chunk_bytes = 1 << 20;
   // Rabenseifner's pipelining unit up to small_pipe_max_bytes (at most
   // chunk_bytes; see all_reduce_rabenseifner.cc). The planner sets all three
-  // (plan/thresholds.h).
+  // (common/thresholds.h).
   std::size_t small_pipe_bytes = 64 << 10;
   std::size_t small_pipe_max_bytes = 512 << 10;
   // Added to every step, so that composed algorithms (reduce-scatter then

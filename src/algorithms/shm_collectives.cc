@@ -86,7 +86,7 @@ bool single_copy_all_read(const ShmGroup& g, std::size_t block_bytes) {
 // large (all_gather and all_reduce of 8 MiB on 2 ranks), except for
 // reductions when ranks share cores, whose slices then leave the caches
 // from 8 MiB. tuttirun -n 2 tutti-bench all_gather / all_reduce -b 4M -e 32M
-// (plan/thresholds.h; docs/tuning.md "Thresholds inside the library").
+// (common/thresholds.h; docs/tuning.md "Thresholds inside the library").
 bool streams(const ShmGroup& g, std::size_t out_bytes, bool reduction) {
   const ShmThresholds& t = g.thresholds();
   return out_bytes >= (reduction && g.oversubscribed() ? t.stream_bytes_oversubscribed_reduction : t.stream_bytes);
@@ -405,7 +405,7 @@ void shm_all_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count
                     std::size_t one_shot_bytes) {
   // A one-shot all_reduce has every member read every input: n^2 waits.
   // In a large group, a reduce to member 0 and a broadcast from it instead
-  // (plan/thresholds.h, flat_members_max).
+  // (common/thresholds.h, flat_members_max).
   if (g.size() > g.thresholds().flat_members_max && count * elem_size(dtype) <= one_shot_bytes) {
     reduce_rounds(g, static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, 0, one_shot_bytes);
     shm_broadcast(g, recv, count * elem_size(dtype), 0);
@@ -427,7 +427,7 @@ void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root) {
   // that share cores copy through the segment from 128 KiB, which is faster
   // there than single copy from 512 KiB up (tuttirun -n 4 tutti-bench
   // broadcast -b 64K -e 32M on 2 cores, against a build with
-  // broadcast_copy_bytes_oversubscribed raised; plan/thresholds.h).
+  // broadcast_copy_bytes_oversubscribed raised; common/thresholds.h).
   const bool cache_sized = !g.oversubscribed() || bytes < g.thresholds().broadcast_copy_bytes_oversubscribed;
   if (cache_sized && single_copy(g, g.oversubscribed() ? bytes : 4 * bytes)) {
     // The root copies too: the message is cut into n parts (whole pages);
@@ -524,7 +524,7 @@ void shm_all_gather(ShmGroup& g, const void* send, std::span<char* const> out, s
   // Ranks that share cores read from memory what the segment would serve
   // from cache: from 8 MiB gathered, copying through it is faster
   // (tuttirun -n 4 tutti-bench all_gather -b 64K -e 32M on 2 cores;
-  // plan/thresholds.h, docs/tuning.md).
+  // common/thresholds.h, docs/tuning.md).
   const bool cache_sized = !g.oversubscribed() || bytes * n < g.thresholds().all_gather_copy_bytes_oversubscribed;
   char* own = out[r];
   const bool copy_own = bytes && own != s;
@@ -683,7 +683,7 @@ void all_to_all_blocks(ShmGroup& g, const char* send, char* recv, const Layout& 
   // with pieces of two slots' share, fewer rounds than single copy's
   // reads and waits, and faster from 512 KiB to 8 MiB at least (tuttirun -n 4
   // tutti-bench all_to_all -b 64K -e 32M on 2 cores, against a build with
-  // all_to_all_copy_bytes_oversubscribed raised; plan/thresholds.h), and
+  // all_to_all_copy_bytes_oversubscribed raised; common/thresholds.h), and
   // switching between the two in the timed choice's trials cost more than it
   // saved there.
   const bool cache_sized = !g.oversubscribed() || global_max * n < g.thresholds().all_to_all_copy_bytes_oversubscribed;

@@ -18,11 +18,11 @@
 // - Network broadcast, binomial against scatter + all_gather, and all_to_all,
 //   Bruck against pairwise (plan/registry.cc, timed()): each pair trades
 //   rounds for bytes, and where they cross depends on the link against the
-//   CPUs (plan/thresholds.h).
-// - Two-level all_reduce (hierarchy/hierarchy.cc): one leader per host, or every
+//   CPUs (common/thresholds.h).
+// - Two-level all_reduce (media/two_level.cc): one leader per host, or every
 //   local rank with a slice; which is faster depends on the link, the cores
 //   and the size alike.
-// - Shared-memory collectives (core/communicator_impl.h, shm_run): single
+// - Shared-memory collectives (media/shm_medium.h, ShmMedium::run): single
 //   copy (process_vm_readv) against copying through the segment, whose
 //   costs differ from machine to machine (Figure::Fastest below; the
 //   members take the minimum of their figures instead of the sum).

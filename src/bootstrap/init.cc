@@ -305,7 +305,7 @@ Communicator init(const InitOptions& options) {
       std::all_of(job->host_of.begin(), job->host_of.end(), [&](int h) { return h == job->host_of[0]; });
   // One host: point-to-point through shared memory (the network transport
   // stays for liveness).
-  if (size > 1 && single_host && job->config.transport != "tcp") {
+  if (size > 1 && single_host && job->config.transport != Config::Transport::Tcp) {
     char ids[24];
     std::snprintf(ids, sizeof ids, "-%016llx-p2p", static_cast<unsigned long long>(job->job_id));
     job->transport =

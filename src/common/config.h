@@ -27,10 +27,10 @@ struct Config {
   std::size_t chunk_bytes = 1 << 20;
   std::size_t hosts_chunk_bytes = 256 << 10;
   // TUTTI_SMALL_BYTES: all_reduce messages up to this size use recursive
-  // doubling, larger ones the ring.
+  // doubling over the network, larger ones Rabenseifner or the ring.
   std::size_t small_bytes = 64 << 10;
   // TUTTI_TWO_LEVEL_LEADER_BYTES: two-level all_reduce messages up to this
-  // size go through one leader per host (hierarchy/hierarchy.h).
+  // size go through one leader per host (media/two_level.h).
   std::size_t two_level_leader_bytes = 128 << 10;
   // TUTTI_ALGO: "collective:algorithm,..." overrides of the selection table.
   std::map<std::string, std::string> algo;
@@ -69,9 +69,10 @@ struct Config {
   // host uses to reach the store).
   std::string advertise_addr;
 
-  // TUTTI_TRANSPORT: "auto" (shared memory among ranks of one host, TCP
-  // otherwise) or "tcp" (TCP everywhere).
-  std::string transport = "auto";
+  // TUTTI_TRANSPORT, read once: Auto (shared memory among ranks of one
+  // host, the network otherwise) or Tcp (the network everywhere).
+  enum class Transport : std::uint8_t { Auto, Tcp };
+  Transport transport = Transport::Auto;
   // TUTTI_SHM_SLOT_BYTES: size of each of the four slots every rank has in a
   // communicator's shared-memory segment (the pipelining unit).
   std::size_t shm_slot_bytes = 256 << 10;

@@ -176,7 +176,7 @@ Work Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int 
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        p.algorithm->run(*impl, x, {.recv = buf, .count = count, .bytes = bytes, .dtype = dtype, .root = root}, p);
+        impl->run_plan(x, {.recv = buf, .count = count, .bytes = bytes, .dtype = dtype, .root = root}, p);
       },
       t_blocking_call);
 }
@@ -196,8 +196,8 @@ Work Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        p.algorithm->run(
-            *impl, x,
+        impl->run_plan(
+            x,
             {.send = sendbuf, .recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .op = op, .root = root},
             p);
       },
@@ -216,8 +216,8 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        p.algorithm->run(
-            *impl, x, {.send = sendbuf, .recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .op = op}, p);
+        impl->run_plan(x, {.send = sendbuf, .recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .op = op},
+                       p);
       },
       t_blocking_call);
 }
@@ -245,8 +245,8 @@ Work Communicator::igather(const void* sendbuf, std::span<void* const> recvbufs,
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
         if (x.rank == root && bytes && out[root] != sendbuf) std::memmove(out[root], sendbuf, bytes);
-        p.algorithm->run(
-            *impl, x, {.send = sendbuf, .count = count, .bytes = bytes, .dtype = dtype, .root = root, .out = out}, p);
+        impl->run_plan(x, {.send = sendbuf, .count = count, .bytes = bytes, .dtype = dtype, .root = root, .out = out},
+                       p);
       },
       t_blocking_call);
 }
@@ -279,7 +279,7 @@ Work Communicator::iall_gather(const void* sendbuf, std::span<void* const> recvb
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        p.algorithm->run(*impl, x, {.send = sendbuf, .count = count, .bytes = bytes, .dtype = dtype, .out = out}, p);
+        impl->run_plan(x, {.send = sendbuf, .count = count, .bytes = bytes, .dtype = dtype, .out = out}, p);
       },
       t_blocking_call);
 }
@@ -314,8 +314,7 @@ Work Communicator::iscatter(std::span<const void* const> sendbufs, void* recvbuf
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        p.algorithm->run(*impl, x,
-                         {.recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .root = root, .in = in}, p);
+        impl->run_plan(x, {.recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .root = root, .in = in}, p);
         // The root's own block last: in place, recvbuf may be another rank's block.
         if (x.rank == root && bytes && in[root] != recvbuf) std::memmove(recvbuf, in[root], bytes);
       },
@@ -351,8 +350,7 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        p.algorithm->run(*impl, x,
-                         {.recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .op = op, .in = in}, p);
+        impl->run_plan(x, {.recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .op = op, .in = in}, p);
       },
       t_blocking_call);
 }
@@ -411,17 +409,17 @@ Work Communicator::iall_to_all_v(const void* sendbuf, std::span<const std::size_
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        p.algorithm->run(*impl, x,
-                         {.send = sendbuf,
-                          .recv = recvbuf,
-                          .dtype = dtype,
-                          .send_bytes = sb,
-                          .send_displs = sd,
-                          .recv_bytes = rb,
-                          .recv_displs = rd,
-                          .send_extent = send_end,
-                          .overlap = overlap},
-                         p);
+        impl->run_plan(x,
+                       {.send = sendbuf,
+                        .recv = recvbuf,
+                        .dtype = dtype,
+                        .send_bytes = sb,
+                        .send_displs = sd,
+                        .recv_bytes = rb,
+                        .recv_displs = rd,
+                        .send_extent = send_end,
+                        .overlap = overlap},
+                       p);
       },
       t_blocking_call);
 }
@@ -448,8 +446,7 @@ Work Communicator::iall_to_all(const void* sendbuf, void* recvbuf, std::size_t c
   return impl_->run(
       std::move(c),
       [=, impl = impl_.get()](OpContext& x) {
-        p.algorithm->run(*impl, x, {.send = sendbuf, .recv = recvbuf, .count = count, .bytes = block, .dtype = dtype},
-                         p);
+        impl->run_plan(x, {.send = sendbuf, .recv = recvbuf, .count = count, .bytes = block, .dtype = dtype}, p);
       },
       t_blocking_call);
 }
@@ -458,7 +455,7 @@ Work Communicator::ibarrier() {
   OpContext c = impl_->make_context("barrier", 0);
   const Plan p = impl_->plan(c, Collective::Barrier, 0);
   return impl_->run(
-      std::move(c), [=, impl = impl_.get()](OpContext& x) { p.algorithm->run(*impl, x, {}, p); }, t_blocking_call);
+      std::move(c), [=, impl = impl_.get()](OpContext& x) { impl->run_plan(x, {}, p); }, t_blocking_call);
 }
 
 void* Communicator::alloc_shared(std::size_t bytes) {

@@ -126,7 +126,7 @@ detail::CommunicatorImpl::~CommunicatorImpl() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
-  if (aborted_ && shm_) shm_->abandon();
+  if (aborted_ && shm_medium_) shm_medium_->abandon();
   for (const auto& [p, a] : plain_shared_) ::munmap(p, a.bytes);
   // Receives still posted on this communicator must not outlive it (their
   // buffers may be freed next), nor may its late messages be kept forever.
@@ -225,8 +225,7 @@ void detail::CommunicatorImpl::abort(ErrorKind kind, const std::string& message,
     h->cross.impl_->abort(kind, message, false);
   }
   // Every member waiting in shared memory learns the cause (not an abort on purpose).
-  if (kind != ErrorKind::Aborted)
-    if (detail::ShmGroup* g = shm_published_.load(std::memory_order_acquire)) g->broadcast_failure(kind, message);
+  if (kind != ErrorKind::Aborted && shm_medium_) shm_medium_->broadcast_failure(kind, message);
   if (kind != ErrorKind::Aborted && tell_members) job->transport->notify_comm_failed(comm_id, world, kind, message);
   for (Task& t : dropped) recorder.end(t.trace, false, "queued when the communicator was aborted: " + message);
   const ErrorKind later = kind;
@@ -276,40 +275,10 @@ void detail::CommunicatorImpl::fail_inline(const OpContext& ctx, std::uint64_t t
   }
 }
 
-void detail::CommunicatorImpl::create_shm(const OpContext& ctx) {
-  char ids[40];
-  std::snprintf(ids, sizeof ids, "-%016llx-%016llx", static_cast<unsigned long long>(job->job_id),
-                static_cast<unsigned long long>(comm_id));
-  std::string name = "/" + job->config.shm_prefix + ids;
-  shm_name_ = name;
-  const detail::TimePoint deadline = ctx.start_tick ? detail::deadline_after(timeout.load()) : ctx.deadline;
-  try {
-    shm_ = std::make_unique<detail::ShmGroup>(name, rank, size, job->config.shm_slot_bytes, deadline, &aborted_flag,
-                                              creator_pid(), creator_name());
-  } catch (const Error& e) {
-    throw Error(e.kind(), ctx.where() + e.message());
-  }
-  std::vector<int> pids;
-  for (int w : world) pids.push_back(static_cast<std::size_t>(w) < job->pid_of.size() ? job->pid_of[w] : 0);
-  shm_->set_member_pids(std::move(pids));
-  shm_->set_thresholds(planner.thresholds().shm);
-  shm_published_.store(shm_.get(), std::memory_order_release);
-  shm_->set_abort_flag(&aborted_flag);
-}
-
-// Every member's `mine`, by rank (a shared-memory all_reduce of one word each).
-std::vector<std::int64_t> detail::CommunicatorImpl::shm_words(detail::ShmGroup& g, std::int64_t mine) {
-  std::vector<std::int64_t> words(size, 0);
-  words[rank] = mine;
-  detail::shm_all_reduce(g, words.data(), words.data(), words.size(), DataType::Int64, ReduceOp(ReduceOpKind::Sum),
-                         job->config.shm_one_shot_bytes);
-  return words;
-}
-
 // Every member's `mine`, by rank: through the segment in shared memory, else
 // an all_gather over the network under the operation's context.
 std::vector<std::int64_t> detail::CommunicatorImpl::member_words(OpContext& x, std::int64_t mine) {
-  if (size > 1 && shares_memory()) return shm_words(shm(x), mine);
+  if (size > 1 && shares_memory()) return shm_medium_->words(x, mine);
   std::vector<std::int64_t> words(size, 0);
   words[rank] = mine;
   if (size > 1) {
@@ -339,30 +308,7 @@ void* detail::CommunicatorImpl::alloc_shared(OpContext& x, std::size_t bytes) {
     plain_shared_[p] = PlainShared{std::max<std::size_t>(bytes, 1), ++plain_made_};
     return p;
   }
-  detail::ShmGroup& g = shm(x);
-  const std::vector<std::uint64_t> sizes(words.begin(), words.end());
-  std::size_t total = 0;
-  const std::vector<std::size_t> offsets = detail::SharedBuffers::part_offsets(sizes, &total);
-  const std::uint64_t serial = g.shared().made() + 1;
-  const std::string name = shm_name_ + "-a" + std::to_string(serial);
-  const detail::TimePoint deadline = x.start_tick ? detail::deadline_after(timeout.load()) : x.deadline;
-  std::unique_ptr<detail::SharedSegment> seg;
-  try {
-    seg = std::make_unique<detail::SharedSegment>(name, rank, size, total, total ^ (serial << 48), deadline,
-                                                  &aborted_flag, /*reserve=*/true, creator_pid(), creator_name());
-  } catch (const Error& e) {
-    throw Error(e.kind(), x.where() + e.message());
-  }
-  // Where each member mapped it.
-  std::vector<std::int64_t> bases;
-  try {
-    bases = shm_words(g, static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(seg->base())));
-  } catch (...) {
-    seg->abandon();  // a member may never map it: take the name away
-    throw;
-  }
-  return g.shared().add(std::move(seg), std::vector<std::uint64_t>(bases.begin(), bases.end()), offsets, sizes, rank,
-                        serial);
+  return shm_medium_->alloc_shared(x, std::vector<std::uint64_t>(words.begin(), words.end()));
 }
 
 void detail::CommunicatorImpl::free_shared(OpContext& x, void* ptr) {
@@ -370,7 +316,7 @@ void detail::CommunicatorImpl::free_shared(OpContext& x, void* ptr) {
   const auto plain = plain_shared_.find(ptr);
   // Every member names the same allocation (its number on this
   // communicator, 0 for none), or all fail.
-  const std::uint64_t serial = segments                       ? shm(x).shared().serial_of(ptr)
+  const std::uint64_t serial = segments                       ? shm_medium_->serial_of(x, ptr)
                                : plain != plain_shared_.end() ? plain->second.serial
                                                               : 0;
   const std::vector<std::int64_t> words = member_words(x, static_cast<std::int64_t>(serial));
@@ -386,33 +332,11 @@ void detail::CommunicatorImpl::free_shared(OpContext& x, void* ptr) {
                 x.where() + "free_shared: the ranks must free what one alloc_shared call returned them: " + each);
   }
   if (segments) {
-    shm(x).shared().remove(serial);
+    shm_medium_->free_shared(x, serial);
   } else {
     ::munmap(plain->first, plain->second.bytes);
     plain_shared_.erase(plain);
   }
-}
-
-void detail::CommunicatorImpl::shm_min(detail::ShmGroup& g, std::array<std::int64_t, 2>& figures) {
-  detail::shm_all_reduce(g, figures.data(), figures.data(), figures.size(), DataType::Int64,
-                         ReduceOp(ReduceOpKind::Min), job->config.shm_one_shot_bytes);
-}
-
-void detail::CommunicatorImpl::log_shm_choice(const OpContext& x, const std::array<std::int64_t, 2>& figures,
-                                              int algo) const {
-  if (x.rank == 0)
-    TUTTI_LOG(Debug, x.op_name << " up to " << detail::Tuner::class_hi(x.bytes) << " B on " << x.size
-                               << " ranks in shared memory: single copy " << figures[0] / 1000.0 << " us, copying "
-                               << figures[1] / 1000.0
-                               << " us (the fastest trial of any member): " << (algo ? "copying" : "single copy"));
-}
-
-void detail::CommunicatorImpl::cache_signature(const OpContext& ctx) {
-  sig_cache_ = {ctx.op_name, ctx.dtype_name, ctx.redop_name, ctx.root, detail::op_signature(ctx)};
-}
-
-std::string detail::CommunicatorImpl::describe_context(const void* ctx) {
-  return static_cast<const OpContext*>(ctx)->where();
 }
 
 void detail::CommunicatorImpl::set_topology(int copies) {
@@ -432,6 +356,26 @@ void detail::CommunicatorImpl::set_topology(int copies) {
   single_host = shape.single_host;
   two_level = shape.two_level;
   planner.configure(job->config, shape);
+  shm_medium_.reset();
+  if (single_host) {
+    // Member 0 creates the segments; the others wait for it.
+    const std::size_t creator = static_cast<std::size_t>(world[0]);
+    detail::ShmMedium::Setup m;
+    char ids[40];
+    std::snprintf(ids, sizeof ids, "-%016llx-%016llx", static_cast<unsigned long long>(job->job_id),
+                  static_cast<unsigned long long>(comm_id));
+    m.name = "/" + job->config.shm_prefix + ids;
+    m.rank = rank;
+    m.size = size;
+    for (int w : world) m.pids.push_back(static_cast<std::size_t>(w) < job->pid_of.size() ? job->pid_of[w] : 0);
+    m.creator_pid = creator < job->pid_of.size() ? job->pid_of[creator] : 0;
+    m.creator_name = "rank " + std::to_string(world[0]);
+    m.config = &job->config;
+    m.thresholds = planner.thresholds().shm;
+    m.aborted = &aborted_flag;
+    m.timeout = &timeout;
+    shm_medium_ = std::make_unique<detail::ShmMedium>(std::move(m));
+  }
 }
 
 void detail::CommunicatorImpl::run_task(Task& t) {
@@ -452,7 +396,7 @@ void detail::CommunicatorImpl::run_task(Task& t) {
   try {
     if (job->config.debug_detail) cross_check(t.ctx);
     t.body(t.ctx);
-    if (t.ctx.shm && shm_) shm_->check_remote_failure();  // (see ShmGroup::check_remote_failure)
+    if (t.ctx.shm && shm_medium_) shm_medium_->check_remote_failure();  // (see ShmGroup::check_remote_failure)
     scratch.trim();
     recorder.end(t.trace, true);
     t.done->complete();

@@ -33,9 +33,9 @@
 #include "common/config.h"
 #include "common/fork.h"
 #include "core/fault.h"
-#include "hierarchy/hierarchy.h"
+#include "media/shm_medium.h"
+#include "media/two_level.h"
 #include "plan/planner.h"
-#include "shm/shm_group.h"
 #include "trace/flight_recorder.h"
 #include "transport/transport.h"
 #include "tutti/communicator.h"
@@ -133,7 +133,7 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   bool single_host = false;
   // Spans hosts with the same number (>= 2) of members on each: every
   // collective but the barrier (all_to_all up to 8 KiB a peer) runs in two levels
-  // (hierarchy/hierarchy.h), through children made at the first such operation.
+  // (media/two_level.h), through children made at the first such operation.
   bool two_level = false;
   detail::Hierarchy& hierarchy();
   // What each operation runs (plan/planner.h); set_topology() configures
@@ -142,71 +142,10 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   // link at once (Shape::copies).
   detail::Planner planner;
   void set_topology(int copies = 1);
-  // The communicator's shared-memory segment, mapped at the first
-  // shared-memory collective (every member runs it in the same order), set
-  // up for the operation `ctx`.
-  detail::ShmGroup& shm(const detail::OpContext& ctx) {
-    const bool fresh = !shm_;
-    if (fresh) [[unlikely]]
-      create_shm(ctx);
-    detail::ShmGroup& g = *shm_;
-    if (ctx.start_tick) {
-      g.set_start(ctx.start_tick, timeout.load(std::memory_order_relaxed));
-    } else {
-      g.set_deadline(ctx.deadline);
-    }
-    g.set_context(&describe_context, &ctx);
-    // The names are static strings: hash them again only when they change.
-    if (ctx.op_name != sig_cache_.op || ctx.dtype_name != sig_cache_.dtype || ctx.redop_name != sig_cache_.redop ||
-        ctx.root != sig_cache_.root) [[unlikely]]
-      cache_signature(ctx);
-    g.set_signature(sig_cache_.sig, detail::op_signature_bytes(ctx), detail::describe_signature);
-    // Collective, and carries this operation's signature.
-    if (fresh) [[unlikely]]
-      g.negotiate_cma(job->config.shm_cma_bytes);
-    return g;
-  }
-
-  // Runs `run(ShmGroup&)`, the shared-memory collective of operation `x`
-  // (every member calls it with the same x.bytes), under the planner's
-  // timed choice of single copy against copying for `which` where it applies.
-  // `direct(g)` first: an operation that ran directly on alloc_shared memory
-  // (returns true on every member alike) is not the tuner's business.
-  struct NoDirect {
-    bool operator()(detail::ShmGroup&) const { return false; }
-  };
-  template <class Run, class Direct = NoDirect>
-  void shm_run(detail::OpContext& x, detail::Collective which, Run&& run, Direct&& direct = {}) {
-    detail::ShmGroup& g = shm(x);
-    if (direct(g)) [[unlikely]] {
-      x.set_algo(detail::kShmDirectName);
-      return;
-    }
-    detail::Tuner* t = planner.shm_tuner(which);
-    if (!t || !t->covers(x.bytes) || !g.single_copy_agreed()) [[likely]] {
-      run(g);
-      return;
-    }
-    struct Restore {
-      detail::ShmGroup& g;
-      ~Restore() { g.set_copy_only(false); }
-    };
-    t->step(
-        x.bytes, 0, [&](std::array<std::int64_t, 2>& figures) { shm_min(g, figures); },
-        [&](const std::array<std::int64_t, 2>& figures, int algo) { log_shm_choice(x, figures, algo); },
-        [&](int algo) {
-          Restore restore{g};
-          g.set_copy_only(algo == 1);
-          if (algo == 1) x.set_algo(detail::kShmCopyName);
-          run(g);
-          // Where the rules would not have copied once either, it ran them.
-          if (algo == 1 && !g.declined()) x.set_algo("shm");
-        });
-  }
-  // The members' least of each of the two figures, in place (a
-  // shared-memory all_reduce under the operation's signature).
-  void shm_min(detail::ShmGroup& g, std::array<std::int64_t, 2>& figures);
-  void log_shm_choice(const detail::OpContext& x, const std::array<std::int64_t, 2>& figures, int algo) const;
+  // The shared-memory medium (media/shm_medium.h), made by set_topology()
+  // for a communicator on one host (it maps nothing until its first
+  // operation), else null; it does not change once operations run.
+  detail::ShmMedium* shm_medium() const { return shm_medium_.get(); }
 
   // A context for the next operation (takes its sequence number).
   detail::OpContext make_context(const char* op_name, std::size_t bytes) {
@@ -227,6 +166,21 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
     c.op_name = op_name;
     c.bytes = bytes;
     return c;
+  }
+  // Runs the planned algorithm against its medium's context.
+  void run_plan(detail::OpContext& x, const detail::OpArgs& a, const detail::Plan& p) {
+    const detail::Algorithm& alg = *p.algorithm;
+    switch (alg.medium) {
+      case detail::Medium::SharedMemory:
+        alg.run_shm(*shm_medium_, x, a);
+        return;
+      case detail::Medium::TwoLevel:
+        alg.run_two_level(hierarchy(), x, a);
+        return;
+      case detail::Medium::Network:
+        alg.run_network(x, a, p);
+        return;
+    }
   }
   // The plan of an operation (plan/planner.h), named in its context.
   detail::Plan plan(detail::OpContext& c, detail::Collective collective, std::size_t bytes) const {
@@ -256,7 +210,7 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
       try {
         if (job->config.debug_detail) cross_check(ctx);
         body(ctx);
-        if (ctx.shm && shm_) shm_->check_remote_failure();
+        if (ctx.shm && shm_medium_) shm_medium_->check_remote_failure();
       } catch (...) {
         end_inline();
         fail_inline(ctx, trace);
@@ -312,26 +266,16 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   void end_inline();
   // Called from a catch block: aborts as fail-stop requires, then rethrows.
   [[noreturn]] void fail_inline(const detail::OpContext& ctx, std::uint64_t trace);
-  void create_shm(const detail::OpContext& ctx);
-  // Who creates this communicator's shared-memory segments (member 0), for
-  // members that wait for them: its process and its name in messages.
-  int creator_pid() const {
-    const std::size_t w = static_cast<std::size_t>(world[0]);
-    return w < job->pid_of.size() ? job->pid_of[w] : 0;
-  }
-  std::string creator_name() const { return "rank " + std::to_string(world[0]); }
 
  public:
   // Communicator::alloc_shared / free_shared inside their operation.
   void* alloc_shared(detail::OpContext& x, std::size_t bytes);
   void free_shared(detail::OpContext& x, void* ptr);
   // Whether this communicator's collectives run in shared memory.
-  bool shares_memory() const { return single_host && job->config.transport != "tcp"; }
+  bool shares_memory() const { return single_host && job->config.transport != detail::Config::Transport::Tcp; }
 
  private:
-  std::vector<std::int64_t> shm_words(detail::ShmGroup& g, std::int64_t mine);
   std::vector<std::int64_t> member_words(detail::OpContext& x, std::int64_t mine);
-  std::string shm_name_;  // the group's segment name (create_shm)
   // alloc_shared's ordinary memory (communicators not in shared memory):
   // its length and its number among this communicator's allocations.
   struct PlainShared {
@@ -340,17 +284,9 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   };
   std::map<void*, PlainShared> plain_shared_;
   std::uint64_t plain_made_ = 0;
-  void cache_signature(const detail::OpContext& ctx);
-  static std::string describe_context(const void* ctx);
-  std::unique_ptr<detail::ShmGroup> shm_;
+  std::unique_ptr<detail::ShmMedium> shm_medium_;
   std::unique_ptr<detail::Hierarchy> hier_;
   std::atomic<detail::Hierarchy*> hier_published_{nullptr};  // hier_, for abort() from other threads
-  std::atomic<detail::ShmGroup*> shm_published_{nullptr};    // shm_, for abort() from other threads
-  struct {
-    const char *op = nullptr, *dtype = nullptr, *redop = nullptr;
-    int root = -2;
-    std::uint64_t sig = 0;
-  } sig_cache_;  // the last operation signature (used by the thread running ops)
   void worker_loop();
 
   // Whether the communicator is busy, readable without mu_: a blocking call

@@ -3,10 +3,12 @@
 // (MPI_Comm_split). A child's id is derived from the parent's id, the
 // parent's count of groups created (or the name) and the membership, so
 // every member computes the same id without talking, and ranks that pass
-// different lists get different ids (and time out) instead of mixing traffic.
+// different lists get different ids (and time out) instead of mixing traffic;
+// and the two-level medium's children.
 #include <algorithm>
 #include <cstring>
 
+#include "common/log.h"
 #include "common/tags.h"
 #include "core/communicator_impl.h"
 #include "core/validate.h"
@@ -35,6 +37,66 @@ std::shared_ptr<detail::CommunicatorImpl> make_child_impl(detail::CommunicatorIm
   register_trace_source(child.get());
   child->job->add_comm(child.get());
   return child;
+}
+
+// The two-level medium's children (media/two_level.h): the members on this
+// host, and those of this rank's local index across hosts.
+detail::Hierarchy& detail::CommunicatorImpl::hierarchy() {
+  if (hier_) return *hier_;
+  const auto& host_of = job->host_of;
+  auto h = std::make_unique<Hierarchy>();
+  std::vector<int> host_ids;
+  h->host_of_rank.resize(size);
+  h->local_of_rank.resize(size);
+  std::vector<int> per_host_count;
+  for (int r = 0; r < size; ++r) {
+    const int id = host_of[world[r]];
+    auto it = std::find(host_ids.begin(), host_ids.end(), id);
+    const int hi = static_cast<int>(it - host_ids.begin());
+    if (it == host_ids.end()) {
+      host_ids.push_back(id);
+      per_host_count.push_back(0);
+    }
+    h->host_of_rank[r] = hi;
+    h->local_of_rank[r] = per_host_count[hi]++;
+  }
+  h->hosts = static_cast<int>(host_ids.size());
+  h->per_host = per_host_count[0];
+  h->host_major = true;
+  for (int r = 0; r < size; ++r)
+    h->host_major = h->host_major && r == h->host_of_rank[r] * h->per_host + h->local_of_rank[r];
+  const int my_host = h->host_of_rank[rank], my_local = h->local_of_rank[rank];
+  std::vector<int> local_members, cross_members;
+  for (int r = 0; r < size; ++r)
+    if (h->host_of_rank[r] == my_host) local_members.push_back(r);
+  for (int hi = 0; hi < h->hosts; ++hi)
+    for (int r = 0; r < size; ++r)
+      if (h->host_of_rank[r] == hi && h->local_of_rank[r] == my_local) cross_members.push_back(r);
+  // Ids every member derives alike, apart from the user's groups (whose
+  // ids count groups_created).
+  const std::uint64_t local_id =
+      mix64(comm_id ^ 0x6c6f63616c2d3263ull ^ mix64(static_cast<std::uint64_t>(my_host) + 1));
+  const std::uint64_t cross_id =
+      mix64(comm_id ^ 0x63726f73732d3263ull ^ mix64(static_cast<std::uint64_t>(my_local) + 1));
+  h->local = Communicator(make_child_impl(*this, local_id, local_members));
+  // The L cross communicators share each host's link (all_to_all's
+  // rules count that).
+  std::shared_ptr<CommunicatorImpl> cross = make_child_impl(*this, cross_id, cross_members);
+  cross->set_topology(h->per_host);
+  h->cross = Communicator(std::move(cross));
+  h->leader_bytes = job->config.two_level_leader_bytes;
+  h->thresholds = planner.thresholds().two_level;
+  TwoLevelChoices choices = planner.two_level_choices(h->per_host);
+  h->forms = std::move(choices.forms);
+  h->pieces = std::move(choices.pieces);
+  h->piece_size = std::move(choices.piece_size);
+  h->flat = std::move(choices.flat);
+  TUTTI_LOG(Debug, "two-level collectives on " << h->hosts << " hosts x " << h->per_host
+                                               << " ranks: all_reduce through one leader per host up to "
+                                               << h->leader_bytes << " bytes");
+  hier_ = std::move(h);
+  hier_published_.store(hier_.get(), std::memory_order_release);
+  return *hier_;
 }
 
 namespace {

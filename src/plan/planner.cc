@@ -73,7 +73,7 @@ const Algorithm& Planner::choose(Collective c, std::size_t bytes, const Config& 
         if (holds(w, bytes, config.small_bytes, s)) return *a;
     }
   }
-  if (s.single_host && config.transport != "tcp")
+  if (s.single_host && config.transport != Config::Transport::Tcp)
     if (const Algorithm* a = of_medium(c, Medium::SharedMemory)) return *a;
   if (c == Collective::AllToAll && s.copies > 1) {
     // Cross communicators of a two-level form, one a local index (`copies`
@@ -110,30 +110,19 @@ void Planner::validate_overrides(const Config& config) {
 void Planner::configure(const Config& c, const Shape& s) {
   config_ = &c;
   shape_ = s;
-  shm_always_ = s.single_host && c.algo.empty() && c.transport != "tcp";
+  shm_always_ = s.single_host && c.algo.empty() && c.transport != Config::Transport::Tcp;
   for (int i = 0; i < kCollectives; ++i) shm_[i] = of_medium(static_cast<Collective>(i), Medium::SharedMemory);
   const NetworkThresholds& net = thresholds_.network;
   chunk_bytes_ = s.single_host ? c.chunk_bytes : c.hosts_chunk_bytes;
   small_pipe_bytes_ =
       std::min<std::size_t>(chunk_bytes_, s.single_host ? net.small_pipe_bytes_one_host : net.small_pipe_bytes_hosts);
 
-  // Shared memory: single copy against copying through the segment, above
-  // TUTTI_SHM_CMA_BYTES/16 (8 KiB: the 16 KiB blocks, the least any rule of
-  // algorithms/shm_collectives.cc copies once, fall in the first class
-  // covered, (8, 16] KiB), where TUTTI_SHM_CMA_BYTES is unset.
-  for (auto& t : shm_tuners_) t.reset();
-  if (s.single_host && c.transport != "tcp" && c.algo_tuning != "off" && !c.shm_cma_set && c.shm_cma_bytes > 0 &&
-      s.ranks >= 2)
-    for (int i = 0; i < kCollectives; ++i)
-      if (static_cast<Collective>(i) != Collective::Barrier)
-        shm_tuners_[i] = std::make_unique<Tuner>(c.shm_cma_bytes / 16, SIZE_MAX, Tuner::Figure::Fastest);
-
   // Timed choices over the network (TUTTI_ALGO_TUNING): `auto` on
   // communicators of 3 or more ranks spanning hosts, `on` wherever the
   // collective goes over the network. Naming an algorithm of the collective
   // other than the two-level form turns its choices off.
   for (auto& tc : timed_) tc = TimedChoice{};
-  const bool network = !s.single_host || c.transport == "tcp";
+  const bool network = !s.single_host || c.transport == Config::Transport::Tcp;
   const bool tune =
       c.algo_tuning == "on" ? network && s.ranks >= 2 : c.algo_tuning == "auto" && !s.single_host && s.ranks >= 3;
   if (!tune) return;

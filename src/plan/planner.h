@@ -1,7 +1,7 @@
 #pragma once
 // The planner: what an operation runs. It owns the table of algorithms
 // (plan/registry.h), the timed choices between two of them (algorithms/
-// tuner.h) and every size threshold (plan/thresholds.h); a communicator
+// tuner.h) and every size threshold (common/thresholds.h); a communicator
 // asks it once per operation and runs what it returns:
 //
 //   Communicator::iall_reduce: validate -> planner.plan() -> run
@@ -16,8 +16,8 @@
 
 #include "algorithms/tuner.h"
 #include "common/config.h"
+#include "common/thresholds.h"
 #include "plan/registry.h"
-#include "plan/thresholds.h"
 
 namespace tutti::detail {
 
@@ -37,7 +37,7 @@ struct Shape {
   int copies = 1;
 };
 
-// The two-level all_reduce's timed choices (hierarchy/hierarchy.h says what
+// The two-level all_reduce's timed choices (media/two_level.h says what
 // each one chooses between); null where not timed.
 struct TwoLevelChoices {
   std::unique_ptr<Tuner> forms, pieces, piece_size, flat;
@@ -70,9 +70,6 @@ class Planner {
   // unit up to thresholds().network.small_pipe_max_bytes.
   std::size_t chunk_bytes() const { return chunk_bytes_; }
   std::size_t small_pipe_bytes() const { return small_pipe_bytes_; }
-  // Shared memory's timed choice of single copy against copying through the
-  // segment for collective `c`, or null (TUTTI_ALGO_TUNING, TUTTI_SHM_CMA_BYTES).
-  Tuner* shm_tuner(Collective c) const { return shm_tuners_[static_cast<int>(c)].get(); }
   // The two-level all_reduce's timed choices for `per_host` members a host.
   TwoLevelChoices two_level_choices(int per_host) const;
 
@@ -97,7 +94,6 @@ class Planner {
     const Algorithm* other = nullptr;  // alternative 1
   };
   std::array<TimedChoice, 4> timed_;
-  std::array<std::unique_ptr<Tuner>, kCollectives> shm_tuners_;
 };
 
 }  // namespace tutti::detail

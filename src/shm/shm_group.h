@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "common/completion.h"
-#include "plan/thresholds.h"
+#include "common/thresholds.h"
 #include "shm/segment.h"
 #include "shm/shared_buffers.h"
 #include "tutti/error.h"

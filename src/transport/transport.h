@@ -64,26 +64,28 @@ class Transport {
   using PeerLostHandler = std::function<void(int peer, const std::string& why)>;
   virtual void set_peer_lost_handler(PeerLostHandler handler) { peer_lost_ = std::move(handler); }
 
+  // Liveness. Revoke, agree and shrink rest on these three: every transport
+  // implements them (pure: a transport without them does not build), itself
+  // or by handing them to the transport it is layered on.
+  //
   // Tells the other `members` (world ranks) that communicator `comm_id`
   // failed here with (kind, message); they get it through the handler.
   // Only members already connected, unless `connect`: then every member
   // listed, connecting to it if need be.
   virtual void notify_comm_failed(std::uint64_t comm_id, const std::vector<int>& members, ErrorKind kind,
-                                  const std::string& message, bool connect = false) {
-    (void)comm_id, (void)members, (void)kind, (void)message, (void)connect;
-  }
+                                  const std::string& message, bool connect = false) = 0;
   // Treats `peer` as lost from now on, as if its connection had broken
   // (a rank that stopped answering: docs/architecture.md, "Failure model"):
   // reported to the handler, passed on to the other ranks, and its
   // connection closed; it is refused if it connects again.
-  virtual void declare_lost(int peer, const std::string& why) { (void)peer, (void)why; }
+  virtual void declare_lost(int peer, const std::string& why) = 0;
   using CommFailedHandler = std::function<void(std::uint64_t comm_id, ErrorKind kind, const std::string& why)>;
   virtual void set_comm_failed_handler(CommFailedHandler handler) { comm_failed_ = std::move(handler); }
 
   // Makes sure a loss of `peer` is noticed here: a transport that connects
   // on first use (TCP) connects to it. Called by a transport layered on this
   // one (shared memory) for the peers it exchanges messages with.
-  virtual void watch_peer(int peer) { (void)peer; }
+  virtual void watch_peer(int peer) = 0;
 
   // Words for a signature in Mismatch messages (set once at init): the
   // operation of `signature`; where `against` (this rank's) is not 0, told

@@ -26,6 +26,7 @@
 #include "patterns/recursive_doubling.h"
 #include "patterns/ring.h"
 #include "plan/planner.h"
+#include "tutti/error.h"
 
 namespace tutti::sim {
 
@@ -887,7 +888,11 @@ struct Simulator::Impl {
         if (known) net.barrier_dissemination();
         break;
     }
-    if (!known) return false;
+    // Every network algorithm of the registry has a model here: one without
+    // is an error, never a silent gap in a table (ctest sim.models_every_algorithm).
+    if (!known)
+      throw Error(ErrorKind::Internal, std::string("no model of the ") + detail::collective_name(c) +
+                                           " algorithm '" + name + "' (tools/tutti-sim/sim.cc, network())");
     // Back to back, no operation outruns the links: a token bucket's credit
     // (`burst`) comes back at the link's rate only, so over a run each
     // operation takes at least its busiest link direction's bytes (without
@@ -949,7 +954,7 @@ struct Simulator::Impl {
     return r;
   }
 
-  // hierarchy/hierarchy.cc: local steps in shared memory, cross steps among
+  // media/two_level.cc: local steps in shared memory, cross steps among
   // one rank of each host (H ranks; `copies` of them at once).
   Result two_level(Collective c, double bytes, int n, int L, Measure m) {
     const int H = n / L;

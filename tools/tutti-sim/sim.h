@@ -67,7 +67,7 @@
 // ranks all take part in the step across hosts: none sleeps through it),
 // and in the two-level all_reduce (as the test-bed measures it).
 //
-// Two-level forms (hierarchy/hierarchy.cc) are those local steps and the
+// Two-level forms (media/two_level.cc) are those local steps and the
 // step across hosts: a network algorithm among one rank of each host, as
 // that communicator's own table picks it (for all_to_all, with its L copies
 // counted: planner.h, Shape::copies). The all_reduce's slices and the
@@ -131,7 +131,7 @@ enum class Measure {
 };
 
 struct Result {
-  bool modeled = false;  // false: no model for this algorithm (or it cannot run on this shape)
+  bool modeled = false;  // false: the algorithm cannot run on this shape (one without a model throws)
   double seconds = 0;
   std::string what;  // the algorithm, and the timed choice's pick where one was made
   double cpu = 0;    // the stream measure: every rank's CPU seconds together

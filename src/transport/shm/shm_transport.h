@@ -21,7 +21,7 @@
 // Thread model. One mutex guards the rings' consuming side, the matching
 // state and the sending side. Whoever holds it makes progress: a thread
 // waiting on a request (it polls before sleeping, so a waiting receiver
-// sees a message within a microsecond or so), a caller posting, or the
+// sees a message without being woken), a caller posting, or the
 // transport's progress thread, which sleeps on this rank's doorbell (a
 // futex word that senders and acknowledgers bump) and also checks every
 // 100 ms that the peers it waits for are still alive. While some thread of
@@ -83,6 +83,7 @@ class ShmTransport final : public Transport, public std::enable_shared_from_this
     net_->notify_comm_failed(comm_id, members, kind, message, connect);
   }
   void declare_lost(int peer, const std::string& why) override { net_->declare_lost(peer, why); }
+  void watch_peer(int peer) override { net_->watch_peer(peer); }
 
   static constexpr std::size_t kInlineBytes = 72;
   static constexpr std::size_t kEagerBytes = 8 << 10;

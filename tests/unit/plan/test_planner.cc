@@ -234,7 +234,7 @@ TEST(CoreSelection, CollectivesByName) {
 // Every collective: one shared-memory algorithm, one fallback on the
 // network, names unique; the two-level form for the four that have one;
 // every network all_reduce has the kernel timed choices call; every
-// algorithm runs something and says what.
+// algorithm runs something, through its medium's function alone, and says what.
 TEST(CoreRegistry, EveryCollectiveIsWhole) {
   for (int i = 0; i < d::kCollectives; ++i) {
     const auto coll = static_cast<d::Collective>(i);
@@ -243,7 +243,10 @@ TEST(CoreRegistry, EveryCollectiveIsWhole) {
     for (const d::Algorithm& a : d::algorithms()) {
       if (a.collective != coll) continue;
       EXPECT_TRUE(names.insert(a.name).second) << d::collective_name(coll) << ": " << a.name << " twice";
-      EXPECT_NE(a.run, nullptr) << a.name;
+      // Exactly its medium's run function.
+      EXPECT_EQ(a.run_network != nullptr, a.medium == d::Medium::Network) << a.name;
+      EXPECT_EQ(a.run_shm != nullptr, a.medium == d::Medium::SharedMemory) << a.name;
+      EXPECT_EQ(a.run_two_level != nullptr, a.medium == d::Medium::TwoLevel) << a.name;
       EXPECT_GT(std::strlen(a.summary), 10u) << a.name;
       shm += a.medium == d::Medium::SharedMemory;
       two_level += a.medium == d::Medium::TwoLevel;
@@ -316,7 +319,7 @@ TEST(CoreSelection, MediaByShape) {
   EXPECT_STREQ(choose("all_reduce", 8, c, cross), "recursive_doubling");
   // TUTTI_TRANSPORT=tcp: the table on one host too.
   d::Config tcp;
-  tcp.transport = "tcp";
+  tcp.transport = d::Config::Transport::Tcp;
   EXPECT_STREQ(choose("all_reduce", 8, tcp, one_host), "recursive_doubling");
   // Naming an algorithm runs it flat on a two-level communicator; naming
   // two_level elsewhere means the table's.
@@ -361,7 +364,6 @@ TEST(CorePlanner, TimedChoices) {
   EXPECT_STREQ(plan.algorithm->name, "ring");
   EXPECT_EQ(plan.tuner, nullptr);
   EXPECT_EQ(p.plan(d::Collective::Broadcast, small).tuner, nullptr);
-  EXPECT_EQ(p.shm_tuner(d::Collective::AllReduce), nullptr);  // not one host
   // Two ranks across hosts: `auto` does not time.
   p.configure(c, shape(2, 2, 1));
   EXPECT_EQ(p.plan(d::Collective::AllReduce, small).tuner, nullptr);
@@ -375,14 +377,12 @@ TEST(CorePlanner, TimedChoices) {
   plan = p.plan(d::Collective::AllReduce, small);
   EXPECT_STREQ(plan.algorithm->name, "recursive_doubling");
   EXPECT_EQ(plan.tuner, nullptr);
-  // One host: shared memory everywhere without a table walk, and its
-  // timed choice of single copy against copying for all but barrier.
+  // One host: shared memory everywhere without a table walk (its timed
+  // choice is the medium's: test_shm_medium.cc).
   d::Shape host = shape(4, 1, 4);
   host.single_host = true;
   p.configure(c, host);
   EXPECT_STREQ(p.plan(d::Collective::Gather, 8).algorithm->name, "shm");
-  EXPECT_NE(p.shm_tuner(d::Collective::AllToAll), nullptr);
-  EXPECT_EQ(p.shm_tuner(d::Collective::Barrier), nullptr);
   EXPECT_EQ(p.chunk_bytes(), c.chunk_bytes);
   p.configure(c, shape(8, 4, 2));
   EXPECT_EQ(p.chunk_bytes(), c.hosts_chunk_bytes);
@@ -465,7 +465,7 @@ TEST(CorePlanner, TimedBroadcastAndAllToAll) {
   // `on` over TCP on one host: Bruck up to 4 KiB a peer, timed.
   d::Config on = c;
   on.algo_tuning = "on";
-  on.transport = "tcp";
+  on.transport = d::Config::Transport::Tcp;
   d::Shape host = shape(4, 1, 4);
   host.single_host = true;
   p.configure(on, host);
@@ -503,9 +503,9 @@ TEST(CoreSelection, SharedMemoryOnOneHostUnlessTcpIsForced) {
     EXPECT_STREQ(choose(coll, 8, c, true), "shm") << coll;
     EXPECT_STRNE(choose(coll, 8, c, false), "shm") << coll;
   }
-  c.transport = "tcp";
+  c.transport = d::Config::Transport::Tcp;
   EXPECT_STREQ(choose("all_reduce", 8, c, true), "recursive_doubling");
-  c.transport = "auto";
+  c.transport = d::Config::Transport::Auto;
   c.algo["all_reduce"] = "ring";
   EXPECT_STREQ(choose("all_reduce", 8, c, true), "ring");
   c.algo["all_reduce"] = "shm";

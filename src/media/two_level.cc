@@ -1,5 +1,5 @@
-// Two-level collectives (see hierarchy.h).
-#include "hierarchy/hierarchy.h"
+// Two-level collectives and their registry entries (see two_level.h).
+#include "media/two_level.h"
 
 #include <algorithm>
 #include <array>
@@ -7,9 +7,11 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/algorithms.h"
+#include "algorithms/context.h"
 #include "common/log.h"
+#include "common/small_vector.h"
 #include "common/tags.h"
-#include "core/communicator_impl.h"
 #include "reduce/reduce.h"
 
 namespace tutti::detail {
@@ -30,72 +32,6 @@ bool hierarchy_applies(const std::vector<int>& world, const std::vector<int>& ho
   if (hosts.size() < 2 || counts[0] < 2) return false;
   return std::all_of(counts.begin(), counts.end(), [&](int c) { return c == counts[0]; });
 }
-
-}  // namespace tutti::detail
-
-namespace tutti {
-
-using namespace detail;
-
-detail::Hierarchy& detail::CommunicatorImpl::hierarchy() {
-  if (hier_) return *hier_;
-  const auto& host_of = job->host_of;
-  auto h = std::make_unique<Hierarchy>();
-  std::vector<int> host_ids;
-  h->host_of_rank.resize(size);
-  h->local_of_rank.resize(size);
-  std::vector<int> per_host_count;
-  for (int r = 0; r < size; ++r) {
-    const int id = host_of[world[r]];
-    auto it = std::find(host_ids.begin(), host_ids.end(), id);
-    const int hi = static_cast<int>(it - host_ids.begin());
-    if (it == host_ids.end()) {
-      host_ids.push_back(id);
-      per_host_count.push_back(0);
-    }
-    h->host_of_rank[r] = hi;
-    h->local_of_rank[r] = per_host_count[hi]++;
-  }
-  h->hosts = static_cast<int>(host_ids.size());
-  h->per_host = per_host_count[0];
-  h->host_major = true;
-  for (int r = 0; r < size; ++r)
-    h->host_major = h->host_major && r == h->host_of_rank[r] * h->per_host + h->local_of_rank[r];
-  const int my_host = h->host_of_rank[rank], my_local = h->local_of_rank[rank];
-  std::vector<int> local_members, cross_members;
-  for (int r = 0; r < size; ++r)
-    if (h->host_of_rank[r] == my_host) local_members.push_back(r);
-  for (int hi = 0; hi < h->hosts; ++hi)
-    for (int r = 0; r < size; ++r)
-      if (h->host_of_rank[r] == hi && h->local_of_rank[r] == my_local) cross_members.push_back(r);
-  // Ids every member derives alike, apart from the user's groups (whose
-  // ids count groups_created).
-  const std::uint64_t local_id =
-      mix64(comm_id ^ 0x6c6f63616c2d3263ull ^ mix64(static_cast<std::uint64_t>(my_host) + 1));
-  const std::uint64_t cross_id =
-      mix64(comm_id ^ 0x63726f73732d3263ull ^ mix64(static_cast<std::uint64_t>(my_local) + 1));
-  h->local = Communicator(make_child_impl(*this, local_id, local_members));
-  // The L cross communicators share each host's link (all_to_all's
-  // rules count that).
-  std::shared_ptr<CommunicatorImpl> cross = make_child_impl(*this, cross_id, cross_members);
-  cross->set_topology(h->per_host);
-  h->cross = Communicator(std::move(cross));
-  h->leader_bytes = job->config.two_level_leader_bytes;
-  h->thresholds = planner.thresholds().two_level;
-  TwoLevelChoices choices = planner.two_level_choices(h->per_host);
-  h->forms = std::move(choices.forms);
-  h->pieces = std::move(choices.pieces);
-  h->piece_size = std::move(choices.piece_size);
-  h->flat = std::move(choices.flat);
-  TUTTI_LOG(Debug, "two-level collectives on " << h->hosts << " hosts x " << h->per_host
-                                               << " ranks: all_reduce through one leader per host up to "
-                                               << h->leader_bytes << " bytes");
-  hier_ = std::move(h);
-  hier_published_.store(hier_.get(), std::memory_order_release);
-  return *hier_;
-}
-
-namespace detail {
 
 namespace {
 
@@ -420,5 +356,116 @@ void two_level_all_to_all(Hierarchy& h, const void* send, void* recv, std::size_
   h.scratch.trim();
 }
 
-}  // namespace detail
-}  // namespace tutti
+// ---- the entries ----------------------------------------------------------------------------
+
+namespace {
+
+void all_reduce_two_level(Hierarchy& h, OpContext& x, const OpArgs& a) {
+  // Recursive doubling over the whole communicator, timed against the
+  // leader form for small sizes (two_level.h).
+  struct Flat {
+    OpContext& x;
+    std::size_t count;
+    DataType dtype;
+    static void run(void* arg, void* buf, ReduceOpKind kind) {
+      Flat& f = *static_cast<Flat*>(arg);
+      f.x.set_algo("recursive_doubling");
+      all_reduce_recursive_doubling(f.x, buf, f.count, f.dtype, kind);
+    }
+  } flat{x, a.count, a.dtype};
+  two_level_all_reduce(h, a.send, a.recv, a.count, a.dtype, a.op, x.size, {&Flat::run, &flat});
+}
+void broadcast_two_level(Hierarchy& h, OpContext& x, const OpArgs& a) {
+  two_level_broadcast(h, a.recv, a.count, a.dtype, a.root, x.rank);
+}
+void reduce_two_level(Hierarchy& h, OpContext& x, const OpArgs& a) {
+  two_level_reduce(h, a.send, a.recv, a.count, a.dtype, a.op, a.root, x.rank, x.size);
+}
+void all_gather_two_level(Hierarchy& h, OpContext&, const OpArgs& a) {
+  two_level_all_gather(h, a.send, a.out, a.count, a.dtype);
+}
+void reduce_scatter_two_level(Hierarchy& h, OpContext& x, const OpArgs& a) {
+  SmallVector<const void*> in(a.in.begin(), a.in.end());
+  two_level_reduce_scatter(h, in, a.recv, a.count, a.dtype, a.op, x.size);
+}
+void all_to_all_two_level(Hierarchy& h, OpContext&, const OpArgs& a) {
+  two_level_all_to_all(h, a.send, a.recv, a.count, a.dtype);
+}
+void gather_two_level(Hierarchy& h, OpContext& x, const OpArgs& a) {
+  two_level_gather(h, a.send, a.out, a.count, a.dtype, a.root, x.rank);
+}
+void scatter_two_level(Hierarchy& h, OpContext& x, const OpArgs& a) {
+  two_level_scatter(h, a.in, a.recv, a.count, a.dtype, a.root, x.rank);
+}
+
+constexpr std::size_t K = 1024;
+// Where the two-level form applies, up to 8 KiB a peer: on 4 x 2 test-bed
+// hosts 1.3x ahead of flat Bruck from 16 B to 1 KiB a peer (175-215 against
+// 224-297 us at 16 B) and level with pairwise at 8 KiB (829-830 against
+// 828-834 us); by tutti-sim (hosts with CPUs of their own) ahead of Bruck
+// and pairwise or level on 64-16,384 ranks, 8 a host. Above, its two copies
+// of the send buffer and the local exchange cost more than its fewer flows
+// save: 1.4x behind pairwise at 128 KiB a peer on the test-bed (16.7-18.3
+// against 11.8-12.5 ms), level at 8 MiB a peer. (One leader a host, one
+// flow a host pair, was slower still: 1.65-1.93 s at 8 MiB a peer against
+// 1.08-1.20 pairwise.) docs/tuning.md.
+constexpr When kAllToAllTwoLevel[] = {{.max_bytes = 8 * K}};
+
+using C = Collective;
+using M = Medium;
+
+const Algorithm kTwoLevel[] = {
+    {.collective = C::AllReduce,
+     .name = "two_level",
+     .summary = "a leader per host (local reduce, all_reduce across, local broadcast) up to "
+                "TUTTI_TWO_LEVEL_LEADER_BYTES, else slices: local reduce_scatter, one all_reduce across per local "
+                "rank, local all_gather",
+     .medium = M::TwoLevel,
+     .run_two_level = all_reduce_two_level},
+    {.collective = C::Broadcast,
+     .name = "two_level",
+     .summary = "broadcast across hosts among the ranks of the root's local index, then within each host",
+     .medium = M::TwoLevel,
+     .run_two_level = broadcast_two_level},
+    {.collective = C::Reduce,
+     .name = "two_level",
+     .summary = "reduce within each host to the rank of the root's local index, then reduce across hosts among "
+                "those ranks",
+     .medium = M::TwoLevel,
+     .run_two_level = reduce_two_level},
+    {.collective = C::AllGather,
+     .name = "two_level",
+     .summary = "all_gather across hosts of each local index's blocks, then a local all_gather",
+     .medium = M::TwoLevel,
+     .run_two_level = all_gather_two_level},
+    {.collective = C::ReduceScatter,
+     .name = "two_level",
+     .summary = "local reduce_scatter of super-blocks (one per local index), then reduce_scatter across hosts",
+     .medium = M::TwoLevel,
+     .run_two_level = reduce_scatter_two_level},
+    {.collective = C::AllToAll,
+     .name = "two_level",
+     .summary = "a local all_to_all gathering at local rank l the host's blocks for local index l, then an "
+                "all_to_all across hosts among the ranks of each local index (equal blocks only)",
+     .medium = M::TwoLevel,
+     .run_two_level = all_to_all_two_level,
+     .chosen = kAllToAllTwoLevel,
+     .equal_blocks_only = true},
+    {.collective = C::Gather,
+     .name = "two_level",
+     .summary = "gather within each host at the rank of the root's local index, then gather of the hosts' blocks "
+                "across hosts",
+     .medium = M::TwoLevel,
+     .run_two_level = gather_two_level},
+    {.collective = C::Scatter,
+     .name = "two_level",
+     .summary = "scatter of the hosts' blocks across hosts from the root, then within each host",
+     .medium = M::TwoLevel,
+     .run_two_level = scatter_two_level},
+};
+
+}  // namespace
+
+std::span<const Algorithm> two_level_algorithms() { return kTwoLevel; }
+
+}  // namespace tutti::detail

@@ -36,7 +36,8 @@
 //   l the host's blocks for the ranks of local index l, then an all_to_all
 //   of those across hosts (one flow a host pair and local index).
 //
-// The two children are internal communicators, made at the first two-level
+// The medium's context is Hierarchy: the two children, which are internal
+// communicators, made at the first two-level
 // operation (every member runs it in the same order), with ids derived from
 // the parent's; they run their operations inline in the thread that runs
 // the parent's, but for the slices form's pieces across hosts (on the cross
@@ -46,9 +47,10 @@
 #include <span>
 #include <vector>
 
+#include "algorithms/algorithm.h"
 #include "algorithms/tuner.h"
 #include "common/scratch.h"
-#include "plan/thresholds.h"
+#include "common/thresholds.h"
 #include "tutti/communicator.h"
 
 namespace tutti::detail {
@@ -127,5 +129,9 @@ void two_level_reduce_scatter(Hierarchy& h, std::span<const void* const> in, voi
                               DataType dtype, const ReduceOp& op, int n);
 // Equal blocks of `count` elements; recv may be `send`.
 void two_level_all_to_all(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype);
+
+// The two-level medium's algorithms, in the collectives' order
+// (plan/registry.cc puts every medium's together).
+std::span<const Algorithm> two_level_algorithms();
 
 }  // namespace tutti::detail

@@ -44,13 +44,12 @@ struct ShmThresholds {
   // (two hops, but n waits in all instead of n^2, each a context switch
   // when members outnumber the cores). On 2 cores the two are level at 64
   // and 65 members (tuttirun -n 64 / -n 65 tutti-bench barrier, and
-  // all_reduce -b 8 -e 8: 117 against 118-120 us, 153-172 against
-  // 142-161); at 1,024 the flat barrier took 3 s, the gathered one 0.03 s
-  // (bench/startup/run.sh).
+  // all_reduce -b 8 -e 8), and at 1,024 members the gathered form is far
+  // ahead (bench/startup/run.sh).
   int flat_members_max = 64;
 };
 
-// Two-level all_reduce (hierarchy/hierarchy.cc).
+// Two-level all_reduce (media/two_level.cc).
 struct TwoLevelThresholds {
   // The slices form's pieces go from this many bytes to the next.
   std::size_t least_piece_bytes = std::size_t{512} << 10;
@@ -85,9 +84,9 @@ struct NetworkThresholds {
   // leads from 4 KiB on 8 hosts up to 128 KiB on 2,048, and pairwise from
   // 32 B a peer, at the top of Bruck's range, on 64-16,384 ranks (the
   // two-level forms' steps across hosts; docs/perf/sim/scale.md). On 4
-  // test-bed hosts at 1 Gbit/s scatter + all_gather ran 1.3x ahead at 8-32
-  // KiB, and pairwise across 1.2x ahead at 8 KiB on 4 x 2 (docs/tuning.md,
-  // "Timed choice").
+  // test-bed hosts at 1 Gbit/s scatter + all_gather leads at 8-32 KiB, and
+  // pairwise across at 8 KiB on 4 x 2 (docs/tuning.md, "Timed choice", has
+  // the table).
   std::size_t broadcast_choice_low_bytes = std::size_t{2} << 10;
   std::size_t broadcast_choice_high_bytes = std::size_t{256} << 10;
   std::size_t all_to_all_choice_low_bytes = 16;
