@@ -168,7 +168,7 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
     return c;
   }
   // Runs the planned algorithm against its medium's context.
-  void run_plan(detail::OpContext& x, const detail::OpArgs& a, const detail::Plan& p) {
+  [[gnu::always_inline]] void run_plan(detail::OpContext& x, const detail::OpArgs& a, const detail::Plan& p) {
     const detail::Algorithm& alg = *p.algorithm;
     switch (alg.medium) {
       case detail::Medium::SharedMemory:
