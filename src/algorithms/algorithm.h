@@ -119,6 +119,11 @@ struct Algorithm {
   // (all_to_all's Bruck); all_to_all_v runs the fallback instead.
   bool equal_blocks_only = false;
   AllReduceKernel kernel = nullptr;  // network all_reduce algorithms
+  // Applies Avg and PremulSum itself, inside its passes over the data
+  // (shared memory's collectives scale while copying the input in and
+  // divide the chunks they finish). Elsewhere the engine runs them as Sum
+  // with their steps around (core/communicator_impl.cc, run_plan_lowered).
+  bool fuses_avg_premul = false;
 };
 
 // Names the running operation reports beside its algorithm's, for shared

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/small_vector.h"
 #include "common/tags.h"
+#include "reduce/reduce.h"
 
 namespace tutti::detail {
 
@@ -337,6 +338,42 @@ void detail::CommunicatorImpl::free_shared(OpContext& x, void* ptr) {
     ::munmap(plain->first, plain->second.bytes);
     plain_shared_.erase(plain);
   }
+}
+
+void detail::CommunicatorImpl::run_plan_lowered(OpContext& x, const detail::OpArgs& a, const detail::Plan& p) {
+  detail::OpArgs sum = a;
+  sum.op = ReduceOp(ReduceOpKind::Sum);
+  const detail::Collective c = p.algorithm->collective;
+  std::vector<char> scaled;             // PremulSum's scaled input (reduce, reduce_scatter)
+  detail::SmallVector<const char*> in;  // reduce_scatter's scaled blocks
+  if (a.op.kind == ReduceOpKind::PremulSum) {
+    switch (c) {
+      case detail::Collective::AllReduce:
+        // Into the result buffer, which the algorithm then reduces in place.
+        detail::scale(a.recv, a.send, a.count, a.dtype, a.op.scalar);
+        sum.send = a.recv;
+        break;
+      case detail::Collective::Reduce:
+        scaled.resize(a.bytes);
+        detail::scale(scaled.data(), a.send, a.count, a.dtype, a.op.scalar);
+        sum.send = scaled.data();
+        break;
+      case detail::Collective::ReduceScatter:
+        scaled.resize(a.bytes * a.in.size());
+        for (std::size_t b = 0; b < a.in.size(); ++b) {
+          detail::scale(scaled.data() + b * a.bytes, a.in[b], a.count, a.dtype, a.op.scalar);
+          in.push_back(scaled.data() + b * a.bytes);
+        }
+        sum.in = in;
+        break;
+      default:
+        throw Error(ErrorKind::Internal, x.where() + "PremulSum reached " + detail::collective_name(c));
+    }
+  }
+  run_medium(x, sum, p);
+  // reduce's result is the root's alone.
+  if (a.op.kind == ReduceOpKind::Avg && (c != detail::Collective::Reduce || x.rank == a.root))
+    detail::divide_by(a.recv, a.count, a.dtype, size);
 }
 
 void detail::CommunicatorImpl::set_topology(int copies) {

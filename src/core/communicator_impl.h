@@ -167,8 +167,21 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
     c.bytes = bytes;
     return c;
   }
-  // Runs the planned algorithm against its medium's context.
+  // Runs the planned algorithm against its medium's context. Avg and
+  // PremulSum are applied here, once, as Sum with a step before (PremulSum
+  // scales the input) and after (Avg divides the result), for every
+  // algorithm that does not fuse them into its own passes
+  // (Algorithm::fuses_avg_premul).
   [[gnu::always_inline]] void run_plan(detail::OpContext& x, const detail::OpArgs& a, const detail::Plan& p) {
+    const detail::Algorithm& alg = *p.algorithm;
+    if ((a.op.kind == ReduceOpKind::Avg || a.op.kind == ReduceOpKind::PremulSum) && !alg.fuses_avg_premul)
+        [[unlikely]] {
+      run_plan_lowered(x, a, p);
+      return;
+    }
+    run_medium(x, a, p);
+  }
+  [[gnu::always_inline]] void run_medium(detail::OpContext& x, const detail::OpArgs& a, const detail::Plan& p) {
     const detail::Algorithm& alg = *p.algorithm;
     switch (alg.medium) {
       case detail::Medium::SharedMemory:
@@ -182,6 +195,7 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
         return;
     }
   }
+  void run_plan_lowered(detail::OpContext& x, const detail::OpArgs& a, const detail::Plan& p);
   // The plan of an operation (plan/planner.h), named in its context.
   detail::Plan plan(detail::OpContext& c, detail::Collective collective, std::size_t bytes) const {
     detail::Plan p = planner.plan(collective, bytes);

@@ -19,21 +19,6 @@
 namespace tutti::detail {
 namespace {
 
-// Avg and PremulSum run as Sum with a step before (scale the input) or after
-// (divide the result); network algorithms only ever see the base op.
-ReduceOpKind base_op(const ReduceOp& op) {
-  return (op.kind == ReduceOpKind::Avg || op.kind == ReduceOpKind::PremulSum) ? ReduceOpKind::Sum : op.kind;
-}
-
-// The input a network algorithm reduces: the caller's buffer, or a scaled copy for PremulSum.
-const char* premul_input(const void* in, std::size_t count, DataType dtype, const ReduceOp& op,
-                         std::vector<char>& storage) {
-  if (op.kind != ReduceOpKind::PremulSum) return static_cast<const char*>(in);
-  storage.resize(count * dtype_size(dtype));
-  scale(storage.data(), in, count, dtype, op.scalar);
-  return storage.data();
-}
-
 // The plan's tuner picks between its two algorithms as it runs
 // (algorithms/tuner.h): a trial (timed), the exchange of the members' trial
 // times and the choice, or the chosen one; `run(a)` runs alternative a
@@ -72,21 +57,17 @@ void timed(const Plan& p, OpContext& x, Run&& run) {
       });
 }
 
-// Every network all_reduce: the input into the result buffer (scaled for
-// PremulSum), the algorithm's kernel in place (or the plan's timed choice),
-// then Avg's division.
+// Every network all_reduce: the input into the result buffer, then the
+// algorithm's kernel in place (or the plan's timed choice). Reductions get
+// the base ops alone (the engine runs Avg and PremulSum as Sum with their
+// steps around: core/communicator_impl.cc, run_plan_lowered).
 void all_reduce_network(OpContext& x, const OpArgs& a, const Plan& p) {
-  if (a.op.kind == ReduceOpKind::PremulSum) {
-    scale(a.recv, a.send, a.count, a.dtype, a.op.scalar);
-  } else if (a.recv != a.send && a.bytes) {
-    std::memcpy(a.recv, a.send, a.bytes);
-  }
+  if (a.recv != a.send && a.bytes) std::memcpy(a.recv, a.send, a.bytes);
   if (p.tuner) {
-    timed(p, x, [&](int, const Algorithm& alg) { alg.kernel(x, a.recv, a.count, a.dtype, base_op(a.op)); });
+    timed(p, x, [&](int, const Algorithm& alg) { alg.kernel(x, a.recv, a.count, a.dtype, a.op.kind); });
   } else {
-    p.algorithm->kernel(x, a.recv, a.count, a.dtype, base_op(a.op));
+    p.algorithm->kernel(x, a.recv, a.count, a.dtype, a.op.kind);
   }
-  if (a.op.kind == ReduceOpKind::Avg) divide_by(a.recv, a.count, a.dtype, x.size);
 }
 
 // ---- broadcast, reduce, all_gather, reduce_scatter ------------------------------------
@@ -102,10 +83,7 @@ void broadcast_network(OpContext& x, const OpArgs& a, const Plan& p) {
 
 template <void (*F)(OpContext&, const void*, void*, std::size_t, DataType, ReduceOpKind, int)>
 void reduce_network(OpContext& x, const OpArgs& a, const Plan&) {
-  std::vector<char> scaled;
-  const char* in = premul_input(a.send, a.count, a.dtype, a.op, scaled);
-  F(x, in, a.recv, a.count, a.dtype, base_op(a.op), a.root);
-  if (a.op.kind == ReduceOpKind::Avg && x.rank == a.root) divide_by(a.recv, a.count, a.dtype, x.size);
+  F(x, a.send, a.recv, a.count, a.dtype, a.op.kind, a.root);
 }
 
 template <void (*F)(OpContext&, std::span<const Block>, std::size_t)>
@@ -118,14 +96,9 @@ void all_gather_network(OpContext& x, const OpArgs& a, const Plan&) {
 
 template <void (*F)(OpContext&, std::span<const ConstBlock>, void*, DataType, ReduceOpKind)>
 void reduce_scatter_network(OpContext& x, const OpArgs& a, const Plan&) {
-  const int n = x.size;
-  std::vector<std::vector<char>> scaled(a.op.kind == ReduceOpKind::PremulSum ? n : 0);
   SmallVector<ConstBlock> blocks;
-  for (int b = 0; b < n; ++b)
-    blocks.push_back(
-        ConstBlock{scaled.empty() ? a.in[b] : premul_input(a.in[b], a.count, a.dtype, a.op, scaled[b]), a.count});
-  F(x, blocks, a.recv, a.dtype, base_op(a.op));
-  if (a.op.kind == ReduceOpKind::Avg) divide_by(a.recv, a.count, a.dtype, n);
+  for (int b = 0; b < x.size; ++b) blocks.push_back(ConstBlock{a.in[b], a.count});
+  F(x, blocks, a.recv, a.dtype, a.op.kind);
 }
 
 // ---- all_to_all ---------------------------------------------------------------------

@@ -35,10 +35,6 @@ bool hierarchy_applies(const std::vector<int>& world, const std::vector<int>& ho
 
 namespace {
 
-ReduceOp child_op(const ReduceOp& op) {
-  return (op.kind == ReduceOpKind::Avg || op.kind == ReduceOpKind::PremulSum) ? ReduceOp(ReduceOpKind::Sum) : op;
-}
-
 // One leader per host: the host reduces to it, it all-reduces with the
 // other hosts' leaders (fewer, larger network messages; the other ranks
 // sleep), and the host hears the result from it.
@@ -131,16 +127,13 @@ void slices_form(Hierarchy& h, char* buf, std::size_t count, DataType dtype, con
 }  // namespace
 
 void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype,
-                          const ReduceOp& op, int n, FlatAllReduce flat) {
+                          const ReduceOp& op, FlatAllReduce flat) {
   const std::size_t es = dtype_size(dtype);
   const std::size_t bytes = count * es;
   char* out = static_cast<char*>(recv);
-  if (op.kind == ReduceOpKind::PremulSum) {
-    scale(out, send, count, dtype, op.scalar);
-  } else if (out != send && count) {
-    std::memcpy(out, send, bytes);
-  }
-  const ReduceOp cop = child_op(op);
+  if (out != send && count) std::memcpy(out, send, bytes);
+  const ReduceOp& cop = op;
+  const int n = h.hosts * h.per_host;
   const int preferred = bytes <= h.leader_bytes ? 0 : 1;  // 0: leader form, 1: slices
   const auto slices = [&](std::size_t pieces) {
     slices_form(h, out, count, dtype, cop, pieces);
@@ -186,7 +179,6 @@ void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_
   } else {
     run(preferred);
   }
-  if (op.kind == ReduceOpKind::Avg) divide_by(out, count, dtype, n);
 }
 
 namespace {
@@ -219,22 +211,16 @@ void two_level_broadcast(Hierarchy& h, void* buf, std::size_t count, DataType dt
 // Each host reduces to its rank of the root's local index (in shared
 // memory), then those ranks reduce across hosts to the root.
 void two_level_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
-                      int root, int rank, int n) {
+                      int root, int rank) {
   const std::size_t bytes = count * dtype_size(dtype);
   const RootPlace at = root_place(h, root, rank);
   const void* in = send;
-  if (op.kind == ReduceOpKind::PremulSum && bytes) {
-    char* scaled = h.scratch.get(0, bytes);
-    scale(scaled, send, count, dtype, op.scalar);
-    in = scaled;
-  }
-  const ReduceOp cop = child_op(op);
+  const ReduceOp& cop = op;
   // The host's sum: in the root's buffer on the root, else in scratch.
   char* host_sum = !at.crosses ? nullptr : rank == root ? static_cast<char*>(recv) : h.scratch.get(1, bytes);
   h.local.reduce(in, host_sum, count, dtype, cop, at.local);
   if (at.crosses) h.cross.reduce(host_sum, host_sum, count, dtype, cop, at.host);
   h.scratch.trim();
-  if (rank == root && op.kind == ReduceOpKind::Avg) divide_by(recv, count, dtype, n);
 }
 
 // Each host gathers its blocks (by local index) at its rank of the root's
@@ -297,7 +283,7 @@ void two_level_all_gather(Hierarchy& h, const void* send, std::span<char* const>
 }
 
 void two_level_reduce_scatter(Hierarchy& h, std::span<const void* const> in, void* recv, std::size_t count,
-                              DataType dtype, const ReduceOp& op, int n) {
+                              DataType dtype, const ReduceOp& op) {
   const std::size_t es = dtype_size(dtype), bytes = count * es;
   const std::size_t H = static_cast<std::size_t>(h.hosts), L = static_cast<std::size_t>(h.per_host);
   // Super-block l: the blocks of the ranks with local index l, host by host.
@@ -307,17 +293,12 @@ void two_level_reduce_scatter(Hierarchy& h, std::span<const void* const> in, voi
     const std::size_t l = static_cast<std::size_t>(h.local_of_rank[r]);
     const std::size_t hst = static_cast<std::size_t>(h.host_of_rank[r]);
     char* dst = super + (l * H + hst) * bytes;
-    if (op.kind == ReduceOpKind::PremulSum) {
-      scale(dst, in[r], count, dtype, op.scalar);
-    } else {
-      std::memcpy(dst, in[r], bytes);
-    }
+    std::memcpy(dst, in[r], bytes);
   }
-  const ReduceOp cop = child_op(op);
+  const ReduceOp& cop = op;
   h.local.reduce_scatter(super, mine, H * count, dtype, cop);
   h.cross.reduce_scatter(mine, recv, count, dtype, cop);
   h.scratch.trim();
-  if (op.kind == ReduceOpKind::Avg) divide_by(recv, count, dtype, n);
 }
 
 // Each host first exchanges in shared memory, so that its rank of local
@@ -373,20 +354,20 @@ void all_reduce_two_level(Hierarchy& h, OpContext& x, const OpArgs& a) {
       all_reduce_recursive_doubling(f.x, buf, f.count, f.dtype, kind);
     }
   } flat{x, a.count, a.dtype};
-  two_level_all_reduce(h, a.send, a.recv, a.count, a.dtype, a.op, x.size, {&Flat::run, &flat});
+  two_level_all_reduce(h, a.send, a.recv, a.count, a.dtype, a.op, {&Flat::run, &flat});
 }
 void broadcast_two_level(Hierarchy& h, OpContext& x, const OpArgs& a) {
   two_level_broadcast(h, a.recv, a.count, a.dtype, a.root, x.rank);
 }
 void reduce_two_level(Hierarchy& h, OpContext& x, const OpArgs& a) {
-  two_level_reduce(h, a.send, a.recv, a.count, a.dtype, a.op, a.root, x.rank, x.size);
+  two_level_reduce(h, a.send, a.recv, a.count, a.dtype, a.op, a.root, x.rank);
 }
 void all_gather_two_level(Hierarchy& h, OpContext&, const OpArgs& a) {
   two_level_all_gather(h, a.send, a.out, a.count, a.dtype);
 }
-void reduce_scatter_two_level(Hierarchy& h, OpContext& x, const OpArgs& a) {
+void reduce_scatter_two_level(Hierarchy& h, OpContext&, const OpArgs& a) {
   SmallVector<const void*> in(a.in.begin(), a.in.end());
-  two_level_reduce_scatter(h, in, a.recv, a.count, a.dtype, a.op, x.size);
+  two_level_reduce_scatter(h, in, a.recv, a.count, a.dtype, a.op);
 }
 void all_to_all_two_level(Hierarchy& h, OpContext&, const OpArgs& a) {
   two_level_all_to_all(h, a.send, a.recv, a.count, a.dtype);

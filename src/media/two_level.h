@@ -108,13 +108,15 @@ struct FlatAllReduce {
 // the same number (>= 2) of members on each; host_of maps world ranks to hosts.
 bool hierarchy_applies(const std::vector<int>& world, const std::vector<int>& host_of);
 
-// The operations, run inside the parent's operation (n: the parent's size).
+// The operations, run inside the parent's operation. Reductions get the
+// base ops alone (the engine runs Avg and PremulSum as Sum with their steps
+// around: core/communicator_impl.cc, run_plan_lowered).
 void two_level_all_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype,
-                          const ReduceOp& op, int n, FlatAllReduce flat = {});
+                          const ReduceOp& op, FlatAllReduce flat = {});
 void two_level_broadcast(Hierarchy& h, void* buf, std::size_t count, DataType dtype, int root, int rank);
 // recv used on root only; it may be `send`.
 void two_level_reduce(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
-                      int root, int rank, int n);
+                      int root, int rank);
 // out[r] (root only): where rank r's block goes (out[root] may be `send`).
 void two_level_gather(Hierarchy& h, const void* send, std::span<char* const> out, std::size_t count, DataType dtype,
                       int root, int rank);
@@ -126,7 +128,7 @@ void two_level_all_gather(Hierarchy& h, const void* send, std::span<char* const>
                           DataType dtype);
 // in[r]: this rank's input block for rank r; recv may alias one of them.
 void two_level_reduce_scatter(Hierarchy& h, std::span<const void* const> in, void* recv, std::size_t count,
-                              DataType dtype, const ReduceOp& op, int n);
+                              DataType dtype, const ReduceOp& op);
 // Equal blocks of `count` elements; recv may be `send`.
 void two_level_all_to_all(Hierarchy& h, const void* send, void* recv, std::size_t count, DataType dtype);
 
