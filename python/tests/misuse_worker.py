@@ -181,7 +181,8 @@ elif case == "strangers":
     import resource
     import subprocess
     store = tutti.tcp_store_client(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), timeout=10)
-    port0 = int(store.get("tutti/tcp/0").split(b"\n")[0].split()[1])
+    # Rank 0's record: its host record, a newline, then TCP's address "host port".
+    port0 = int(store.get("tutti/rank/0").split(b"\n", 1)[1].split()[1])
     attacker = None
     if rank == n - 1:
         attacker = subprocess.Popen([sys.executable, __file__, "attacker", os.environ["MASTER_ADDR"],

@@ -214,24 +214,18 @@ Communicator init(const InitOptions& options) {
   // The settings themselves are read only from a rank whose hash (in its
   // host record, below) differs.
   if (size > 1) job->store->set("tutti/settings/" + std::to_string(rank), my_settings);
-  TcpPeers peers;
-  std::vector<std::string> host_records;
+  // The network transport's factory (transport.h): its address travels
+  // with this rank's host record, which the rendezvous reads for the host
+  // map; it reads nothing in the address.
+  std::unique_ptr<TransportFactory> net;
+  std::vector<std::string> host_records, addresses;
   if (size > 1) {
-    // Addresses only: each connection is made when an operation first needs
-    // it (tcp_transport.h). (A congestion control the kernel refuses fails
-    // here, before anything is sent.) Each address carries its rank's host
-    // record, short whatever the settings (each rank reads all of them):
-    // "pid host-hash job-settings-hash host-settings-hash".
+    net = make_tcp_factory(job->config, host, port, secret + "/" + link_key, job->job_id);
+    // The host record: "pid host-hash job-settings-hash host-settings-hash",
+    // short whatever the settings (each rank reads all of them).
     const std::string record =
         std::to_string(::getpid()) + ' ' + my_host_hash + ' ' + my_job_hash + ' ' + my_host_settings_hash;
-    peers = gather_peer_addresses(*job->store, rank, size, job->config, host, port, record, host_records, deadline);
-    peers.key = secret + "/" + link_key;
-    peers.job_id = job->job_id;
-    peers.congestion = choose_congestion(job->config.tcp_congestion);
-    if (!peers.congestion.empty())
-      TUTTI_LOG(Debug, "peer connections use TCP congestion control "
-                           << peers.congestion
-                           << (job->config.tcp_congestion.empty() ? " in place of the kernel's default" : ""));
+    exchange_records(*job->store, rank, size, record, net->address(), host_records, addresses, deadline);
   }
   std::vector<std::string> hosts;        // per host: its hash
   std::vector<std::string> host_hashes;  // per host: its first rank's host-settings hash
@@ -284,19 +278,7 @@ Communicator init(const InitOptions& options) {
   job->env_local_rank = launch.local_rank;
   job->env_local_size = launch.local_size;
   if (size > 1) {
-    auto tcp = std::make_shared<TcpTransport>(rank, size, std::move(peers), job->config.socket_buffer_bytes,
-                                              job->config.socket_stripe_bytes);
-    // The connections to the two ring neighbours now, so that a rank that
-    // cannot be reached or does not hold the job's secret fails init, on
-    // both sides of the pair (and no rank leaves init before its
-    // neighbours are up). The others are made on first use.
-    for (const int peer : {(rank + 1) % size, (rank + size - 1) % size}) {
-      ErrorKind kind = ErrorKind::PeerLost;
-      if (std::string bad = tcp->connect_now(peer, deadline, &kind); !bad.empty())
-        throw Error(kind, "init: rank " + std::to_string(rank) +
-                              (kind == ErrorKind::Unauthenticated ? " connecting to " : ": ") + bad);
-    }
-    job->transport = std::move(tcp);
+    job->transport = net->make(rank, size, std::move(addresses), deadline);
   } else {
     job->transport = std::make_shared<TcpTransport>(rank, size, std::vector<std::vector<Fd>>(1),
                                                     job->config.socket_buffer_bytes, job->config.socket_stripe_bytes);

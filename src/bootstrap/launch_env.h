@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/completion.h"
 #include "tutti/store.h"
 
 namespace tutti::detail {
@@ -90,5 +91,13 @@ struct Rendezvous {
 
 Rendezvous open_rendezvous(const LaunchEnv& launch, const Config& config, int rank, int size, const std::string& secret,
                            std::chrono::milliseconds timeout);
+
+// Publishes this rank's `record` (one line: init's host record) and its
+// network transport's `address` (opaque bytes: transport.h,
+// TransportFactory) under "tutti/rank/<rank>", and reads every rank's in
+// one store request per 65,536 ranks, which waits until all have published.
+// Fails with Timeout naming ranks that never published by `deadline`.
+void exchange_records(Store& store, int rank, int size, const std::string& record, const std::string& address,
+                      std::vector<std::string>& records, std::vector<std::string>& addresses, TimePoint deadline);
 
 }  // namespace tutti::detail

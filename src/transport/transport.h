@@ -99,4 +99,20 @@ class Transport {
   DescribeSignature describe_signature_ = nullptr;
 };
 
+// How init makes the network transport (src/bootstrap/init.cc). The
+// rendezvous publishes each rank's address as opaque bytes beside the
+// rank's own record and hands every rank's back; it reads nothing in them.
+// A new network transport is a factory here and its choice in init.
+class TransportFactory {
+ public:
+  virtual ~TransportFactory() = default;
+  // Makes this rank reachable (TCP: listens) and returns its address.
+  virtual std::string address() = 0;
+  // The transport of `rank` among `size`, from every rank's address
+  // (indexed by rank, this rank's included). Fails, by `deadline`, where
+  // this rank cannot reach its peers (init names the cause).
+  virtual std::shared_ptr<Transport> make(int rank, int size, std::vector<std::string> addresses,
+                                          TimePoint deadline) = 0;
+};
+
 }  // namespace tutti::detail

@@ -93,15 +93,13 @@ struct TcpPeers {
   std::chrono::milliseconds connect_timeout{0};  // how long a connection may take to be made
 };
 
-// Listens, publishes this rank's address under "tutti/tcp/<rank>" and reads
-// every rank's in one store request per 65,536 ranks (which waits until all
-// have published). Fails with Timeout naming ranks that never published by
-// `deadline`, init's. Makes no connection.
-// `record` travels with this rank's address (init's host record); every
-// rank's comes back in `records`, from the same request.
-TcpPeers gather_peer_addresses(Store& store, int rank, int size, const Config& config, const std::string& store_host,
-                               int store_port, const std::string& record, std::vector<std::string>& records,
-                               TimePoint deadline);
+// The TCP transport's factory (transport.h, TransportFactory): its address
+// is "host port" where TUTTI_LISTEN_ADDR, TUTTI_ADVERTISE_ADDR,
+// TUTTI_SOCKET_IFNAME and the route to the store (`store_host`,
+// `store_port`) say; its transport connects on first use, but to its two
+// ring neighbours before make() returns. Every connection proves `key`.
+std::unique_ptr<TransportFactory> make_tcp_factory(const Config& config, const std::string& store_host, int store_port,
+                                                   std::string key, std::uint64_t job_id);
 
 class TcpTransport final : public Transport, public std::enable_shared_from_this<TcpTransport> {
  public:
