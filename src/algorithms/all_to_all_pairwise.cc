@@ -8,8 +8,8 @@
 // more than two pieces ahead of the others. With every block whole at
 // once, a host's link carries its ranks' flows to every other host, TCP
 // shares the links unevenly, and links stand idle while the slowest flows
-// finish (4 x 2 test-bed hosts at 1 Gbit/s, 64 MiB a rank: 1.19-1.24 s
-// whole, 0.85 s in rounds, the link's 0.84; docs/algorithms.md).
+// finish; in rounds they keep to the link (4 x 2 test-bed hosts at 1 Gbit/s,
+// 64 MiB a rank; docs/performance.md, "At scale: the simulator").
 //
 // A block in pieces is preceded by its size (8 bytes): peers whose counts
 // disagree (all_to_all_v) fail with Mismatch naming both sizes, or on a

@@ -329,7 +329,7 @@ void reduce_rounds(ShmGroup& g, const char* send, char* out, std::size_t count, 
   // buffer; then copies it into its output slot if peers want it. The
   // reduction's stores then go to lines no peer holds: writing it straight
   // into the slot the peers read in the slot's previous use (each store
-  // taking the line back from the peer's cache) made 2-rank all_reduces
+  // taking the line back from the peer's cache) makes 2-rank all_reduces
   // markedly slower (bench/all_reduce_schemes.cc, scheme `slot` against
   // `copy`; docs/performance.md "The one-host targets"). Where the output
   // is the input and this rank's input is reduced after others' (ranks 2
@@ -684,8 +684,8 @@ void all_to_all_blocks(ShmGroup& g, const char* send, char* recv, const Layout& 
   // reads and waits, and faster from 512 KiB to 8 MiB at least (tuttirun -n 4
   // tutti-bench all_to_all -b 64K -e 32M on 2 cores, against a build with
   // all_to_all_copy_bytes_oversubscribed raised; common/thresholds.h), and
-  // switching between the two in the timed choice's trials cost more than it
-  // saved there.
+  // switching between the two in the timed choice's trials costs more than
+  // it saves there.
   const bool cache_sized = !g.oversubscribed() || global_max * n < g.thresholds().all_to_all_copy_bytes_oversubscribed;
   if (cache_sized && single_copy_all_read(g, global_max)) {
     // Every rank lists (address, bytes) of its block for each destination in

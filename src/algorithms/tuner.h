@@ -82,30 +82,31 @@ class Tuner {
   // What a member reports of each alternative's trials: their mean, or the
   // fastest of them (where a trial is slowed only by others' work, e.g. a
   // rank descheduled on a shared core: in shared memory one slow trial of
-  // two made a 32 KiB all_to_all pick the slower alternative; tuttirun -n 2
-  // tutti-bench all_to_all -b 32K -e 32K, tuned against TUTTI_SHM_CMA_BYTES=0
-  // and =128K).
+  // two can make a 32 KiB all_to_all pick the slower alternative; tuttirun
+  // -n 2 tutti-bench all_to_all -b 32K -e 32K, tuned against
+  // TUTTI_SHM_CMA_BYTES=0 and =128K).
   // MeanAfterFirst: each runs kRunSamples + 1 in a row, the first
   // untimed, and the mean of the others counts (where an alternative's
   // speed is a rhythm its operations fall into. Over the network: at
   // 32 KiB between 4 test-bed hosts at 1 Gbit/s, alternating single trials
-  // chose recursive doubling for most of a run in 2 of 3 runs of 2,000
-  // (519-551 us an operation, against 418 with Rabenseifner), runs of five
-  // in none of 5; bench/peers/netbed/compare.sh, PER=1, MINB=MAXB=32K,
-  // ITERS=2000, TUTTI_LOG=debug. Between the test-bed's
-  // hosts, recursive doubling over every rank is faster than the leader
-  // form at 8 B when run in a row, but slow right after the leader form's
-  // operations, so alternating trials chose the slower leader form;
+  // choose recursive doubling for most of many runs, where Rabenseifner is
+  // faster, and runs of five do not; bench/peers/netbed/compare.sh, PER=1,
+  // MINB=MAXB=32K, ITERS=2000, TUTTI_LOG=debug; docs/tuning.md, "Timed
+  // choice". Between the test-bed's hosts, recursive doubling over every
+  // rank is faster than the leader form at 8 B when run in a row, but slow
+  // right after the leader form's operations, so alternating trials would
+  // choose the slower leader form;
   // bench/peers/netbed/compare.sh, PER=2, 8 B-16 KiB, against
   // VARIANTS="flat=TUTTI_ALGO=all_reduce:recursive_doubling").
   // SlowestRun: as MeanAfterFirst, but the members meet (a barrier:
   // Step::sync) before each run and the slowest member's mean counts, not
   // the sum. For a broadcast, whose root sends and goes on: back to back,
-  // the root ran ahead by many operations, its data waited in the
-  // receivers' sockets, and every member timed a binomial tree at 1-9 us
-  // an operation while the run took 67 us an operation, so the members'
-  // sums chose it over scatter + all_gather (52-64 us); 4 test-bed hosts
-  // at 1 Gbit/s, 4 KiB, bench/peers/netbed/compare.sh with TUTTI_LOG=debug.
+  // the root runs ahead by many operations, its data waits in the
+  // receivers' sockets, and every member times a binomial tree far below
+  // what the run takes, so that the members' sums choose it where scatter +
+  // all_gather is faster; 4 test-bed hosts at 1 Gbit/s, 4 KiB,
+  // bench/peers/netbed/compare.sh with TUTTI_LOG=debug (docs/tuning.md,
+  // "Timed choice").
   // After a barrier the receiver last in line waits for each operation's
   // data as the run delivers it.
   enum class Figure { Mean, Fastest, MeanAfterFirst, SlowestRun };

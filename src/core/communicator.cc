@@ -24,8 +24,8 @@ void describe_reduce(OpContext& c, DataType dtype, const ReduceOp& op) {
 
 // Set while a blocking call runs, so that its i* form may run inline.
 // initial-exec: read at a fixed offset from the thread pointer instead of
-// through __tls_get_addr (about 30 instructions per call); one byte of the
-// static TLS that glibc keeps for libraries loaded with dlopen.
+// through a call to __tls_get_addr on every access; one byte of the static
+// TLS that glibc keeps for libraries loaded with dlopen.
 __attribute__((tls_model("initial-exec"))) thread_local bool t_blocking_call = false;
 struct BlockingCall {
   BlockingCall() { t_blocking_call = true; }

@@ -159,9 +159,10 @@ constexpr std::size_t K = 1024;
 constexpr When kAllReduceRecursiveDoubling[] = {{.max_bytes = kSmallBytes}};
 // Up to 4 ranks on one host Rabenseifner stays ahead of the ring at every size.
 // Across 512 hosts or more (a power of two: no fold) the ring's 2 (p - 1)
-// steps cost more than its pipeline saves: by tutti-sim Rabenseifner is
-// 1.1-1.2x ahead at 8-16 MiB on 512 and 1.1-1.9x at 8-64 MiB on 2,048 (the
-// two-level form's step across hosts at 4,096 and 16,384 ranks).
+// steps cost more than its pipeline saves: by tutti-sim Rabenseifner leads
+// at 8-16 MiB on 512 and at 8-64 MiB on 2,048 (the two-level form's step
+// across hosts at 4,096 and 16,384 ranks; docs/performance.md, "At scale:
+// the simulator").
 constexpr When kAllReduceRabenseifner[] = {
     {.min_bytes = kAboveSmall, .max_bytes = 4 * K * K},
     {.min_bytes = kAboveSmall, .max_ranks = 4, .max_hosts = 1},
@@ -169,7 +170,7 @@ constexpr When kAllReduceRabenseifner[] = {
 // Across hosts a binomial root sends the message log2 p times, scatter +
 // all_gather about 2 S a rank in log2 p + p - 1 rounds: it is faster once
 // S beta (log2 p - 2) > p alpha, from 32 KiB on 4-16 hosts of the test-bed
-// (4 KiB a rank: 64 KiB on 16; 1.4-3.3x at 64-256 KiB), and, by tutti-sim
+// (4 KiB a rank: 64 KiB on 16), and, by tutti-sim
 // (hosts with CPUs of their own, where a round costs less than on the
 // test-bed's shared ones), from 256 B a rank on up to 128 hosts and 128 B
 // beyond (docs/perf/sim/scale.md). The
@@ -177,8 +178,8 @@ constexpr When kAllReduceRabenseifner[] = {
 // n - 2 chunks: from 128 KiB a rank (4, 8, 16 hosts: faster than scatter +
 // all_gather from 512 KiB, 1 MiB, 2 MiB). Elsewhere binomial, the
 // fallback, timed against scatter + all_gather above 2 KiB up to 256 KiB
-// (planner.cc): on 4 test-bed hosts scatter + all_gather is 1.3x ahead at
-// 8-32 KiB. docs/tuning.md.
+// (planner.cc): on 4 test-bed hosts scatter + all_gather leads at
+// 8-32 KiB. docs/tuning.md, "Algorithm selection" and "Timed choice".
 constexpr When kBroadcastBinomial[] = {{.max_bytes = 256 * K, .max_hosts = 1}, {.max_bytes = 32 * K}};
 constexpr When kBroadcastChain[] = {
     {.min_bytes = 256 * K + 1, .min_ranks = 3, .min_hosts = 2, .min_bytes_per_rank = 128 * K}};
@@ -191,10 +192,11 @@ constexpr When kBroadcastScatterAllGather[] = {
 // pipelined chain's once, after a fill of n - 2 chunks (an eighth of the
 // message, 16 KiB to 256 KiB: chain::reduce_chunk_elems). Alone, by
 // tutti-sim, the chain is level at 32 KiB on 3-4 ranks, ahead from 64 KiB
-// on up to 12 (1.2-1.6x) and from 128 KiB on up to 16, and from 64 KiB a
-// rank (and 256 KiB) on more, where its fill grows with n; back to back it
-// is log2 p times ahead. On 4 test-bed hosts: 2.0x the binomial tree at 256
-// KiB and 2.0-2.1x from 2 MiB (docs/performance.md).
+// on up to 12 and from 128 KiB on up to 16, and from 64 KiB a rank (and
+// 256 KiB) on more, where its fill grows with n; back to back its root
+// receives the message once where the binomial root receives it log2 p
+// times. On 4 test-bed hosts it leads the binomial tree at 256 KiB and
+// from 2 MiB (docs/performance.md, "4 hosts × 1 rank").
 constexpr When kReduceChain[] = {
     {.min_bytes = 32 * K, .min_ranks = 3, .max_ranks = 4, .min_hosts = 2},
     {.min_bytes = 64 * K, .min_ranks = 5, .max_ranks = 12, .min_hosts = 2},
@@ -204,15 +206,14 @@ constexpr When kAllGatherBruck[] = {{.max_bytes = 8 * K, .min_ranks = 8}};
 constexpr When kAllGatherRecursiveDoubling[] = {{.max_bytes = 256 * K}};
 // Up to 8 KiB a rank; up to 32 KiB on a power of two (no fold): ahead of
 // the ring or level from 8 to 32 KiB a rank on 4 and 8 ranks over loopback
-// TCP (1.1-1.5x) and on 4 and 8 test-bed hosts at 1 Gbit/s (8 KiB on 8:
-// 476 against 623 us; 16-32 KiB level, at the link), and by tutti-sim
-// 1.1-1.2x at 16-32 KiB across 8-2,048 hosts. Above, the ring: it reduces
-// in place where halving first copies every block into one accumulator,
-// and its flows run one way between two hosts, where halving's exchanges
-// run both ways at once; on 4 test-bed hosts the ring is level or ahead
-// from 64 KiB a rank and 2.0x ahead at 16 MiB (420-429 ms against
-// 786-892), and as the step across hosts of the two-level form on 4 x 2,
-// 1.1-1.5x ahead from 512 KiB (bench/peers/netbed/compare.sh; docs/tuning.md).
+// TCP and on 4 and 8 test-bed hosts with 1 Gbit/s links, and by tutti-sim
+// at 16-32 KiB across 8-2,048 hosts. Above, the ring: it reduces in place
+// where halving first copies every block into one accumulator, and its
+// flows run one way between two hosts, where halving's exchanges run both
+// ways at once; on 4 test-bed hosts the ring is level or ahead from 64 KiB
+// a rank, and ahead as the step across hosts of the two-level form on
+// 4 x 2 from 512 KiB (bench/peers/netbed/compare.sh; docs/tuning.md,
+// "Algorithm selection").
 constexpr When kReduceScatterRecursiveHalving[] = {{.max_bytes = 8 * K}, {.max_bytes = 32 * K, .pow2_ranks = true}};
 // Bytes a peer. Bruck sends each block log2 p / 2 times, pairwise once in
 // one of 2 (p - 1) messages a rank: on one host (TCP loopback, 4 and 8
@@ -221,24 +222,12 @@ constexpr When kReduceScatterRecursiveHalving[] = {{.max_bytes = 8 * K}, {.max_b
 // 64 B on up to 4,096 and 32 B beyond (tutti-sim, 48-16,384 ranks, 8 a
 // host: docs/perf/sim/scale.md; with the Intel VM's fit pairwise leads at
 // the top of each range, so Bruck is timed against it above 16 B a peer:
-// planner.cc). docs/tuning.md.
+// planner.cc). docs/tuning.md, "Algorithm selection".
 constexpr When kAllToAllBruck[] = {{.max_bytes = 4 * K, .max_hosts = 1},
                                    {.max_bytes = 2 * K, .max_ranks = 32},
                                    {.max_bytes = 128, .max_ranks = 64},
                                    {.max_bytes = 64, .max_ranks = 4096},
                                    {.max_bytes = 32}};
-
-// Where the two-level form applies, up to 8 KiB a peer: on 4 x 2 test-bed
-// hosts 1.3x ahead of flat Bruck from 16 B to 1 KiB a peer (175-215 against
-// 224-297 us at 16 B) and level with pairwise at 8 KiB (829-830 against
-// 828-834 us); by tutti-sim (hosts with CPUs of their own) ahead of Bruck
-// and pairwise or level on 64-16,384 ranks, 8 a host. Above, its two copies
-// of the send buffer and the local exchange cost more than its fewer flows
-// save: 1.4x behind pairwise at 128 KiB a peer on the test-bed (16.7-18.3
-// against 11.8-12.5 ms), level at 8 MiB a peer. (One leader a host, one
-// flow a host pair, was slower still: 1.65-1.93 s at 8 MiB a peer against
-// 1.08-1.20 pairwise.) docs/tuning.md.
-constexpr When kAllToAllTwoLevel[] = {{.max_bytes = 8 * K}};
 
 using C = Collective;
 using M = Medium;

@@ -381,15 +381,12 @@ void scatter_two_level(Hierarchy& h, OpContext& x, const OpArgs& a) {
 
 constexpr std::size_t K = 1024;
 // Where the two-level form applies, up to 8 KiB a peer: on 4 x 2 test-bed
-// hosts 1.3x ahead of flat Bruck from 16 B to 1 KiB a peer (175-215 against
-// 224-297 us at 16 B) and level with pairwise at 8 KiB (829-830 against
-// 828-834 us); by tutti-sim (hosts with CPUs of their own) ahead of Bruck
-// and pairwise or level on 64-16,384 ranks, 8 a host. Above, its two copies
-// of the send buffer and the local exchange cost more than its fewer flows
-// save: 1.4x behind pairwise at 128 KiB a peer on the test-bed (16.7-18.3
-// against 11.8-12.5 ms), level at 8 MiB a peer. (One leader a host, one
-// flow a host pair, was slower still: 1.65-1.93 s at 8 MiB a peer against
-// 1.08-1.20 pairwise.) docs/tuning.md.
+// hosts ahead of flat Bruck from 16 B to 1 KiB a peer and level with
+// pairwise at 8 KiB; by tutti-sim (hosts with CPUs of their own) ahead of
+// Bruck and pairwise or level on 64-16,384 ranks, 8 a host. Above, its two
+// copies of the send buffer and the local exchange cost more than its fewer
+// flows save on the test-bed's shared cores. (One leader a host, one flow a
+// host pair, costs more still there.) docs/tuning.md, "Algorithm selection".
 constexpr When kAllToAllTwoLevel[] = {{.max_bytes = 8 * K}};
 
 using C = Collective;

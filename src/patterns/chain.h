@@ -11,8 +11,9 @@ namespace tutti::detail::chain {
 // The chunk a reduce chain moves, in elements of `es` bytes: an eighth of
 // the message, at least 16 KiB and at most `max_bytes` (the op's chunk
 // size), so that one operation alone fills the chain's n - 2 links with an
-// eighth each, not with the whole message. (With 4 KiB chunks a 32 KiB
-// reduce across 4 test-bed hosts took 378-532 us, with 8-32 KiB 249-272.)
+// eighth each, not with the whole message; at least 16 KiB, since chunks
+// of a few KiB make a 32 KiB reduce across test-bed hosts slower (the
+// chain's rules: docs/tuning.md, "Algorithm selection").
 inline std::size_t reduce_chunk_elems(std::size_t count, std::size_t es, std::size_t max_bytes) {
   constexpr std::size_t kMinBytes = 16384;
   const std::size_t bytes = std::clamp(count * es / 8, std::min(kMinBytes, max_bytes), max_bytes);

@@ -83,9 +83,9 @@ const Algorithm& Planner::choose(Collective c, std::size_t bytes, const Config& 
     // posts a copies-th of that one's messages, so its lead over Bruck
     // begins at a block about copies times smaller: the flat table's rules
     // hold for the cross blocks as they are. (Taken at 1/copies the size,
-    // they ran Bruck across where pairwise across was faster on 1,024-16,384
-    // ranks, 8 a host, by tutti-sim: 1.4-4.5x with the test-bed's fit on the
-    // AMD VM, up to 5.5x with the Intel VM's; docs/performance.md.)
+    // they would run Bruck across where pairwise across is faster on
+    // 1,024-16,384 ranks, 8 a host, by tutti-sim; docs/performance.md, "At
+    // scale: the simulator".)
     Shape flat = s;
     flat.ranks = s.ranks * s.copies;
     flat.ranks_per_host = s.ranks_per_host * s.copies;
@@ -139,9 +139,10 @@ void Planner::configure(const Config& c, const Shape& s) {
     timed_[n++] = {k, std::make_unique<Tuner>(lo, hi, figure), find_algorithm(k, table), find_algorithm(k, other)};
   };
   if (timed(Collective::AllReduce) && c.small_bytes >= 16) {
-    // From a 32nd of TUTTI_SMALL_BYTES: with latencies of a few tens of
-    // microseconds a round, Rabenseifner leads from 4-8 KiB on 8-2,048
-    // hosts of 1 Gbit/s by tutti-sim (docs/perf/sim/scale.md).
+    // From a 32nd of TUTTI_SMALL_BYTES: with the test-bed's fitted round
+    // latency, Rabenseifner leads from 4-8 KiB on 8-2,048 hosts with 1 Gbit/s
+    // links by tutti-sim (docs/perf/sim/scale.md; docs/performance.md, "At
+    // scale: the simulator").
     add(Collective::AllReduce, c.small_bytes / 32, c.small_bytes, "recursive_doubling", "rabenseifner");
     if (c.small_bytes < net.ring_choice_high_bytes)
       add(Collective::AllReduce, std::max(c.small_bytes, net.ring_choice_low_bytes), net.ring_choice_high_bytes,

@@ -74,7 +74,7 @@ ShmGroup::ShmGroup(const std::string& name, int rank, int size, std::size_t slot
   // Fault the control lines and the ring in now (this rank's for writing,
   // the peers' for reading): otherwise the first rounds of the first
   // operations each pay page faults (64 lines are five pages per rank, the
-  // ring 32). Without this, the ring's faults made the first couple of dozen
+  // ring 32). Without this, the ring's faults make the first couple of dozen
   // all_gathers of 8 KiB blocks on 4 ranks sharing 2 cores far slower than
   // warm ones (tuttirun -n 4 tutti-bench all_gather -b 32K -e 32K -w 0 -n 30
   // on 2 cores, against a build without it). The peers' pages only up to
@@ -116,7 +116,7 @@ std::uint64_t ShmGroup::begin_round_waiting(std::uint64_t lag) {
       // that runs ahead (a broadcast's root) would otherwise read that
       // peer's counter at every round once it is at the edge, a line
       // transfer each way per round (the peer then writes a line the reader
-      // has just fetched), which made small broadcasts on 2 ranks markedly
+      // has just fetched), which makes small broadcasts on 2 ranks markedly
       // slower (tuttirun -n 2 tutti-bench broadcast -b 8 -e 8 -n 200000,
       // against a build without this wait). So such a rank runs at most
       // lag - lag / 4 - 1 rounds ahead. The peer reaches that round without
@@ -147,8 +147,8 @@ void ShmGroup::wait_until_reached(int peer, std::uint64_t value, bool in_flow, b
   std::atomic<std::uint32_t>& counter = counter_for(c, value);
   const auto target = static_cast<std::uint32_t>(value);
   auto reached = [&](std::uint32_t cur) { return static_cast<std::int32_t>(cur - target) >= 0; };
-  // Spin for spins_ microseconds (the clock is read every 64 pauses: a pause
-  // costs from ~10 to ~150 cycles depending on the CPU).
+  // Spin for spins_ microseconds (the clock is read every 64 pauses: what a
+  // pause costs differs widely from one CPU to another).
   if (reached(counter.load(std::memory_order_acquire))) return;
   const auto spin_until = Clock::now() + std::chrono::microseconds(spins_);
   for (unsigned i = 1; spins_ > 0 && !spun; ++i) {
@@ -241,10 +241,11 @@ void ShmGroup::wait_packed_slow(int root, std::uint64_t round, std::uint64_t wan
   // another operation (Mismatch naming both, from the control line's
   // signature, which the root publishes after the record). A wait that
   // spun on the record goes on to yield at once: spinning on the line as
-  // well spent twice the budget a wait may spin, and where ranks share
-  // CPUs unseen (the test-bed's hosts, 2 ranks each, on one VM's 2 CPUs)
-  // that cost the two-level all_reduce 20% at 4-8 B against 16 B (the
-  // leader's broadcast packed; bench/peers/netbed/compare.sh, PER=2).
+  // well would spend twice the budget a wait may spin, which slows small
+  // operations where ranks share CPUs unseen (the test-bed's hosts, 2 ranks
+  // each, on one VM's 2 CPUs: the two-level all_reduce at 4-8 B, whose
+  // leader's broadcast is packed, against 16 B; bench/peers/netbed/compare.sh,
+  // PER=2).
   wait_for(root, 2 * round + 1, true, spun);
   if (rec.stamp.load(std::memory_order_acquire) != want)
     throw Error(ErrorKind::Internal, "rank " + std::to_string(rank_) + ": rank " + std::to_string(root) +

@@ -265,7 +265,7 @@ class ShmGroup {
   // that input or output). A waiter for that value then spins rather than
   // yield to them: in these collectives a mate that reached the same point
   // can do little before members on other CPUs move on (it waits for them
-  // too, or copies out what is there), and yielding passed the CPU around
+  // too, or copies out what is there), and yielding passes the CPU around
   // among waiters, a context switch each. A mate that has work left loses
   // at most the 20 us the spin lasts. False where a member may run on
   // several CPUs (or has not said yet).
@@ -332,7 +332,7 @@ class ShmGroup {
     line.sig_bytes.store(sig_bytes_, std::memory_order_relaxed);
     // Where every member runs membarrier_global() before it sleeps, a
     // compiler barrier suffices between the store and the sleepers' load;
-    // otherwise a full fence (futex.h). The fence made the publisher wait
+    // otherwise a full fence (futex.h). The fence makes the publisher wait
     // for the line, which its peers read last, every round.
     if (light_publish_) {
       line.counter.store(static_cast<std::uint32_t>(value), std::memory_order_release);

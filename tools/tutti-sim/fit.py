@@ -61,8 +61,8 @@ START = {
 }
 # Not fitted: on the test-bed reductions and local copies hide under the
 # 1 Gbit/s link (the fit drives them to 0), so they come from the same VM's
-# kernel figures (docs/performance.md, "Reduction kernels", 8 MiB): float32
-# sum 12.6 GB/s, memcpy 13.0 GB/s.
+# kernel figures (docs/performance.md, "Reduction kernels": float32 sum and
+# memcpy at 8 MiB).
 # The test-bed's hosts share the VM's 2 CPUs.
 FIXED = {"gamma": 1 / 12.6e9, "shm_beta": 1 / 13.0e9, "cores": 2}
 FREE = [k for k in NAMES if k not in FIXED]

@@ -71,9 +71,9 @@ def simulate(sim, params, coll, ranks, per_host, sizes, copies=1):
                           ",".join(str(s) for s in sizes), "--algo", "all", "--tsv", "--params", params,
                           # Hosts with CPUs of their own, not the test-bed's shared
                           # ones, and plain NICs: no token bucket's credit a round
-                          # (burst), which at scale made rounds of a few KiB free
-                          # (a ring over 128 hosts at 512 KiB in 2 ms, its link
-                          # time 8.4 ms, with one fit).
+                          # (burst), which at scale would make rounds of a few KiB
+                          # free (a large ring's operation faster than its bytes
+                          # take through the link).
                           "--param", "cores=0", "--param", "burst=0"],
                          capture_output=True, text=True)
     if res.returncode != 0:

@@ -891,8 +891,8 @@ struct Simulator::Impl {
     // Every network algorithm of the registry has a model here: one without
     // is an error, never a silent gap in a table (ctest sim.models_every_algorithm).
     if (!known)
-      throw Error(ErrorKind::Internal, std::string("no model of the ") + detail::collective_name(c) +
-                                           " algorithm '" + name + "' (tools/tutti-sim/sim.cc, network())");
+      throw Error(ErrorKind::Internal, std::string("no model of the ") + detail::collective_name(c) + " algorithm '" +
+                                           name + "' (tools/tutti-sim/sim.cc, network())");
     // Back to back, no operation outruns the links: a token bucket's credit
     // (`burst`) comes back at the link's rate only, so over a run each
     // operation takes at least its busiest link direction's bytes (without
@@ -912,13 +912,12 @@ struct Simulator::Impl {
   // bucket regained meanwhile (while the other alternative's run, bound by
   // its rounds' latencies, left the link idle, and during the barrier
   // before it): they compare one operation alone, each round's first bytes
-  // free. On the test-bed at 4 KiB a broadcast's binomial runs of five
-  // counted 5-55 us an operation (the slowest member's mean) where the link
-  // allows 66: a trace of every trial's times showed the leaves find their
-  // data there already, the five operations' 40 KB through the root's link
-  // in a third of the link's time, and its tuner kept binomial (4 x 1 at
-  // 1 Gbit/s). On a plain link they compare the times of the measure asked
-  // for, `seconds` and `other`.
+  // free. On the test-bed (4 x 1 at 1 Gbit/s, 4 KiB) a broadcast's binomial
+  // runs of five take less an operation (the slowest member's mean) than
+  // the link allows: a trace of every trial's times shows the leaves find
+  // their data there already, and its tuner keeps binomial
+  // (docs/performance.md, "At scale: the simulator"). On a plain link they
+  // compare the times of the measure asked for, `seconds` and `other`.
   bool other_wins_trials(Collective c, double bytes, const Group& g, const detail::Plan& plan, double seconds,
                          double other) {
     if (p.burst <= 0) return other_wins(seconds, other);
@@ -1031,9 +1030,9 @@ struct Simulator::Impl {
     const detail::TwoLevelChoices choices = e.planner.two_level_choices(L);
     const std::size_t one_shot = config.shm_one_shot_bytes;
     // The local steps of one operation alone wait for their own host's ranks
-    // only: on the test-bed the leader form took 54-62 us at 8 B-512 B on
-    // 4 x 2, what two steps across hosts and two of one host's wake-ups cost,
-    // not two of the whole machine's.
+    // only: on the test-bed the leader form at 8 B-512 B on 4 x 2 takes what
+    // two steps across hosts and two of one host's wake-ups cost, not two of
+    // the whole machine's (docs/performance.md, "At scale: the simulator").
     auto shm = [&](Collective k, double b) {
       return shm_time(k, b, L, p, one_shot, n, !streamed(Collective::AllReduce, m), true);
     };

@@ -51,10 +51,9 @@
 // rank's CPU time (overhead per message it sends, recv_overhead per one it
 // receives, the copies and the reductions; with `cores`, every rank's
 // together over the cores). A receive costs less than a send: a rank that
-// runs ahead finds many messages waiting and takes them in few reads
-// (between the test-bed's 4 hosts in runs of 20,000, 16 B a rank: gather
-// 5.9 us an operation, the root receiving 3 messages; scatter 9.9, the
-// root sending 3).
+// runs ahead finds many messages waiting and takes them in few reads (a
+// gather's root against a scatter's on the test-bed's 4 hosts:
+// docs/performance.md, "At scale: the simulator").
 //
 // Shared-memory collectives (one host, and the local steps of the
 // two-level forms) cost shm_alpha per synchronizing step, shm_beta per byte
