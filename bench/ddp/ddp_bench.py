@@ -47,14 +47,14 @@ build/python unless tutti is importable already; gloo stays on loopback
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))  # bench/: torch_ranks
+from torch_ranks import RankFailed, run_ranks  # noqa: E402
 MODELS = {"large": (2048, 4, 8), "small": (256, 3, 8)}  # width, layers, batch
 TP = (1024, 4096, 64)  # the tensor-parallel MLP: width, hidden width, tokens
 
@@ -167,16 +167,10 @@ def worker(a):
         print(json.dumps({"step_ms": [t * 1e3 for t in times], "losses": final_losses}))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(system, model, steps, warmup, a):
     try:
         return run_once(system, model, steps, warmup, a)
-    except PeerCrashed as e:
+    except RankFailed as e:  # a peer's rank killed by a signal (run_once)
         # torch's gloo rank once died of SIGABRT ("terminate called without
         # an active exception") under the test command's load; a peer's crash
         # is rerun once and reported. tutti's failures are never rerun.
@@ -184,31 +178,16 @@ def run(system, model, steps, warmup, a):
         return run_once(system, model, steps, warmup, a)
 
 
-class PeerCrashed(Exception):
-    pass
-
-
 def run_once(system, model, steps, warmup, a):
     n = 1 if system == "compute" else 2  # nocomm: 2 ranks too
-    port = str(free_port())
-    procs = []
-    for r in range(n):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                   OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
-        if system == "tutti-inline":
-            env["TUTTI_TORCH_INLINE_BYTES"] = "1G"
-        procs.append(subprocess.Popen([sys.executable, __file__, "--worker", "--system", system, "--model", model,
-                                       "--steps", str(steps), "--warmup", str(warmup), "--kind", a.kind,
-                                       "--dtype", a.dtype],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outs = [p.communicate(timeout=1800) for p in procs]
-    for r, (p, (o, e)) in enumerate(zip(procs, outs)):
-        if p.returncode != 0:
-            what = f"rank {r} failed ({p.returncode}):\n{e[-3000:]}"
-            if p.returncode < 0 and not system.startswith("tutti"):
-                raise PeerCrashed(what)
-            raise SystemExit(f"{system} {model}: {what}")
-    return json.loads(outs[0][0].strip().splitlines()[-1])
+    env = {"TUTTI_TORCH_INLINE_BYTES": "1G"} if system == "tutti-inline" else {}
+    try:
+        return run_ranks(n, [__file__, "--worker", "--system", system, "--model", model, "--steps", steps,
+                             "--warmup", warmup, "--kind", a.kind, "--dtype", a.dtype], env=env)
+    except RankFailed as e:
+        if e.code < 0 and not system.startswith("tutti"):
+            raise
+        raise SystemExit(f"{system} {model}: {e}")
 
 
 def main():

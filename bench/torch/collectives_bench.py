@@ -29,14 +29,14 @@ importable already; gloo stays on loopback (GLOO_SOCKET_IFNAME=lo).
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))  # bench/: torch_ranks
+from torch_ranks import RankFailed, run_ranks  # noqa: E402
 OPS = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single", "broadcast")
 
 
@@ -132,26 +132,12 @@ def worker(a):
         print(json.dumps(rows))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(backend, n, a, ops, lo, hi):
-    port = str(free_port())
-    procs = []
-    for r in range(n):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                   OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
-        procs.append(subprocess.Popen(
-            [sys.executable, __file__, "--worker", "--backend", backend, "--ops", ops, "--min", str(lo), "--max",
-             str(hi), "--budget", str(a.budget)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outs = [p.communicate(timeout=3600) for p in procs]
-    for p, (o, e) in zip(procs, outs):
-        if p.returncode != 0:
-            raise SystemExit(f"{backend} on {n} ranks: a rank failed ({p.returncode}):\n{e[-3000:]}")
-    return json.loads(outs[0][0].strip().splitlines()[-1])
+    try:
+        return run_ranks(n, [__file__, "--worker", "--backend", backend, "--ops", ops, "--min", lo, "--max", hi,
+                             "--budget", a.budget], timeout=3600)
+    except RankFailed as e:
+        raise SystemExit(f"{backend} on {n} ranks: {e}")
 
 
 def main():

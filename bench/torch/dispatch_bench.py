@@ -24,15 +24,15 @@ unless tutti is importable already.
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))  # bench/: torch_ranks
+from torch_ranks import RankFailed, run_ranks  # noqa: E402
 
 
 def worker(a):
@@ -98,26 +98,11 @@ def worker(a):
         print(json.dumps(out))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(n, layer, a):
-    port = str(free_port())
-    procs = []
-    for r in range(n):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                   OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen([sys.executable, __file__, "--worker", "--layer", layer, "--iters",
-                                       str(a.iters)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
-    outs = [p.communicate(timeout=1800) for p in procs]
-    for p, (o, e) in zip(procs, outs):
-        if p.returncode != 0:
-            raise SystemExit(f"{layer} on {n} ranks failed ({p.returncode}):\n{e[-3000:]}")
-    return json.loads(outs[0][0].strip().splitlines()[-1])
+    try:
+        return run_ranks(n, [__file__, "--worker", "--layer", layer, "--iters", a.iters])
+    except RankFailed as e:
+        raise SystemExit(f"{layer} on {n} ranks: {e}")
 
 
 def main():

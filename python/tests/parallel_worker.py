@@ -24,6 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import tutti.torch  # noqa: F401  (registers the "tutti" backend)
+from torch_probes import met_in_store, sockets
 
 rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 CPU = torch.device("cpu")
@@ -50,21 +51,6 @@ def same(a, b, what):
 
 def is_tutti(group):
     return dist.get_backend(group) == "tutti"
-
-
-def met_in_store(group):
-    """Whether tutti's rendezvous left its keys in the group's store."""
-    return dist.distributed_c10d._world.pg_map[group][1].check(["cpu//tutti/job_id"])
-
-
-def sockets():
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
-        except OSError:
-            pass
-    return count
 
 
 class Ops:
@@ -525,11 +511,7 @@ def main():
     ok(n == parts, f"{n} ranks for the {parts}-rank parts")
     timings = {}
 
-    only = sys.argv[3].split(",") if len(sys.argv) > 3 else None  # for a run by hand: these parts alone
-
     def run(name, fn, *args):
-        if only and name not in only:
-            return None
         t = time.monotonic()
         r = fn(*args)
         timings[name] = round(time.monotonic() - t, 2)

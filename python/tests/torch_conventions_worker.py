@@ -38,6 +38,7 @@ import torch.distributed as dist
 
 import tutti
 import tutti.torch
+from torch_probes import met_in_store, sockets
 
 warnings.filterwarnings("ignore", message=".*will be deprecated.*")
 torch.set_num_threads(1)
@@ -386,25 +387,11 @@ def monitored_part():
 
 # ---- groups -----------------------------------------------------------------------
 
-def sockets():
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
-        except OSError:
-            pass
-    return count
-
-
 def groups_part():
     ok(n == 4 and os.environ.get("TUTTI_TRANSPORT") == "tcp", "the test runs 4 ranks over TCP")
     init()
     cpu = torch.device("cpu")
     world = dist.group.WORLD
-
-    def met_in_store(group):
-        """Whether tutti's rendezvous left its keys in the group's store."""
-        return dist.distributed_c10d._world.pg_map[group][1].check(["cpu//tutti/job_id"])  # torch adds a "/" to each prefix
 
     # Sequence numbers: one per operation, the same on every rank.
     b = world._get_backend(cpu)
