@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
-#include "algorithms/shm_collectives.h"
 #include "algorithms/signature.h"
 #include "common/log.h"
 #include "common/small_vector.h"
