@@ -4,8 +4,10 @@
 // timed choices between two of them (the planner's tuners, plan/planner.h).
 #include "media/network.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "algorithms/algorithms.h"
@@ -232,7 +234,7 @@ constexpr When kAllToAllBruck[] = {{.max_bytes = 4 * K, .max_hosts = 1},
 using C = Collective;
 using M = Medium;
 
-const Algorithm kNetwork[] = {
+constexpr Algorithm kNetwork[] = {
     {.collective = C::AllReduce,
      .name = "recursive_doubling",
      .summary = "log2 p exchanges of the whole message with partners at distance 1, 2, 4, ...",
@@ -349,8 +351,55 @@ const Algorithm kNetwork[] = {
      .fallback = true},
 };
 
+// The entry of kNetwork for (collective, name): evaluated while compiling,
+// so a name without an entry fails the build.
+consteval const Algorithm* entry(Collective c, std::string_view name) {
+  for (const Algorithm& a : kNetwork)
+    if (a.collective == c && name == a.name) return &a;
+  throw "no such network algorithm";  // not a constant expression: a build error
+}
+
+// The timed choices' ranges, from the settings and the thresholds (docs/tuning.md, "Timed choices").
+bool small_all_reduce(const Config& c, const NetworkThresholds&, std::size_t* lo, std::size_t* hi) {
+  // From a 32nd of TUTTI_SMALL_BYTES: with the test-bed's fitted round
+  // latency, Rabenseifner leads from a few KiB on 8-2,048 hosts with
+  // 1 Gbit/s links by tutti-sim (docs/performance.md, "At scale: the
+  // simulator").
+  *lo = c.small_bytes / 32;
+  *hi = c.small_bytes;
+  return c.small_bytes >= 16;
+}
+bool large_all_reduce(const Config& c, const NetworkThresholds& t, std::size_t* lo, std::size_t* hi) {
+  *lo = std::max(c.small_bytes, t.ring_choice_low_bytes);
+  *hi = t.ring_choice_high_bytes;
+  return c.small_bytes >= 16 && c.small_bytes < t.ring_choice_high_bytes;
+}
+bool broadcast_range(const Config&, const NetworkThresholds& t, std::size_t* lo, std::size_t* hi) {
+  *lo = t.broadcast_choice_low_bytes;
+  *hi = t.broadcast_choice_high_bytes;
+  return true;
+}
+bool all_to_all_range(const Config&, const NetworkThresholds& t, std::size_t* lo, std::size_t* hi) {
+  *lo = t.all_to_all_choice_low_bytes;  // wherever the table runs Bruck (up to 4 KiB a peer)
+  *hi = SIZE_MAX;
+  return true;
+}
+
+// Trials in runs, the first of each untimed (tuner.h, MeanAfterFirst);
+// broadcast's after a barrier, the slowest member's figure counting
+// (SlowestRun: its root does not wait for the receivers).
+constexpr TimedPair kTimed[] = {
+    {entry(C::AllReduce, "recursive_doubling"), entry(C::AllReduce, "rabenseifner"), Tuner::Figure::MeanAfterFirst,
+     small_all_reduce},
+    {entry(C::AllReduce, "rabenseifner"), entry(C::AllReduce, "ring"), Tuner::Figure::MeanAfterFirst, large_all_reduce},
+    {entry(C::Broadcast, "binomial"), entry(C::Broadcast, "scatter_all_gather"), Tuner::Figure::SlowestRun,
+     broadcast_range},
+    {entry(C::AllToAll, "bruck"), entry(C::AllToAll, "pairwise"), Tuner::Figure::MeanAfterFirst, all_to_all_range},
+};
+
 }  // namespace
 
 std::span<const Algorithm> network_algorithms() { return kNetwork; }
+std::span<const TimedPair> network_timed_pairs() { return kTimed; }
 
 }  // namespace tutti::detail

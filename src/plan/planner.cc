@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "media/network.h"
 #include "tutti/error.h"
 
 namespace tutti::detail {
@@ -121,7 +122,7 @@ void Planner::configure(const Config& c, const Shape& s) {
   // communicators of 3 or more ranks spanning hosts, `on` wherever the
   // collective goes over the network. Naming an algorithm of the collective
   // other than the two-level form turns its choices off.
-  for (auto& tc : timed_) tc = TimedChoice{};
+  timed_.clear();
   const bool network = !s.single_host || c.transport == Config::Transport::Tcp;
   const bool tune =
       c.algo_tuning == "on" ? network && s.ranks >= 2 : c.algo_tuning == "auto" && !s.single_host && s.ranks >= 3;
@@ -130,30 +131,13 @@ void Planner::configure(const Config& c, const Shape& s) {
     const auto forced = c.algo.find(collective_name(k));
     return forced == c.algo.end() || forced->second == "two_level";
   };
-  // Trials in runs, the first of each untimed (tuner.h, MeanAfterFirst);
-  // broadcast's after a barrier, the slowest member's figure counting
-  // (SlowestRun: its root does not wait for the receivers).
-  std::size_t n = 0;
-  auto add = [&](Collective k, std::size_t lo, std::size_t hi, const char* table, const char* other) {
-    const auto figure = k == Collective::Broadcast ? Tuner::Figure::SlowestRun : Tuner::Figure::MeanAfterFirst;
-    timed_[n++] = {k, std::make_unique<Tuner>(lo, hi, figure), find_algorithm(k, table), find_algorithm(k, other)};
-  };
-  if (timed(Collective::AllReduce) && c.small_bytes >= 16) {
-    // From a 32nd of TUTTI_SMALL_BYTES: with the test-bed's fitted round
-    // latency, Rabenseifner leads from 4-8 KiB on 8-2,048 hosts with 1 Gbit/s
-    // links by tutti-sim (docs/perf/sim/scale.md; docs/performance.md, "At
-    // scale: the simulator").
-    add(Collective::AllReduce, c.small_bytes / 32, c.small_bytes, "recursive_doubling", "rabenseifner");
-    if (c.small_bytes < net.ring_choice_high_bytes)
-      add(Collective::AllReduce, std::max(c.small_bytes, net.ring_choice_low_bytes), net.ring_choice_high_bytes,
-          "rabenseifner", "ring");
+  // The network medium's pairs (media/network.cc, kTimed).
+  for (const TimedPair& t : network_timed_pairs()) {
+    std::size_t lo = 0, hi = 0;
+    if (!timed(t.table->collective) || !t.range(c, net, &lo, &hi)) continue;
+    timed_.push_back(
+        {t.table->collective, std::make_unique<Tuner>(lo, hi, t.figure), &registered(*t.table), &registered(*t.other)});
   }
-  if (timed(Collective::Broadcast))
-    add(Collective::Broadcast, net.broadcast_choice_low_bytes, net.broadcast_choice_high_bytes, "binomial",
-        "scatter_all_gather");
-  // Wherever the table runs Bruck (up to 4 KiB a peer).
-  if (timed(Collective::AllToAll))
-    add(Collective::AllToAll, net.all_to_all_choice_low_bytes, SIZE_MAX, "bruck", "pairwise");
 }
 
 Plan Planner::plan_by_table(Collective c, std::size_t bytes) const {

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "algorithms/tuner.h"
 #include "common/config.h"
@@ -83,17 +84,15 @@ class Planner {
   std::array<const Algorithm*, kCollectives> shm_{};
   std::size_t chunk_bytes_ = std::size_t{1} << 20;
   std::size_t small_pipe_bytes_ = std::size_t{64} << 10;
-  // Over the network (configure() says where): all_reduce's recursive
-  // doubling against Rabenseifner up to TUTTI_SMALL_BYTES and Rabenseifner
-  // against the ring above; broadcast's binomial tree against scatter +
-  // all_gather; all_to_all's Bruck against pairwise.
+  // Over the network (configure() says where): the network medium's timed
+  // pairs (media/network.h, network_timed_pairs).
   struct TimedChoice {
     Collective collective = Collective::AllReduce;
     std::unique_ptr<Tuner> tuner;
     const Algorithm* table = nullptr;  // alternative 0
     const Algorithm* other = nullptr;  // alternative 1
   };
-  std::array<TimedChoice, 4> timed_;
+  std::vector<TimedChoice> timed_;
 };
 
 }  // namespace tutti::detail

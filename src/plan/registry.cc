@@ -15,18 +15,27 @@ namespace {
 constexpr std::size_t K = 1024;
 
 // Each collective's algorithms in the order its rules are tried: shared
-// memory, two levels, then the network's in their medium's order.
-const std::vector<Algorithm>& table() {
-  static const std::vector<Algorithm> all = [] {
-    std::vector<Algorithm> out;
+// memory, two levels, then the network's in their medium's order; beside
+// each, the medium's own entry it copies.
+struct Table {
+  std::vector<Algorithm> all;
+  std::vector<const Algorithm*> source;
+};
+const Table& tables() {
+  static const Table t = [] {
+    Table out;
     for (int c = 0; c < kCollectives; ++c)
       for (const std::span<const Algorithm> medium : {shm_algorithms(), two_level_algorithms(), network_algorithms()})
         for (const Algorithm& a : medium)
-          if (a.collective == static_cast<Collective>(c)) out.push_back(a);
+          if (a.collective == static_cast<Collective>(c)) {
+            out.all.push_back(a);
+            out.source.push_back(&a);
+          }
     return out;
   }();
-  return all;
+  return t;
 }
+const std::vector<Algorithm>& table() { return tables().all; }
 
 std::string bytes_text(std::size_t b) {
   if (b == kSmallBytes) return "TUTTI_SMALL_BYTES";
@@ -78,6 +87,14 @@ const Algorithm& fallback_algorithm(Collective collective) {
   for (const Algorithm& a : table())
     if (a.collective == collective && a.fallback) return a;
   throw Error(ErrorKind::Internal, std::string("no fallback algorithm for ") + collective_name(collective));
+}
+
+const Algorithm& registered(const Algorithm& entry) {
+  const Table& t = tables();
+  for (std::size_t i = 0; i < t.source.size(); ++i)
+    if (t.source[i] == &entry) return t.all[i];
+  throw Error(ErrorKind::Internal, std::string("the ") + collective_name(entry.collective) + " algorithm '" +
+                                       entry.name + "' is in no medium's table");
 }
 
 const Algorithm* find_algorithm(Collective collective, std::string_view name) {

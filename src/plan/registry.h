@@ -22,7 +22,9 @@ namespace tutti::detail {
 
 // Every algorithm, collective by collective.
 std::span<const Algorithm> algorithms();
-// The algorithm of `collective` called `name`, or null.
+// The table's copy of a medium's entry (a pointer into its medium's table).
+const Algorithm& registered(const Algorithm& entry);
+// The algorithm of `collective` called `name`, or null (TUTTI_ALGO, tools).
 const Algorithm* find_algorithm(Collective collective, std::string_view name);
 // The network algorithm chosen where no rule holds (runs for every size and shape).
 const Algorithm& fallback_algorithm(Collective collective);

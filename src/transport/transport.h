@@ -56,17 +56,20 @@ class Transport {
   // Why `peer` is unreachable, or "" while it is connected.
   virtual std::string peer_failure(int peer) const = 0;
 
+  // Liveness. Revoke, agree and shrink rest on the calls below: every
+  // transport implements them (pure: a transport without them does not
+  // build), with transport/liveness.h's component or by handing them to the
+  // transport it is layered on, and the conformance suite checks that they
+  // work (tests/unit/transport/test_p2p_conformance.cc).
+  //
   // Called once per peer that is lost without having said goodbye (killed,
   // crashed, or cut off), from a transport thread holding no transport
   // lock, so that every communicator including it can fail at once. Set
-  // before traffic starts. Called with this rank's own number when another
-  // rank declared this one lost (it is cut off from the others).
+  // before traffic starts; the losses before it are replayed to it. Called
+  // with this rank's own number when another rank declared this one lost
+  // (it is cut off from the others).
   using PeerLostHandler = std::function<void(int peer, const std::string& why)>;
-  virtual void set_peer_lost_handler(PeerLostHandler handler) { peer_lost_ = std::move(handler); }
-
-  // Liveness. Revoke, agree and shrink rest on these three: every transport
-  // implements them (pure: a transport without them does not build), itself
-  // or by handing them to the transport it is layered on.
+  virtual void set_peer_lost_handler(PeerLostHandler handler) = 0;
   //
   // Tells the other `members` (world ranks) that communicator `comm_id`
   // failed here with (kind, message); they get it through the handler.
@@ -80,7 +83,8 @@ class Transport {
   // connection closed; it is refused if it connects again.
   virtual void declare_lost(int peer, const std::string& why) = 0;
   using CommFailedHandler = std::function<void(std::uint64_t comm_id, ErrorKind kind, const std::string& why)>;
-  virtual void set_comm_failed_handler(CommFailedHandler handler) { comm_failed_ = std::move(handler); }
+  // Called, like the above, with each failed-communicator notice received.
+  virtual void set_comm_failed_handler(CommFailedHandler handler) = 0;
 
   // Makes sure a loss of `peer` is noticed here: a transport that connects
   // on first use (TCP) connects to it. Called by a transport layered on this
@@ -94,8 +98,6 @@ class Transport {
   virtual void set_signature_describer(DescribeSignature d) { describe_signature_ = d; }
 
  protected:
-  PeerLostHandler peer_lost_;
-  CommFailedHandler comm_failed_;
   DescribeSignature describe_signature_ = nullptr;
 };
 

@@ -194,7 +194,7 @@ void TcpTransport::fail_conn(Conn& c, const std::string& why) {
   drop_handshakes(c.peer);
   c.failure = why;
   c.stage_off = c.stage_len = 0;
-  if (!c.said_goodbye && !stop_ && !c.quiet) lost_unreported_.emplace_back(c.peer, why);
+  if (!c.said_goodbye && !stop_ && !c.quiet) liveness_.lost(c.peer, why);
   TUTTI_LOG(Info, "peer rank " << c.peer << ": " << why);
   if (c.fd.valid() && c.link == Link::Ready) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
   c.fd.reset();
@@ -427,10 +427,7 @@ void TcpTransport::handle_lane_readable(Conn& c, std::size_t lane) {
 void TcpTransport::on_payload_done(Conn& c) {
   if (c.rx_notice && (c.hdr.flags & kFrameCommFailed)) {
     c.rx_notice = false;
-    const std::uint64_t kind = c.hdr.tag;
-    if (kind <= static_cast<std::uint64_t>(ErrorKind::Revoked))
-      comm_failures_.push_back(
-          {c.hdr.comm_id, static_cast<ErrorKind>(kind), "rank " + std::to_string(c.peer) + " failed: " + c.notice});
+    liveness_.comm_failed(c.peer, c.hdr.comm_id, c.hdr.tag, c.notice);
     c.yield = true;
   } else if (c.rx_notice) {
     c.rx_notice = false;
@@ -438,7 +435,7 @@ void TcpTransport::on_payload_done(Conn& c) {
     // About this rank itself: the others declared it lost (it stopped
     // answering) and are cutting it off.
     if (lost < static_cast<std::uint64_t>(size_))
-      lost_unreported_.emplace_back(static_cast<int>(lost), "rank " + std::to_string(c.peer) + " reports: " + c.notice);
+      liveness_.lost(static_cast<int>(lost), "rank " + std::to_string(c.peer) + " reports: " + c.notice);
     // Report it before reading on: what follows (the sender shutting down
     // after the failure) must not become the cause.
     c.yield = true;

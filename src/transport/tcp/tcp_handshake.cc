@@ -323,7 +323,7 @@ void TcpTransport::step_ours(std::uint32_t id, Handshake& h) {
     end_handshake(id);
     c.quiet = true;  // not a loss of that peer
     fail_conn(c, "connecting to " + name + ": it refused this rank, which the others declared lost");
-    lost_unreported_.emplace_back(rank_, name + " refused this rank's connection: the others declared it lost");
+    liveness_.lost(rank_, name + " refused this rank's connection: the others declared it lost");
     return;
   }
   if (v.accepted != 1) {

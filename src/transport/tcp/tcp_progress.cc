@@ -187,66 +187,29 @@ void TcpTransport::tell_lost(Conn& c, const std::string& why) {
   }
 }
 
-void TcpTransport::report_lost() {
-  std::vector<std::pair<int, std::string>> lost;
-  PeerLostHandler handler;
-  std::vector<CommFailure> failures;
-  CommFailedHandler failed_handler;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (lost_reported_.empty()) lost_reported_.assign(size_, 0);
-    for (auto& [peer, why] : lost_unreported_) {
-      if (lost_reported_[peer]) continue;
-      lost_reported_[peer] = 1;
-      lost.emplace_back(peer, why);
-      if (peer == rank_) continue;  // this rank, declared lost by the others: nothing to pass on
-      // Tell every rank connected to this one, ahead of anything this rank
-      // sends later (such as its own goodbye when it shuts down after the
-      // failure), and the neighbours of this rank in a ring and a hypercube
-      // (rank XOR 2^k), connecting to them if need be: every rank that
-      // learns of a loss does the same, once, so that it reaches every
-      // rank, connected to the lost one or not, within about log2(p) hops,
-      // each rank opening at most log2(p) + 2 connections for it.
-      if (lazy_) {
-        const int lost_rank = peer;  // (clang 14 cannot capture a structured binding)
-        auto near = [&](int q) {
-          if (q != rank_ && q != lost_rank && q >= 0 && q < size_) connect_to(conns_[q], true);
-        };
-        near((rank_ + 1) % size_);
-        near((rank_ + size_ - 1) % size_);
-        for (int bit = 1; bit < size_; bit <<= 1) near(rank_ ^ bit);
-      }
-      for (Conn& c : conns_) {
-        if (c.peer == rank_ || c.peer == peer || !c.alive || c.doomed || c.link == Link::Idle) continue;
-        queue_notice(c, kFrameLostNotice, 0, static_cast<std::uint64_t>(peer), why);
-      }
-    }
-    lost_unreported_.clear();
-    // A lost rank stays cut off: a connection still open to it (this rank
-    // learnt of the loss from a notice, or declared it) is closed, and
-    // fails_conn leaves it refusing the rank's connections from now on, so
-    // that a rank that only stopped answering, and wakes, cannot pass on
-    // what it then sees as losses of the ranks that carried on.
-    for (auto& [peer, why] : lost) {
-      Conn& c = conns_[peer];
-      if (peer == rank_ || !c.alive) continue;
-      tell_lost(c, why);
-      c.quiet = true;  // reported already
-      fail_conn(c, why);
-    }
-    lost_log_.insert(lost_log_.end(), lost.begin(), lost.end());
-    handler = peer_lost_;
-    failures.swap(comm_failures_);
-    failed_handler = comm_failed_;
-    if (lost.empty() && failures.empty()) return;
-    ++reporting_;
-  }
-  if (handler)
-    for (auto& [peer, why] : lost) handler(peer, why);
-  if (failed_handler)
-    for (auto& f : failures) failed_handler(f.comm, f.kind, f.why);
-  std::lock_guard<std::mutex> lock(mu_);
-  --reporting_;
+void TcpTransport::reach(int peer) {
+  connect_to(conns_[static_cast<std::size_t>(peer)], true);  // nothing unless links are made on first use
+}
+
+void TcpTransport::send_lost(int peer, int lost, const std::string& why) {
+  Conn& c = conns_[static_cast<std::size_t>(peer)];
+  if (!c.alive || c.doomed || c.link == Link::Idle) return;
+  queue_notice(c, kFrameLostNotice, 0, static_cast<std::uint64_t>(lost), why);
+}
+
+void TcpTransport::send_comm_failed(int peer, std::uint64_t comm, ErrorKind kind, const std::string& why) {
+  Conn& c = conns_[static_cast<std::size_t>(peer)];
+  if (!c.alive || c.link == Link::Idle) return;
+  queue_notice(c, kFrameCommFailed, comm, static_cast<std::uint64_t>(kind), why);
+}
+
+void TcpTransport::cut_off(int peer, const std::string& why) {
+  // fail_conn leaves the peer refused from now on (tcp_handshake.cc).
+  Conn& c = conns_[static_cast<std::size_t>(peer)];
+  if (!c.alive) return;
+  tell_lost(c, why);
+  c.quiet = true;  // reported already
+  fail_conn(c, why);
 }
 
 void TcpTransport::progress_loop() {

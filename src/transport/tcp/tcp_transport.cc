@@ -427,40 +427,24 @@ void TcpTransport::abort_comm(std::uint64_t comm_id, ErrorKind kind, const std::
 void TcpTransport::notify_comm_failed(std::uint64_t comm_id, const std::vector<int>& members, ErrorKind kind,
                                       const std::string& message, bool connect) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (int m : members) {
-    if (m == rank_ || m < 0 || m >= size_ || !conns_[m].alive) continue;
-    // Not to members never connected, unless asked: a member that waits on
-    // this rank has connected to it, and the others learn from those they
-    // wait on.
-    if (connect) connect_to(conns_[m], true);
-    if (conns_[m].link == Link::Idle) continue;
-    queue_notice(conns_[m], kFrameCommFailed, comm_id, static_cast<std::uint64_t>(kind), message);
-  }
+  liveness_.notify_comm_failed(comm_id, members, kind, message, connect);
 }
 
 void TcpTransport::declare_lost(int peer, const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (peer < 0 || peer >= size_ || peer == rank_) return;
-    lost_unreported_.emplace_back(peer, why);
+    liveness_.lost(peer, why);
   }
   report_lost();
 }
 
 void TcpTransport::set_comm_failed_handler(CommFailedHandler handler) {
-  std::lock_guard<std::mutex> lock(mu_);
-  comm_failed_ = std::move(handler);
+  liveness_.set_comm_failed_handler(std::move(handler));
 }
 
 void TcpTransport::set_peer_lost_handler(PeerLostHandler handler) {
-  std::vector<std::pair<int, std::string>> past;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    peer_lost_ = handler;
-    past = lost_log_;
-  }
-  if (handler)
-    for (auto& [peer, why] : past) handler(peer, why);
+  liveness_.set_peer_lost_handler(std::move(handler));
 }
 
 }  // namespace tutti::detail

@@ -73,6 +73,7 @@
 #include "net/auth.h"
 #include "net/socket.h"
 #include "net/stranger_gate.h"
+#include "transport/liveness.h"
 #include "transport/matching.h"
 #include "transport/tcp/frame.h"
 #include "transport/tcp/spare_pool.h"
@@ -101,7 +102,9 @@ struct TcpPeers {
 std::unique_ptr<TransportFactory> make_tcp_factory(const Config& config, const std::string& store_host, int store_port,
                                                    std::string key, std::uint64_t job_id);
 
-class TcpTransport final : public Transport, public std::enable_shared_from_this<TcpTransport> {
+class TcpTransport final : public Transport,
+                           private Liveness::Links,
+                           public std::enable_shared_from_this<TcpTransport> {
  public:
   // links[p]: the connections to rank p, the first for headers, the rest
   // (if any) for the stripes of messages of at least stripe_bytes.
@@ -357,26 +360,21 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   bool listener_paused_ = false;  // accept failed (out of descriptors): not watched until listener_resume_
   TimePoint listener_resume_{};
   std::condition_variable made_;  // a connection was made or failed (connect_now waits on it)
-  // Peers lost without a goodbye, reported to peer_lost_ outside the lock.
-  std::vector<std::pair<int, std::string>> lost_unreported_;
-  std::vector<char> lost_reported_;  // per peer: reported (to the handler, or kept for it)
-  std::vector<std::pair<int, std::string>> lost_log_;
-  struct CommFailure {
-    std::uint64_t comm;
-    ErrorKind kind;
-    std::string why;
-  };
-  std::vector<CommFailure> comm_failures_;  // received, not yet reported
   void queue_notice(Conn& c, std::uint16_t flags, std::uint64_t comm, std::uint64_t tag, const std::string& text);
-  void report_lost();
+  // Liveness::Links: losses and failed communicators go out as notices
+  // (kFrameLostNotice, kFrameCommFailed), and are read back into liveness_.
+  void reach(int peer) override;
+  void send_lost(int peer, int lost, const std::string& why) override;
+  void send_comm_failed(int peer, std::uint64_t comm, ErrorKind kind, const std::string& why) override;
+  void cut_off(int peer, const std::string& why) override;
   // Tells a peer about to be cut off (it is lost here, but its connection
   // is still open: it may only have stopped) that it was declared lost, so
   // that it learns it was left out when it runs again.
   void tell_lost(Conn& c, const std::string& why);
+  void report_lost() { liveness_.report(); }
   // Losses or failures read but not yet reported (or being reported by
   // another thread). Needs mu_.
-  bool reports_pending() const { return reporting_ > 0 || !lost_unreported_.empty() || !comm_failures_.empty(); }
-  int reporting_ = 0;
+  bool reports_pending() const { return liveness_.pending(); }
   void say_goodbye();
   void handle_readable(Conn& c);
   void on_header(Conn& c);
@@ -457,6 +455,7 @@ class TcpTransport final : public Transport, public std::enable_shared_from_this
   Fd epoll_;
   Fd wake_;
   bool stop_ = false;
+  Liveness liveness_{rank_, size_, mu_, *this};
   std::thread thread_;
 };
 

@@ -8,12 +8,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "net/socket.h"
@@ -279,6 +283,119 @@ TEST_P(P2pConformance, KilledPeerFailsItsReceivesOnly) {
   expect_ok(r1, 1, 64);
   EXPECT_EQ(ok_buf, m);
   expect_sent(s);
+}
+
+// What each rank's liveness handlers were told (transport.h, "Liveness").
+// Declared before the World, so that it outlives the transports' threads.
+struct Heard {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::vector<std::pair<int, std::string>>> lost =
+      std::vector<std::vector<std::pair<int, std::string>>>(kRanks);
+  std::vector<std::vector<std::pair<std::uint64_t, std::string>>> failed =
+      std::vector<std::vector<std::pair<std::uint64_t, std::string>>>(kRanks);
+  std::vector<std::vector<ErrorKind>> kinds = std::vector<std::vector<ErrorKind>>(kRanks);
+
+  void listen(World& w) {
+    for (int r = 0; r < kRanks; ++r) {
+      w.t[r]->set_peer_lost_handler([this, r](int peer, const std::string& why) {
+        std::lock_guard<std::mutex> lock(mu);
+        lost[r].emplace_back(peer, why);
+        cv.notify_all();
+      });
+      w.t[r]->set_comm_failed_handler([this, r](std::uint64_t comm, ErrorKind kind, const std::string& why) {
+        std::lock_guard<std::mutex> lock(mu);
+        failed[r].emplace_back(comm, why);
+        kinds[r].push_back(kind);
+        cv.notify_all();
+      });
+    }
+  }
+  // Waits until `done` holds (under the lock), up to 5 s.
+  template <class F>
+  bool until(F done) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, 5s, done);
+  }
+  std::size_t losses_of(int r, int peer) {
+    std::lock_guard<std::mutex> lock(mu);
+    return static_cast<std::size_t>(
+        std::count_if(lost[r].begin(), lost[r].end(), [&](const auto& l) { return l.first == peer; }));
+  }
+};
+
+// A rank declared lost is reported once to every rank's handler: the
+// declaring one with its words, the others by its notice, the rank itself
+// told that it was cut off; its receives then fail with PeerLost.
+TEST_P(P2pConformance, DeclaredLossReachesEveryRankOnce) {
+  Heard heard;
+  World w(GetParam());
+  heard.listen(w);
+  std::vector<char> buf(64);
+  auto r = w.t[0]->post_recv(2, kComm, 16, buf.data(), buf.size());
+  w.t[0]->declare_lost(2, "stopped answering (declared by the test)");
+  ASSERT_TRUE(heard.until([&] { return !heard.lost[0].empty() && !heard.lost[1].empty() && !heard.lost[2].empty(); }))
+      << "a handler heard nothing";
+  std::this_thread::sleep_for(200ms);  // a second report would come by now
+  for (int q = 0; q < kRanks; ++q) {
+    std::lock_guard<std::mutex> lock(heard.mu);
+    ASSERT_EQ(heard.lost[q].size(), 1u) << "rank " << q;
+    EXPECT_EQ(heard.lost[q][0].first, 2) << "rank " << q;
+  }
+  EXPECT_NE(heard.lost[0][0].second.find("stopped answering (declared by the test)"), std::string::npos)
+      << heard.lost[0][0].second;
+  EXPECT_NE(heard.lost[1][0].second.find("rank 0 reports: stopped answering"), std::string::npos)
+      << heard.lost[1][0].second;
+  EXPECT_NE(heard.lost[2][0].second.find("rank 0 reports"), std::string::npos) << heard.lost[2][0].second;
+  expect_failed(r, ErrorKind::PeerLost, "stopped answering", 2s);
+  EXPECT_NE(w.t[0]->peer_failure(2), "");
+  EXPECT_EQ(w.t[0]->peer_failure(1), "");
+  // The losses reported before a handler is set are replayed to it.
+  std::vector<int> replayed;
+  w.t[1]->set_peer_lost_handler([&](int peer, const std::string&) { replayed.push_back(peer); });
+  EXPECT_EQ(replayed, std::vector<int>{2});
+}
+
+// A killed rank is reported once to each survivor's handler, though each
+// learns of it twice: on its own connection and by the other's notice.
+TEST_P(P2pConformance, KilledPeerIsReportedOnce) {
+  Heard heard;
+  World w(GetParam());
+  heard.listen(w);
+  w.kill(2);
+  ASSERT_TRUE(heard.until([&] { return !heard.lost[0].empty() && !heard.lost[1].empty(); }));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(heard.losses_of(0, 2), 1u);
+  EXPECT_EQ(heard.losses_of(1, 2), 1u);
+  EXPECT_EQ(heard.losses_of(0, 1), 0u);
+  EXPECT_EQ(heard.losses_of(1, 0), 0u);
+}
+
+// A failed communicator is told to the members listed, with its kind and
+// words, and to no one else; this rank's own handler is not called.
+TEST_P(P2pConformance, FailedCommunicatorReachesItsMembers) {
+  Heard heard;
+  World w(GetParam());
+  heard.listen(w);
+  w.t[0]->notify_comm_failed(kComm, {0, 1, 2}, ErrorKind::Revoked, "revoked by the test", true);
+  ASSERT_TRUE(heard.until([&] { return !heard.failed[1].empty() && !heard.failed[2].empty(); }));
+  w.t[1]->notify_comm_failed(kComm + 1, {1, 2}, ErrorKind::Timeout, "timed out in the test", true);
+  ASSERT_TRUE(heard.until([&] { return heard.failed[2].size() >= 2; }));
+  std::this_thread::sleep_for(200ms);
+  std::lock_guard<std::mutex> lock(heard.mu);
+  EXPECT_TRUE(heard.failed[0].empty());
+  ASSERT_EQ(heard.failed[1].size(), 1u);
+  EXPECT_EQ(heard.failed[1][0].first, kComm);
+  EXPECT_EQ(heard.kinds[1][0], ErrorKind::Revoked);
+  EXPECT_NE(heard.failed[1][0].second.find("rank 0 failed: revoked by the test"), std::string::npos)
+      << heard.failed[1][0].second;
+  ASSERT_EQ(heard.failed[2].size(), 2u);
+  EXPECT_EQ(heard.failed[2][0].first, kComm);
+  EXPECT_EQ(heard.failed[2][1].first, kComm + 1);
+  EXPECT_EQ(heard.kinds[2][1], ErrorKind::Timeout);
+  EXPECT_NE(heard.failed[2][1].second.find("rank 1 failed: timed out in the test"), std::string::npos)
+      << heard.failed[2][1].second;
+  for (int q = 0; q < kRanks; ++q) EXPECT_TRUE(heard.lost[q].empty()) << "rank " << q;
 }
 
 // Empty messages match and complete; a large one (past every eager and
