@@ -149,6 +149,13 @@ class Communicator {
   // several hosts, TUTTI_TRANSPORT=tcp, one rank) it is ordinary memory. Valid until
   // free_shared or the communicator's end.
   void* alloc_shared(std::size_t bytes);
+  // The same, but each rank lets go of its part on its own, at any time and
+  // from any thread, by dropping the returned pointer (and its copies): the
+  // memory stays valid while the pointer lives, also after the
+  // communicator's end, and a rank keeps the peers' parts mapped until every
+  // rank has let go (torch tensors in shared memory, tutti.torch.empty).
+  // Not for free_shared.
+  std::shared_ptr<void> alloc_shared_owned(std::size_t bytes);
   // Collective: every rank passes what the same alloc_shared call returned it.
   // Ranks that pass pointers of different calls, or one alloc_shared did not
   // return, all fail with InvalidArgument naming what each passed, and

@@ -398,6 +398,7 @@ bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t co
   if (g.shared().empty() || g.size() < 2 || count * elem_size(dtype) <= one_shot_bytes ||
       op.kind == ReduceOpKind::PremulSum) [[likely]]
     return false;
+  g.shared().collect();
   return reduce_direct(g, static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, root);
 }
 

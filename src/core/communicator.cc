@@ -473,6 +473,21 @@ void* Communicator::alloc_shared(std::size_t bytes) {
   return result;
 }
 
+std::shared_ptr<void> Communicator::alloc_shared_owned(std::size_t bytes) {
+  BlockingCall b;
+  OpContext c = impl_->make_context("alloc_shared", bytes);
+  c.varying_sizes = true;
+  c.shm = impl_->shares_memory();
+  c.algo = c.shm ? "shm" : "local";
+  std::shared_ptr<void> result;
+  impl_
+      ->run(
+          std::move(c), [&result, bytes, impl = impl_.get()](OpContext& x) { impl->alloc_shared(x, bytes, &result); },
+          true)
+      .wait();
+  return result;
+}
+
 void Communicator::free_shared(void* ptr) {
   BlockingCall b;
   OpContext c = impl_->make_context("free_shared", 0);

@@ -289,7 +289,7 @@ std::vector<std::int64_t> detail::CommunicatorImpl::member_words(OpContext& x, s
   return words;
 }
 
-void* detail::CommunicatorImpl::alloc_shared(OpContext& x, std::size_t bytes) {
+void* detail::CommunicatorImpl::alloc_shared(OpContext& x, std::size_t bytes, std::shared_ptr<void>* owned) {
   // Every member's size (so that a request too large fails on every rank),
   // then, in shared memory, one segment with every member's part.
   const std::vector<std::int64_t> words = member_words(x, static_cast<std::int64_t>(bytes));
@@ -305,10 +305,14 @@ void* detail::CommunicatorImpl::alloc_shared(OpContext& x, std::size_t bytes) {
     if (p == MAP_FAILED)
       throw Error(ErrorKind::Internal,
                   x.where() + "cannot allocate " + std::to_string(bytes) + " bytes: " + std::strerror(errno));
+    if (owned) {
+      *owned = std::shared_ptr<void>(p, [len = std::max<std::size_t>(bytes, 1)](void* q) { ::munmap(q, len); });
+      return p;
+    }
     plain_shared_[p] = PlainShared{std::max<std::size_t>(bytes, 1), ++plain_made_};
     return p;
   }
-  return shm_medium_->alloc_shared(x, std::vector<std::uint64_t>(words.begin(), words.end()));
+  return shm_medium_->alloc_shared(x, std::vector<std::uint64_t>(words.begin(), words.end()), owned);
 }
 
 void detail::CommunicatorImpl::free_shared(OpContext& x, void* ptr) {

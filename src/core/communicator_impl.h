@@ -282,8 +282,9 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   [[noreturn]] void fail_inline(const detail::OpContext& ctx, std::uint64_t trace);
 
  public:
-  // Communicator::alloc_shared / free_shared inside their operation.
-  void* alloc_shared(detail::OpContext& x, std::size_t bytes);
+  // Communicator::alloc_shared / alloc_shared_owned (`owned` set) /
+  // free_shared inside their operation.
+  void* alloc_shared(detail::OpContext& x, std::size_t bytes, std::shared_ptr<void>* owned = nullptr);
   void free_shared(detail::OpContext& x, void* ptr);
   // Whether this communicator's collectives run in shared memory.
   bool shares_memory() const { return single_host && job->config.transport != detail::Config::Transport::Tcp; }

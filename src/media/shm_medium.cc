@@ -53,7 +53,8 @@ std::vector<std::int64_t> ShmMedium::words(const OpContext& x, std::int64_t mine
   return words;
 }
 
-void* ShmMedium::alloc_shared(const OpContext& x, const std::vector<std::uint64_t>& sizes) {
+void* ShmMedium::alloc_shared(const OpContext& x, const std::vector<std::uint64_t>& sizes,
+                              std::shared_ptr<void>* owned) {
   ShmGroup& g = group(x);
   std::size_t total = 0;
   const std::vector<std::size_t> offsets = SharedBuffers::part_offsets(sizes, &total);
@@ -75,8 +76,12 @@ void* ShmMedium::alloc_shared(const OpContext& x, const std::vector<std::uint64_
     seg->abandon();  // a member may never map it: take the name away
     throw;
   }
-  return g.shared().add(std::move(seg), std::vector<std::uint64_t>(bases.begin(), bases.end()), offsets, sizes, s_.rank,
-                        serial);
+  // Every member is here, past letting go of what it let go of before.
+  g.shared().collect();
+  std::vector<std::uint64_t> at(bases.begin(), bases.end());
+  if (!owned) return g.shared().add(std::move(seg), std::move(at), offsets, sizes, s_.rank, serial);
+  *owned = g.shared().add_owned(std::move(seg), std::move(at), offsets, sizes, s_.rank, serial);
+  return owned->get();
 }
 
 std::uint64_t ShmMedium::serial_of(const OpContext& x, void* ptr) { return group(x).shared().serial_of(ptr); }

@@ -124,7 +124,10 @@ class ShmMedium {
   // Communicator::alloc_shared within operation `x`: one segment holding
   // each member's part (`sizes`, agreed by every member); returns this
   // member's part.
-  void* alloc_shared(const OpContext& x, const std::vector<std::uint64_t>& sizes);
+  // With `owned`: an allocation each member lets go of on its own
+  // (shared_buffers.h), whose handle is left there.
+  void* alloc_shared(const OpContext& x, const std::vector<std::uint64_t>& sizes,
+                     std::shared_ptr<void>* owned = nullptr);
   // The number (from 1) of the allocation `ptr` starts, or 0 for none.
   std::uint64_t serial_of(const OpContext& x, void* ptr);
   void free_shared(const OpContext& x, std::uint64_t serial);

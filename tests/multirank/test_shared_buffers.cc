@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -161,6 +163,121 @@ TEST_P(SharedBuffers, AllReduceAndReduceRunDirectlyOnThemAndFallBackWhereOneRank
 
 INSTANTIATE_TEST_SUITE_P(World, SharedBuffers, ::testing::Values("n2", "n3", "n4", "n3_tcp"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+// Whether this process maps allocation `serial` of the shared-memory group
+// whose segments are named under `prefix` (/proc/self/maps lists a mapped
+// segment by name, "(deleted)" once its name is gone).
+bool maps_allocation(const std::string& prefix, std::uint64_t serial) {
+  std::ifstream maps("/proc/self/maps");
+  const std::string tail = "-a" + std::to_string(serial);
+  for (std::string line; std::getline(maps, line);) {
+    const auto at = line.find(prefix);
+    if (at == std::string::npos) continue;
+    const auto end = line.find(tail, at);
+    if (end != std::string::npos && (end + tail.size() == line.size() || line[end + tail.size()] == ' ')) return true;
+  }
+  return false;
+}
+
+// Communicator::alloc_shared_owned: each rank lets go of its part on its
+// own. Operations run directly on such memory while every rank holds its
+// part, and fall back where one rank let go and passes the heap; a rank
+// keeps the allocation mapped until every rank let go; the memory outlives
+// the communicator while its handle lives; free_shared refuses it.
+TEST_P(SharedBuffers, OwnedOnesAreLetGoOfByEachRankOnItsOwn) {
+  const std::string mode = GetParam();
+  const int n = mode[1] - '0';
+  const bool shm = mode.find("tcp") == std::string::npos;
+  const std::string prefix = shm_prefix_for("owned-" + mode);
+  SpawnOptions o;
+  o.env = {{"TUTTI_TRACE_BUFFER", "8192"}, {"TUTTI_SHM_PREFIX", prefix}, {"TUTTI_SHM_ONESHOT_BYTES", "16384"}};
+  if (!shm) o.env.push_back({"TUTTI_TRANSPORT", "tcp"});
+  spawn(
+      n,
+      [&](Communicator& world) {
+        const int r = world.rank();
+        std::vector<int> all(static_cast<std::size_t>(n));
+        for (int i = 0; i < n; ++i) all[static_cast<std::size_t>(i)] = i;
+        std::shared_ptr<void> keep;  // outlives the communicator
+        {
+          std::optional<Communicator> comm = world.new_group(all);
+          ASSERT_TRUE(comm.has_value());
+          const std::size_t count = 30001;
+          std::shared_ptr<void> a = comm->alloc_shared_owned(count * sizeof(float) + 64 * r);
+          std::shared_ptr<void> b = comm->alloc_shared_owned(count * sizeof(float));
+          ASSERT_NE(a, nullptr);
+          ASSERT_NE(b, nullptr);
+          EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.get()) % 4096, 0u);
+          std::uint64_t round = 0;
+          // Random integers (a hash of element, round and rank) in floats:
+          // every sum is exact.
+          auto value = [&](std::size_t i, int rank) {
+            std::uint64_t z = (i * 0x9e3779b97f4a7c15ULL) ^ (round << 32) ^ static_cast<std::uint64_t>(rank + 1);
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+            return static_cast<float>((z ^ (z >> 31)) % 100001 + 1);
+          };
+          auto sum_of_ranks = [&](float* x) {
+            ++round;
+            for (std::size_t i = 0; i < count; ++i) x[i] = value(i, r);
+            comm->all_reduce(x, x, count, DataType::Float32, ReduceOp(ReduceOpKind::Sum));
+            for (std::size_t i = 0; i < count; ++i) {
+              float want = 0;
+              for (int q = 0; q < n; ++q) want += value(i, q);
+              if (x[i] != want) {
+                ADD_FAILURE() << "rank " << r << ", element " << i << ": " << x[i] << ", expected " << want;
+                break;
+              }
+            }
+            return algorithms_in_trace(comm->trace_json(), "all_reduce").back();
+          };
+          auto expect_direct = [&](const std::string& ran, bool yes) {
+            if (yes && shm) {
+              EXPECT_EQ(ran, "shm_direct") << "rank " << r;
+            } else {
+              EXPECT_NE(ran, "shm_direct") << "rank " << r;
+            }
+          };
+          expect_direct(sum_of_ranks(static_cast<float*>(a.get())), true);
+          expect_direct(sum_of_ranks(static_cast<float*>(b.get())), true);
+          // Rank 0 lets go of a: it runs on the heap, the others on a.
+          if (r == 0) a.reset();
+          std::vector<float> heap(count);
+          expect_direct(sum_of_ranks(r == 0 ? heap.data() : static_cast<float*>(a.get())), false);
+          if (shm) {
+            EXPECT_TRUE(maps_allocation(prefix, 1)) << "rank " << r << " unmapped a while peers hold it";
+          }
+          expect_direct(sum_of_ranks(static_cast<float*>(b.get())), true);
+          // Everyone lets go of a; a new allocation forgets it everywhere.
+          a.reset();
+          std::shared_ptr<void> c = comm->alloc_shared_owned(4096);
+          if (shm) {
+            EXPECT_FALSE(maps_allocation(prefix, 1)) << "rank " << r << " still maps a";
+            EXPECT_TRUE(maps_allocation(prefix, 2)) << "rank " << r;
+          }
+          // free_shared is not for owned memory.
+          try {
+            comm->free_shared(b.get());
+            ADD_FAILURE() << "free_shared of owned memory succeeded";
+          } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+            EXPECT_NE(e.message().find("a pointer alloc_shared did not return"), std::string::npos) << e.what();
+          }
+          keep = b;
+          std::memset(keep.get(), 0x3c, count * sizeof(float));
+        }
+        // The communicator is gone; its memory is still this rank's.
+        const auto* bytes = static_cast<const unsigned char*>(keep.get());
+        EXPECT_EQ(bytes[0], 0x3c);
+        EXPECT_EQ(bytes[30001 * sizeof(float) - 1], 0x3c);
+        keep.reset();
+        if (shm) {
+          EXPECT_FALSE(maps_allocation(prefix, 2)) << "rank " << r << " still maps b";
+        }
+      },
+      o);
+  EXPECT_TRUE(shm_segments(prefix).empty());
+}
 
 // Ranks that free different allocations, or memory alloc_shared did not
 // give them, all fail with InvalidArgument naming what each passed.

@@ -3,6 +3,7 @@
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
@@ -97,6 +98,38 @@ PYBIND11_MODULE(_C, m) {
         return py::make_tuple(BackendPtr(s), members);
       },
       py::arg("backend"), "A tutti backend of the members of this one still alive, and their ranks in this one");
+  m.def(
+      "empty_shared",
+      [](const BackendPtr& b, const std::vector<std::int64_t>& sizes, py::object dtype) -> at::Tensor {
+        if (!THPDtype_Check(dtype.ptr())) throw py::type_error("dtype must be a torch.dtype");
+        const at::ScalarType type = reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+        std::int64_t count = 1;
+        for (std::int64_t d : sizes) {
+          if (d < 0) throw py::value_error("tutti.torch.empty: negative dimension " + std::to_string(d));
+          count *= d;
+        }
+        const std::size_t bytes = static_cast<std::size_t>(count) * c10::elementSize(type);
+        std::shared_ptr<void> mem;
+        {
+          py::gil_scoped_release r;
+          tutti::Communicator c = tutti_backend(b).communicator();
+          if (!c.valid()) throw std::runtime_error("tutti.torch.empty: the group's communicator is gone");
+          mem = c.alloc_shared_owned(bytes);
+        }
+        void* data = mem.get();
+        return at::from_blob(
+            data, sizes, [keep = std::move(mem)](void*) mutable { keep.reset(); },
+            at::TensorOptions().dtype(type).device(at::kCPU));
+      },
+      py::arg("backend"), py::arg("sizes"), py::arg("dtype"),
+      "A CPU tensor in memory every member of the backend's group on this host maps (collective)");
+  m.def(
+      "trace_json",
+      [](const BackendPtr& b) {
+        tutti::Communicator c = tutti_backend(b).communicator();
+        return c.valid() ? c.trace_json() : std::string("{}");
+      },
+      py::arg("backend"), "The flight recorder of a tutti backend's communicator, as JSON");
   m.def(
       "inline_bytes", [](const BackendPtr& b) { return tutti_backend(b).inline_bytes(); }, py::arg("backend"),
       "Payload size up to which a tutti backend runs operations in the calling thread");

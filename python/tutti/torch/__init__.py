@@ -302,6 +302,27 @@ def failed_ranks(group=None):
     return _C.failed_ranks(_backend(group))
 
 
+def empty(*size, dtype=None, group=None):
+    """A CPU tensor of `size` in memory that every rank of `group` on this
+    host maps (torch's SymmetricMemory, for CPUs). Collective: every rank of
+    the group calls it, in the same order relative to the group's other
+    operations; the sizes may differ. Collectives whose tensors are all such
+    tensors read the peers' tensors in place instead of copying them through
+    a segment (docs/torch.md, "Tensors in shared memory"). Each rank frees
+    its tensor when it lets go of it, as any tensor; a group spanning hosts
+    gets ordinary memory."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    return _C.empty_shared(_backend(group), [int(d) for d in size],
+                           torch.get_default_dtype() if dtype is None else dtype)
+
+
+def trace_json(group=None):
+    """The flight recorder of a tutti group (its last operations: what each
+    was, which algorithm ran it, how long it took), as JSON text."""
+    return _C.trace_json(_backend(group))
+
+
 def inline_bytes(group=None):
     """The payload size up to which a tutti group runs operations in the
     calling thread (TUTTI_TORCH_INLINE_BYTES); None for other groups."""

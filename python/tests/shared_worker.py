@@ -1,0 +1,172 @@
+"""A rank of test_torch_shared.py: tensors in shared memory from
+tutti.torch.empty, and every dtype and reduce op of all_reduce on them and
+on ordinary (heap) tensors, checked element by element against the sum the
+ranks' random inputs give; which path ran, from the group's flight recorder.
+Prints "ok" last."""
+import json
+import sys
+
+import torch
+import torch.distributed as dist
+
+import tutti.torch
+
+# Above TUTTI_SHM_ONESHOT_BYTES (the test sets 16 KiB) for every dtype, and
+# an odd count no world size divides.
+COUNT = 16411
+
+FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+INTS = [torch.int32, torch.int64, torch.int8, torch.uint8]
+TOL = {torch.float32: 1e-6, torch.float64: 1e-14, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
+
+
+def fail(what):
+    raise AssertionError(f"rank {dist.get_rank()}: {what}")
+
+
+def last_algorithm(op):
+    entries = [e for e in json.loads(tutti.torch.trace_json())["ops"] if e.get("op") == op]
+    return entries[-1].get("algo", "?") if entries else "none"
+
+
+def inputs(case, dtype, op, n):
+    """Every rank's input of a case (the same on every rank: seeded by case and rank); op: its name."""
+    out = []
+    for q in range(n):
+        g = torch.Generator().manual_seed(1000 * case + q)
+        if dtype in FLOATS:
+            lo, hi = (0.5, 1.5) if op == "product" else (-4.0, 4.0)
+            out.append((torch.rand(COUNT, generator=g, dtype=torch.float64) * (hi - lo) + lo).to(dtype))
+        else:
+            lo, hi = (1, 3) if op == "product" else (0, 30) if dtype == torch.uint8 else (-30, 30)
+            out.append(torch.randint(lo, hi + 1, (COUNT,), generator=g, dtype=torch.int64).to(dtype))
+    return out
+
+
+def expected(parts, dtype, op, n):
+    """The result of op (its name) over every rank's input, in float64 or int64."""
+    wide = [p.to(torch.float64 if dtype in FLOATS else torch.int64) for p in parts]
+    if op in ("sum", "avg", "premul_sum"):
+        v = sum(wide)
+    elif op == "product":
+        v = wide[0].clone()
+        for w in wide[1:]:
+            v *= w
+    elif op == "min":
+        v = torch.stack(wide).min(0).values
+    elif op == "max":
+        v = torch.stack(wide).max(0).values
+    else:
+        v = wide[0].clone()
+        f = {"band": torch.bitwise_and, "bor": torch.bitwise_or, "bxor": torch.bitwise_xor}[op]
+        for w in wide[1:]:
+            v = f(v, w)
+    if op == "avg":
+        v = v / n
+    if op == "premul_sum":
+        v = v * 2.0
+    return v
+
+
+def check(got, want, dtype, what, parts=None):
+    if dtype in FLOATS:
+        g = got.to(torch.float64)
+        # float16 and bfloat16 are rounded back after each step of a
+        # reduction (src/reduce/reduce.h): up to one rounding per rank, each
+        # at most an epsilon of the partial result, bounded by the inputs'
+        # magnitudes.
+        scale = 1 + want.abs()
+        if parts is not None:
+            scale = scale + len(parts) * sum(p.to(torch.float64).abs() for p in parts)
+        bad = ((g - want).abs() > TOL[dtype] * scale).nonzero()
+    else:
+        bad = (got.to(torch.int64) != want.to(dtype).to(torch.int64)).nonzero()
+    if len(bad):
+        i = int(bad[0])
+        fail(f"{what}: element {i} is {got[i].item()}, expected {want[i].item()} ({len(bad)} wrong)")
+
+
+def main():
+    dist.init_process_group("tutti")
+    r, n = dist.get_rank(), dist.get_world_size()
+
+    # tutti.torch.empty: shapes, dtypes, sizes that differ by rank, page-aligned memory.
+    t = tutti.torch.empty(3, 5, dtype=torch.bfloat16)
+    if t.shape != (3, 5) or t.dtype != torch.bfloat16 or t.device.type != "cpu" or not t.is_contiguous():
+        fail(f"empty(3, 5, bfloat16) gave {t.shape} {t.dtype} {t.device}")
+    u = tutti.torch.empty((r + 1, 7))
+    if u.shape != (r + 1, 7) or u.dtype != torch.get_default_dtype() or u.data_ptr() % 4096:
+        fail(f"empty((r + 1, 7)) gave {u.shape} {u.dtype} at {u.data_ptr():#x}")
+    del t, u
+
+    case = 0
+    R = dist.ReduceOp
+    for dtype in FLOATS + INTS:
+        ops = [("sum", R.SUM), ("product", R.PRODUCT), ("min", R.MIN), ("max", R.MAX)]
+        ops += ([("avg", R.AVG), ("premul_sum", dist._make_nccl_premul_sum(2.0))] if dtype in FLOATS
+                else [("band", R.BAND), ("bor", R.BOR), ("bxor", R.BXOR)])
+        shared = tutti.torch.empty(COUNT, dtype=dtype)
+        for name, op in ops:
+            for path in ("shared", "heap"):
+                case += 1
+                parts = inputs(case, dtype, name, n)
+                x = shared if path == "shared" else torch.empty(COUNT, dtype=dtype)
+                x.copy_(parts[r])
+                dist.all_reduce(x, op=op)
+                want = expected(parts, dtype, name, n)
+                what = f"all_reduce {dtype} {name} on {path} tensors"
+                check(x, want, dtype, what, parts)
+                ran = last_algorithm("all_reduce")
+                # Directly on shared tensors, but PremulSum (its scalar is
+                # applied to each rank's input first).
+                direct = path == "shared" and name != "premul_sum"
+                if (ran == "shm_direct") != direct:
+                    fail(f"{what} ran {ran}")
+        del shared
+
+    # The other collectives on shared tensors: right (copied through the segment).
+    g = torch.Generator().manual_seed(77 + r)
+    a = tutti.torch.empty(n * 4099)
+    a.copy_(torch.randn(n * 4099, generator=g))
+    whole = [torch.randn(n * 4099, generator=torch.Generator().manual_seed(77 + q)) for q in range(n)]
+    out = tutti.torch.empty(n * n * 4099)
+    dist.all_gather_into_tensor(out, a)
+    check(out, torch.cat(whole).to(torch.float64), torch.float32, "all_gather_into_tensor")
+    rs = tutti.torch.empty(4099)
+    dist.reduce_scatter_tensor(rs, a)
+    check(rs, sum(w.to(torch.float64) for w in whole)[r * 4099:(r + 1) * 4099], torch.float32, "reduce_scatter_tensor")
+    b = tutti.torch.empty(n * 4099)
+    dist.all_to_all_single(b, a)
+    want = torch.cat([whole[q][r * 4099:(r + 1) * 4099] for q in range(n)]).to(torch.float64)
+    check(b, want, torch.float32, "all_to_all_single")
+    c = tutti.torch.empty(n * 4099)
+    if r == 1:
+        c.copy_(a)
+    dist.broadcast(c, src=1)
+    check(c, whole[1].to(torch.float64), torch.float32, "broadcast")
+
+    # Freed on each rank's own time: rank 0 lets go first, then passes a
+    # heap tensor where the others pass shared ones; still right.
+    s = tutti.torch.empty(COUNT)
+    if r == 0:
+        del s
+        s = torch.empty(COUNT)
+    case += 1
+    parts = inputs(case, torch.float32, "sum", n)
+    s.copy_(parts[r])
+    dist.all_reduce(s)
+    check(s, expected(parts, torch.float32, "sum", n), torch.float32, "all_reduce, one rank on the heap")
+    if last_algorithm("all_reduce") == "shm_direct":
+        fail("ran directly where rank 0 passed a heap tensor")
+
+    # A tensor outlives its group.
+    keep = tutti.torch.empty(1000)
+    keep.fill_(r + 0.5)
+    dist.destroy_process_group()
+    if keep.sum().item() != 1000 * (r + 0.5):
+        fail("a shared tensor changed after its group was destroyed")
+    print("ok", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
