@@ -17,7 +17,8 @@ COUNT = 16411
 
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 INTS = [torch.int32, torch.int64, torch.int8, torch.uint8]
-TOL = {torch.float32: 1e-6, torch.float64: 1e-14, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
+# The relative error of one rounding.
+REL = {torch.float32: 2.0**-23, torch.float64: 2.0**-52, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
 
 
 def fail(what):
@@ -68,17 +69,20 @@ def expected(parts, dtype, op, n):
     return v
 
 
-def check(got, want, dtype, what, parts=None):
+def check(got, want, dtype, what, parts=None, roundings=1):
     if dtype in FLOATS:
         g = got.to(torch.float64)
-        # float16 and bfloat16 are rounded back after each step of a
-        # reduction (src/reduce/reduce.h): up to one rounding per rank, each
-        # at most an epsilon of the partial result, bounded by the inputs'
-        # magnitudes.
-        scale = 1 + want.abs()
+        # One rounding to the dtype at the end (float16 and bfloat16
+        # accumulate in float32; Avg rounds the sum, then its quotient),
+        # beside float32's or float64's own accumulation error, bounded by
+        # the inputs' magnitudes.
+        acc = 2.0**-48 if dtype == torch.float64 else 2.0**-20
+        bound = roundings * REL[dtype] * want.abs()
         if parts is not None:
-            scale = scale + len(parts) * sum(p.to(torch.float64).abs() for p in parts)
-        bad = ((g - want).abs() > TOL[dtype] * scale).nonzero()
+            bound = bound + acc * sum(p.to(torch.float64).abs() for p in parts)
+        else:
+            bound = bound + acc * (1 + want.abs())
+        bad = ((g - want).abs() > bound).nonzero()
     else:
         bad = (got.to(torch.int64) != want.to(dtype).to(torch.int64)).nonzero()
     if len(bad):
@@ -101,11 +105,22 @@ def main():
 
     case = 0
     R = dist.ReduceOp
+
+    def ran_directly(op, what, direct):
+        ran = last_algorithm(op)
+        if (ran == "shm_direct") != direct:
+            fail(f"{what} ran {ran}, expected {'shm_direct' if direct else 'another path'}")
+
+    # Every dtype and reduce op of all_reduce and reduce_scatter, on shared
+    # and on heap tensors: directly on shared ones, but PremulSum (its
+    # scalar is applied to each rank's input first).
     for dtype in FLOATS + INTS:
         ops = [("sum", R.SUM), ("product", R.PRODUCT), ("min", R.MIN), ("max", R.MAX)]
         ops += ([("avg", R.AVG), ("premul_sum", dist._make_nccl_premul_sum(2.0))] if dtype in FLOATS
                 else [("band", R.BAND), ("bor", R.BOR), ("bxor", R.BXOR)])
         shared = tutti.torch.empty(COUNT, dtype=dtype)
+        scattered = tutti.torch.empty(n * COUNT, dtype=dtype)
+        block = tutti.torch.empty(COUNT, dtype=dtype)
         for name, op in ops:
             for path in ("shared", "heap"):
                 case += 1
@@ -113,37 +128,55 @@ def main():
                 x = shared if path == "shared" else torch.empty(COUNT, dtype=dtype)
                 x.copy_(parts[r])
                 dist.all_reduce(x, op=op)
-                want = expected(parts, dtype, name, n)
                 what = f"all_reduce {dtype} {name} on {path} tensors"
-                check(x, want, dtype, what, parts)
-                ran = last_algorithm("all_reduce")
-                # Directly on shared tensors, but PremulSum (its scalar is
-                # applied to each rank's input first).
-                direct = path == "shared" and name != "premul_sum"
-                if (ran == "shm_direct") != direct:
-                    fail(f"{what} ran {ran}")
-        del shared
+                check(x, expected(parts, dtype, name, n), dtype, what, parts, 2 if name == "avg" else 1)
+                ran_directly("all_reduce", what, path == "shared" and name != "premul_sum")
+                # reduce_scatter: rank q's input is n blocks of COUNT.
+                case += 1
+                parts = [torch.cat(inputs(case * 16 + q, dtype, name, n)) for q in range(n)]
+                y = scattered if path == "shared" else torch.empty(n * COUNT, dtype=dtype)
+                z = block if path == "shared" else torch.empty(COUNT, dtype=dtype)
+                y.copy_(parts[r])
+                dist.reduce_scatter_tensor(z, y, op=op)
+                mine = [p[r * COUNT:(r + 1) * COUNT] for p in parts]
+                what = f"reduce_scatter_tensor {dtype} {name} on {path} tensors"
+                check(z, expected(mine, dtype, name, n), dtype, what, mine, 2 if name == "avg" else 1)
+                ran_directly("reduce_scatter", what, path == "shared" and name != "premul_sum")
+        del shared, scattered, block
 
-    # The other collectives on shared tensors: right (copied through the segment).
-    g = torch.Generator().manual_seed(77 + r)
-    a = tutti.torch.empty(n * 4099)
-    a.copy_(torch.randn(n * 4099, generator=g))
-    whole = [torch.randn(n * 4099, generator=torch.Generator().manual_seed(77 + q)) for q in range(n)]
-    out = tutti.torch.empty(n * n * 4099)
-    dist.all_gather_into_tensor(out, a)
-    check(out, torch.cat(whole).to(torch.float64), torch.float32, "all_gather_into_tensor")
-    rs = tutti.torch.empty(4099)
-    dist.reduce_scatter_tensor(rs, a)
-    check(rs, sum(w.to(torch.float64) for w in whole)[r * 4099:(r + 1) * 4099], torch.float32, "reduce_scatter_tensor")
-    b = tutti.torch.empty(n * 4099)
-    dist.all_to_all_single(b, a)
-    want = torch.cat([whole[q][r * 4099:(r + 1) * 4099] for q in range(n)]).to(torch.float64)
-    check(b, want, torch.float32, "all_to_all_single")
-    c = tutti.torch.empty(n * 4099)
-    if r == 1:
-        c.copy_(a)
-    dist.broadcast(c, src=1)
-    check(c, whole[1].to(torch.float64), torch.float32, "broadcast")
+    # The copying collectives, for each element size, on shared and heap
+    # tensors (all_to_all_single in place copies through the segment).
+    for dtype in (torch.float64, torch.float32, torch.bfloat16, torch.uint8):
+        for path in ("shared", "heap"):
+            def make(count):
+                return tutti.torch.empty(count, dtype=dtype) if path == "shared" else torch.empty(count, dtype=dtype)
+            case += 1
+            whole = [torch.cat(inputs(case * 16 + q, dtype, "sum", n)) for q in range(n)]  # n * COUNT each
+            a = make(n * COUNT)
+            a.copy_(whole[r])
+            out = make(n * n * COUNT)
+            dist.all_gather_into_tensor(out, a)
+            what = f"all_gather_into_tensor {dtype} on {path} tensors"
+            check(out, torch.cat(whole).to(torch.float64 if dtype in FLOATS else torch.int64), dtype, what)
+            ran_directly("all_gather", what, path == "shared")
+            b = make(n * COUNT)
+            dist.all_to_all_single(b, a)
+            what = f"all_to_all_single {dtype} on {path} tensors"
+            want = torch.cat([whole[q][r * COUNT:(r + 1) * COUNT] for q in range(n)])
+            check(b, want.to(torch.float64 if dtype in FLOATS else torch.int64), dtype, what)
+            ran_directly("all_to_all", what, path == "shared")
+            b.copy_(a)
+            dist.all_to_all_single(b, b)
+            check(b, want.to(torch.float64 if dtype in FLOATS else torch.int64), dtype, what + ", in place")
+            ran_directly("all_to_all", what + ", in place", False)
+            c = make(n * COUNT)
+            if r == n - 1:
+                c.copy_(a)
+            dist.broadcast(c, src=n - 1)
+            what = f"broadcast {dtype} on {path} tensors"
+            check(c, whole[n - 1].to(torch.float64 if dtype in FLOATS else torch.int64), dtype, what)
+            ran_directly("broadcast", what, path == "shared")
+            del a, b, c, out
 
     # Freed on each rank's own time: rank 0 lets go first, then passes a
     # heap tensor where the others pass shared ones; still right.

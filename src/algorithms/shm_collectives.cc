@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <initializer_list>
+#include <span>
+#include <vector>
 
 #include "common/dtype.h"
 #include "common/stream_copy.h"
@@ -36,6 +38,10 @@ const char* input_of(const ShmGroup& g, int p, std::uint64_t k, Space space, std
 // out = in[0] op in[1] op ... op in[n-1], waiting for each peer's input.
 // This rank's own input is read from `own` where given (it then need not
 // have copied that part into its slot), else from its slot.
+// float16 and bfloat16 reductions over more than two inputs accumulate in
+// float32 and round once (reduce_many); the others reduce pair by pair.
+bool accumulates_wide(DataType dtype) { return dtype == DataType::Float16 || dtype == DataType::BFloat16; }
+
 void reduce_all_inputs(ShmGroup& g, std::uint64_t k, std::size_t offset_bytes, char* out, std::size_t count,
                        DataType dtype, ReduceOpKind op, Space space = Space::Slots, const char* own = nullptr) {
   const int n = g.size(), me = g.rank();
@@ -45,6 +51,17 @@ void reduce_all_inputs(ShmGroup& g, std::uint64_t k, std::size_t offset_bytes, c
   if (me != 0) g.wait_input(0, k);
   if (n == 1) {
     std::memcpy(out, in(0), count * elem_size(dtype));
+    return;
+  }
+  if (n > 2 && accumulates_wide(dtype)) {
+    // Every input first, then one pass that rounds once (reduce_many).
+    thread_local std::vector<const void*> ins;
+    ins.resize(static_cast<std::size_t>(n));
+    for (int p = 0; p < n; ++p) {
+      if (p != me && p != 0) g.wait_input(p, k);
+      ins[static_cast<std::size_t>(p)] = in(p);
+    }
+    reduce_many(out, ins.data(), n, count, dtype, op);
     return;
   }
   if (me != 1) g.wait_input(1, k);
@@ -163,10 +180,15 @@ void reduce_from_peers(ShmGroup& g, Remote remote, const char* own, char* dst, s
   const int n = g.size(), r = g.rank();
   const std::size_t es = elem_size(dtype);
   const std::size_t chunk = std::max<std::size_t>(1, g.thresholds().one_shot_stage_bytes / es);
+  // float16/bfloat16 beyond two ranks: every peer's chunk staged, then
+  // reduced at once (reduce_many).
+  const bool wide = n > 2 && accumulates_wide(dtype);
   thread_local std::vector<char> stage;
-  stage.resize(3 * chunk * es);
+  thread_local std::vector<const void*> ins;
+  stage.resize((wide ? n + 1 : 3) * chunk * es);
+  ins.resize(static_cast<std::size_t>(n));
   char* st[2] = {stage.data(), stage.data() + chunk * es};
-  char* own_copy = stage.data() + 2 * chunk * es;
+  char* own_copy = stage.data() + (wide ? n : 2) * chunk * es;
   for (std::size_t off = 0; off < count; off += chunk) {
     const std::size_t c = std::min(chunk, count - off), b = c * es;
     const char* mine = own + off * es;
@@ -180,6 +202,12 @@ void reduce_from_peers(ShmGroup& g, Remote remote, const char* own, char* dst, s
       g.read_peer(p, buf, remote(p) + off * es, b);
       return buf;
     };
+    if (wide) {
+      for (int p = 0; p < n; ++p) ins[static_cast<std::size_t>(p)] = input(p, stage.data() + p * chunk * es);
+      reduce_many(dst + off * es, ins.data(), n, c, dtype, op);
+      done(off, c);
+      continue;
+    }
     const char* a = input(0, st[0]);
     const char* b1 = input(1, st[1]);
     reduce_pair(dst + off * es, a, b1, c, dtype, op);
@@ -289,8 +317,10 @@ bool reduce_direct(ShmGroup& g, const char* send, char* out, std::size_t count, 
   stage.resize(std::min(chunk, std::max<std::size_t>(s.count, 1)) * es);
   for (std::size_t off = 0; off < s.count; off += chunk) {
     const std::size_t c = std::min(chunk, s.count - off), at = (s.lo + off) * es;
-    reduce_pair(stage.data(), in[0] + at, in[1] + at, c, dtype, kind);
-    for (int p = 2; p < n; ++p) reduce_inplace(stage.data(), in[p] + at, c, dtype, kind);
+    thread_local std::vector<const void*> ins;
+    ins.resize(static_cast<std::size_t>(n));
+    for (int p = 0; p < n; ++p) ins[static_cast<std::size_t>(p)] = in[p] + at;
+    reduce_many(stage.data(), ins.data(), n, c, dtype, kind);
     if (op.kind == ReduceOpKind::Avg) divide_by(stage.data(), c, dtype, n);
     for (int i = 0; i < n; ++i) {
       const int q = (r + i) % n;
@@ -299,6 +329,51 @@ bool reduce_direct(ShmGroup& g, const char* send, char* out, std::size_t count, 
   }
   finish_reads(g);
   return true;
+}
+
+// A region of this rank's memory that an operation run directly reads or
+// writes, and its length (the same on every rank).
+struct Region {
+  const void* at;
+  std::size_t bytes;
+};
+
+// The first round of an operation run directly on shared allocations, as
+// in reduce_direct: tells the others whether this rank's regions lie in the
+// group's shared allocations (and `ok_here`, a condition of its own holds),
+// and where. Returns true, on every rank alike, when every rank's do; then
+// views[p * mine.size() + i] is this rank's address of peer p's region i.
+bool direct_agree(ShmGroup& g, std::span<const Region> mine, bool ok_here, std::vector<char*>& views) {
+  const int n = g.size(), r = g.rank();
+  const std::size_t m = mine.size();
+  std::uint64_t said[4] = {};
+  bool here = ok_here;
+  for (std::size_t i = 0; i < m; ++i) {
+    here = here && g.shared().contains(mine[i].at, mine[i].bytes);
+    said[1 + i] = reinterpret_cast<std::uint64_t>(mine[i].at);
+  }
+  said[0] = here ? 1u : 0u;
+  const std::uint64_t k = g.begin_round(false);
+  std::memcpy(g.inline_slot(r, k), said, sizeof said);
+  g.publish_input(k);
+  views.assign(static_cast<std::size_t>(n) * m, nullptr);
+  bool all = here;
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    g.wait_input(p, k);
+    std::uint64_t theirs[4];
+    std::memcpy(theirs, g.inline_slot(p, k), sizeof theirs);
+    if (!theirs[0]) all = false;
+    if (!all) continue;
+    for (std::size_t i = 0; i < m; ++i) {
+      char* v = g.shared().view(p, theirs[1 + i], mine[i].bytes);
+      if (!v)
+        throw Error(ErrorKind::Internal,
+                    "rank " + std::to_string(p) + "'s buffers lie in shared memory this rank has not mapped");
+      views[static_cast<std::size_t>(p) * m + i] = v;
+    }
+  }
+  return all;
 }
 
 // The reduction over all ranks of [off, off+count) of every input, left in
@@ -400,6 +475,100 @@ bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t co
     return false;
   g.shared().collect();
   return reduce_direct(g, static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, root);
+}
+
+bool shm_broadcast_direct(ShmGroup& g, void* buf, std::size_t bytes, int root, std::size_t min_bytes) {
+  if (g.shared().empty() || g.size() < 2 || bytes <= min_bytes) [[likely]]
+    return false;
+  g.shared().collect();
+  thread_local std::vector<char*> views;
+  const Region mine[] = {{buf, bytes}};
+  if (!direct_agree(g, mine, true, views)) return false;
+  // Every receiver copies the root's buffer; the root waits in the last round.
+  if (g.rank() != root)
+    copy_out(static_cast<char*>(buf), views[static_cast<std::size_t>(root)], bytes, streams(g, bytes, false));
+  finish_reads(g);
+  return true;
+}
+
+bool shm_all_gather_direct(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes,
+                           std::size_t min_bytes) {
+  const int n = g.size(), r = g.rank();
+  if (g.shared().empty() || n < 2 || bytes * n <= min_bytes) [[likely]]
+    return false;
+  g.shared().collect();
+  bool contiguous = true;  // one output buffer (all_gather_into_tensor)
+  for (int p = 0; p < n; ++p) contiguous = contiguous && out[p] == out[0] + p * bytes;
+  thread_local std::vector<char*> views;
+  const Region mine[] = {{send, bytes}, {out[0], n * bytes}};
+  if (!direct_agree(g, mine, contiguous, views)) return false;
+  // Each peer's block from its send buffer, its own last. A rank gathering
+  // in place (its send buffer its own block) is read there, and writes only
+  // the other blocks.
+  const bool stream = streams(g, bytes * n, false);
+  for (int i = 1; i <= n; ++i) {
+    const int p = (r + i) % n;
+    const char* from = p == r ? static_cast<const char*>(send) : views[static_cast<std::size_t>(p) * 2];
+    if (out[p] != from) copy_out(out[p], from, bytes, stream);
+  }
+  finish_reads(g);
+  return true;
+}
+
+bool shm_reduce_scatter_direct(ShmGroup& g, std::span<const char* const> in, void* recv, std::size_t count,
+                               DataType dtype, const ReduceOp& op, std::size_t min_bytes) {
+  const int n = g.size(), r = g.rank();
+  const std::size_t es = elem_size(dtype), bytes = count * es;
+  if (g.shared().empty() || n < 2 || bytes * n <= min_bytes || op.kind == ReduceOpKind::PremulSum) [[likely]]
+    return false;
+  g.shared().collect();
+  char* out = static_cast<char*>(recv);
+  bool ok = true;  // one input buffer, and the output its own block or apart from it
+  for (int p = 0; p < n; ++p) ok = ok && in[p] == in[0] + p * bytes;
+  ok = ok && (out == in[r] || disjoint(out, in[0], n * bytes));
+  thread_local std::vector<char*> views;
+  const Region mine[] = {{in[0], n * bytes}, {recv, bytes}};
+  if (!direct_agree(g, mine, ok, views)) return false;
+  // Block r of every rank's input, chunk by chunk into a buffer that stays
+  // in cache, then into the output: each chunk read before it is written.
+  const ReduceOpKind kind = base_kind(op);
+  const bool stream_out = streams(g, bytes, true);
+  const std::size_t chunk = std::max<std::size_t>(1, g.thresholds().two_shot_chunk_bytes / es);
+  thread_local std::vector<char> stage;
+  thread_local std::vector<const void*> ins;
+  stage.resize(std::min(chunk, std::max<std::size_t>(count, 1)) * es);
+  ins.resize(static_cast<std::size_t>(n));
+  for (std::size_t off = 0; off < count; off += chunk) {
+    const std::size_t c = std::min(chunk, count - off), at = r * bytes + off * es;
+    for (int p = 0; p < n; ++p)
+      ins[static_cast<std::size_t>(p)] = (p == r ? in[0] : views[static_cast<std::size_t>(p) * 2]) + at;
+    reduce_many(stage.data(), ins.data(), n, c, dtype, kind);
+    if (op.kind == ReduceOpKind::Avg) divide_by(stage.data(), c, dtype, n);
+    copy_out(out + off * es, stage.data(), c * es, stream_out);
+  }
+  finish_reads(g);
+  return true;
+}
+
+bool shm_all_to_all_direct(ShmGroup& g, const void* send, void* recv, std::size_t block_bytes, std::size_t min_bytes) {
+  const int n = g.size(), r = g.rank();
+  const std::size_t all = block_bytes * n;
+  if (g.shared().empty() || n < 2 || all <= min_bytes) [[likely]]
+    return false;
+  g.shared().collect();
+  char* out = static_cast<char*>(recv);
+  thread_local std::vector<char*> views;
+  const Region mine[] = {{send, all}, {recv, all}};
+  // In place, a rank would overwrite blocks its peers still read.
+  if (!direct_agree(g, mine, disjoint(send, recv, all), views)) return false;
+  const bool stream = streams(g, all, false);
+  for (int i = 0; i < n; ++i) {
+    const int p = (r + i) % n;
+    const char* from = p == r ? static_cast<const char*>(send) : views[static_cast<std::size_t>(p) * 2];
+    copy_out(out + p * block_bytes, from + r * block_bytes, block_bytes, stream);
+  }
+  finish_reads(g);
+  return true;
 }
 
 void shm_all_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,

@@ -32,6 +32,17 @@ bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t co
                        int root, std::size_t one_shot_bytes);
 void shm_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
                 int root, std::size_t one_shot_bytes);
+// The same for broadcast, all_gather (one output buffer), reduce_scatter
+// (one input buffer; not PremulSum) and all_to_all (equal blocks, not in
+// place) past min_bytes (all_gather's output, the others' input): every
+// rank reads its peers' buffers where they lie. True where it ran, on every
+// member alike.
+bool shm_broadcast_direct(ShmGroup& g, void* buf, std::size_t bytes, int root, std::size_t min_bytes);
+bool shm_all_gather_direct(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes,
+                           std::size_t min_bytes);
+bool shm_reduce_scatter_direct(ShmGroup& g, std::span<const char* const> in, void* recv, std::size_t count,
+                               DataType dtype, const ReduceOp& op, std::size_t min_bytes);
+bool shm_all_to_all_direct(ShmGroup& g, const void* send, void* recv, std::size_t block_bytes, std::size_t min_bytes);
 void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root);
 // out[r]: where rank r's block lands (root only for gather); all_gather
 // copies its own block (send to out[rank]) too, gather leaves it to the caller.

@@ -119,7 +119,9 @@ void all_reduce_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
       [&](ShmGroup& g) { return shm_reduce_direct(g, a.send, a.recv, a.count, a.dtype, a.op, -1, one_shot); });
 }
 void broadcast_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
-  m.run(x, Collective::Broadcast, [&](ShmGroup& g) { shm_broadcast(g, a.recv, a.bytes, a.root); });
+  m.run(
+      x, Collective::Broadcast, [&](ShmGroup& g) { shm_broadcast(g, a.recv, a.bytes, a.root); },
+      [&](ShmGroup& g) { return shm_broadcast_direct(g, a.recv, a.bytes, a.root, m.one_shot_bytes()); });
 }
 void reduce_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
   const std::size_t one_shot = m.one_shot_bytes();
@@ -130,16 +132,23 @@ void reduce_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
 }
 void all_gather_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
   // Copies its own block too.
-  m.run(x, Collective::AllGather, [&](ShmGroup& g) { shm_all_gather(g, a.send, a.out, a.bytes); });
+  m.run(
+      x, Collective::AllGather, [&](ShmGroup& g) { shm_all_gather(g, a.send, a.out, a.bytes); },
+      [&](ShmGroup& g) { return shm_all_gather_direct(g, a.send, a.out, a.bytes, m.one_shot_bytes()); });
 }
 void reduce_scatter_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
-  m.run(x, Collective::ReduceScatter,
-        [&](ShmGroup& g) { shm_reduce_scatter(g, a.in, a.recv, a.count, a.dtype, a.op); });
+  m.run(
+      x, Collective::ReduceScatter, [&](ShmGroup& g) { shm_reduce_scatter(g, a.in, a.recv, a.count, a.dtype, a.op); },
+      [&](ShmGroup& g) {
+        return shm_reduce_scatter_direct(g, a.in, a.recv, a.count, a.dtype, a.op, m.one_shot_bytes());
+      });
 }
 void all_to_all_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
   if (a.send_bytes.empty()) {
     // Equal blocks: no per-peer tables.
-    m.run(x, Collective::AllToAll, [&](ShmGroup& g) { shm_all_to_all(g, a.send, a.recv, a.bytes); });
+    m.run(
+        x, Collective::AllToAll, [&](ShmGroup& g) { shm_all_to_all(g, a.send, a.recv, a.bytes); },
+        [&](ShmGroup& g) { return shm_all_to_all_direct(g, a.send, a.recv, a.bytes, m.one_shot_bytes()); });
   } else {
     shm_all_to_all_v(m.group(x), static_cast<const char*>(a.send), a.send_bytes, a.send_displs,
                      static_cast<char*>(a.recv), a.recv_bytes, a.recv_displs);

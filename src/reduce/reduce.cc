@@ -36,6 +36,7 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -845,6 +846,64 @@ void reduce_pair(void* out, const void* a, const void* b, std::size_t count, Dat
 
 void reduce_inplace(void* dst, const void* src, std::size_t count, DataType dtype, ReduceOpKind op) {
   reduce_pair(dst, dst, src, count, dtype, op);
+}
+
+namespace {
+
+// float16/bfloat16 <-> float32 over n elements (F16C at the AVX2 level, the
+// same bits as the portable conversions).
+void widen16(float* dst, const std::uint16_t* src, std::size_t n, bool half) {
+#if TUTTI_REDUCE_X86
+  if (half && reduce_simd_level() >= ReduceSimdLevel::Avx2) return F16cCodec::load(dst, src, n);
+#endif
+  if (half) {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = HalfBits::widen(src[i]);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = BFloat16Bits::widen(src[i]);
+  }
+}
+void narrow16(std::uint16_t* dst, const float* src, std::size_t n, bool half) {
+#if TUTTI_REDUCE_X86
+  if (half && reduce_simd_level() >= ReduceSimdLevel::Avx2) return F16cCodec::store(dst, src, n);
+#endif
+  if (half) {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = HalfBits::narrow(src[i]);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = BFloat16Bits::narrow(src[i]);
+  }
+}
+
+}  // namespace
+
+void reduce_many(void* out, const void* const* in, int n, std::size_t count, DataType dtype, ReduceOpKind op) {
+  if (n < 1) throw Error(ErrorKind::InvalidArgument, "reduce_many needs n >= 1, got " + std::to_string(n));
+  const bool half = dtype == DataType::Float16;
+  if (n == 1) {
+    (void)pick(dtype, op);  // validates
+    if (out != in[0] && count) std::memmove(out, in[0], count * dtype_size(dtype));
+    return;
+  }
+  if (n == 2 || !(half || dtype == DataType::BFloat16)) {
+    reduce_pair(out, in[0], in[1], count, dtype, op);
+    for (int p = 2; p < n; ++p) reduce_inplace(out, in[p], count, dtype, op);
+    return;
+  }
+  (void)pick(dtype, op);  // validates
+  // In float32, a chunk at a time: every input's chunk is read before the
+  // output's is written.
+  constexpr std::size_t kManyChunk = 1024;
+  alignas(64) float acc[kManyChunk];
+  alignas(64) float next[kManyChunk];
+  auto at = [](const void* p, std::size_t off) { return static_cast<const std::uint16_t*>(p) + off; };
+  for (std::size_t off = 0; off < count; off += kManyChunk) {
+    const std::size_t m = std::min(kManyChunk, count - off);
+    widen16(acc, at(in[0], off), m, half);
+    for (int p = 1; p < n; ++p) {
+      widen16(next, at(in[p], off), m, half);
+      reduce_inplace(acc, next, m, DataType::Float32, op);
+    }
+    narrow16(static_cast<std::uint16_t*>(out) + off, acc, m, half);
+  }
 }
 
 void divide_by(void* buf, std::size_t count, DataType dtype, int n) {

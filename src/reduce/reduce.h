@@ -4,7 +4,7 @@
 // Avg and PremulSum accumulate as Sum; their extra steps (scale the local
 // input first, divide at the end) are separate calls so that algorithms
 // apply them exactly once. float16/bfloat16 are converted to float32 for each
-// step and rounded back to nearest-even. Signed integer arithmetic wraps
+// step and rounded back to nearest-even (reduce_many: once for all its inputs). Signed integer arithmetic wraps
 // (two's complement), so results are exact and order-independent. Bool: Sum,
 // Max, BOr = logical or; Product, Min, BAnd = logical and; BXor = logical xor.
 // The caller validates the (dtype, op) pair with reduce_op_invalid_reason()
@@ -21,6 +21,12 @@ namespace tutti::detail {
 void reduce_inplace(void* dst, const void* src, std::size_t count, DataType dtype, ReduceOpKind op);
 // out[i] = a[i] (op) b[i]; out may alias a or b.
 void reduce_pair(void* out, const void* a, const void* b, std::size_t count, DataType dtype, ReduceOpKind op);
+// out[i] = in[0][i] (op) in[1][i] (op) ... (op) in[n-1][i], in that order.
+// float16 and bfloat16 accumulate in float32 and round once at the end
+// (where n > 2; a pair rounds once anyway), so out may alias any input;
+// other types as reduce_pair then reduce_inplace, out aliasing in[0] or
+// in[1] only.
+void reduce_many(void* out, const void* const* in, int n, std::size_t count, DataType dtype, ReduceOpKind op);
 // buf[i] = buf[i] / n (Avg's final step; integers truncate toward zero).
 void divide_by(void* buf, std::size_t count, DataType dtype, int n);
 // out[i] = in[i] * scalar (PremulSum's first step); out may alias in. For

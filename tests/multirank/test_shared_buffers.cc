@@ -164,6 +164,111 @@ TEST_P(SharedBuffers, AllReduceAndReduceRunDirectlyOnThemAndFallBackWhereOneRank
 INSTANTIATE_TEST_SUITE_P(World, SharedBuffers, ::testing::Values("n2", "n3", "n4", "n3_tcp"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
+// broadcast, all_gather, reduce_scatter and all_to_all on alloc_shared
+// memory run directly ("shm_direct"), with every rank's result checked
+// element by element; where one rank's buffer is on the heap, or
+// all_to_all runs in place, every rank takes the usual path, still right.
+TEST_P(SharedBuffers, TheOtherCollectivesRunDirectlyOnThem) {
+  const std::string mode = GetParam();
+  const int n = mode[1] - '0';
+  const bool shm = mode.find("tcp") == std::string::npos;
+  const std::string prefix = shm_prefix_for("others-" + mode);
+  SpawnOptions o;
+  o.env = {{"TUTTI_TRACE_BUFFER", "8192"}, {"TUTTI_SHM_PREFIX", prefix}, {"TUTTI_SHM_ONESHOT_BYTES", "16384"}};
+  if (!shm) o.env.push_back({"TUTTI_TRANSPORT", "tcp"});
+  spawn(
+      n,
+      [&](Communicator& comm) {
+        const int r = comm.rank();
+        const std::size_t count = 5003;  // float32 elements a block: past the one-shot size on every n
+        const std::size_t all = count * static_cast<std::size_t>(n);
+        auto* in = static_cast<float*>(comm.alloc_shared(all * sizeof(float)));
+        auto* out = static_cast<float*>(comm.alloc_shared(all * n * sizeof(float)));
+        std::vector<float> heap_in(all), heap_out(all * n);
+        // Random integers (a hash of element, case and rank): sums are exact.
+        std::uint64_t round = 0;
+        auto value = [&](std::size_t i, int rank) {
+          std::uint64_t z = (i * 0x9e3779b97f4a7c15ULL) ^ (round << 40) ^ static_cast<std::uint64_t>(rank + 1);
+          z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+          z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+          return static_cast<float>(static_cast<int>((z ^ (z >> 31)) % 2001) - 1000);
+        };
+        auto expect_ran = [&](const char* op, bool direct, const std::string& what) {
+          std::vector<std::string> algos = algorithms_in_trace(comm.trace_json(), op);
+          // Over TCP an equal all_to_all past Bruck's sizes runs as all_to_all_v.
+          if (algos.empty() && !shm) algos = algorithms_in_trace(comm.trace_json(), std::string(op) + "_v");
+          ASSERT_FALSE(algos.empty()) << "rank " << r << ": no " << op << " in the trace: " << comm.trace_json();
+          const std::string& ran = algos.back();
+          if (direct && shm) {
+            EXPECT_EQ(ran, "shm_direct") << "rank " << r << ": " << what;
+          } else {
+            EXPECT_NE(ran, "shm_direct") << "rank " << r << ": " << what;
+          }
+        };
+        auto expect_equal = [&](const float* got, std::size_t len, auto&& want, const std::string& what) {
+          for (std::size_t i = 0; i < len; ++i)
+            if (got[i] != want(i)) {
+              ADD_FAILURE() << "rank " << r << ", " << what << ", element " << i << ": " << got[i] << ", expected "
+                            << want(i);
+              return;
+            }
+        };
+        for (int heap = -1; heap < n && !::testing::Test::HasFailure(); ++heap) {
+          // heap >= 0: that rank's buffers are on the heap.
+          float* src = r == heap ? heap_in.data() : in;
+          float* dst = r == heap ? heap_out.data() : out;
+          const bool direct = heap < 0;
+          const std::string where = direct ? "all shared" : "rank " + std::to_string(heap) + " on the heap";
+          // broadcast from the last rank.
+          ++round;
+          for (std::size_t i = 0; i < all; ++i) src[i] = r == n - 1 ? value(i, n - 1) : -1.f;
+          comm.broadcast(src, all, DataType::Float32, n - 1);
+          expect_equal(
+              src, all, [&](std::size_t i) { return value(i, n - 1); }, "broadcast, " + where);
+          expect_ran("broadcast", direct, "broadcast, " + where);
+          // all_gather of `all` elements a rank.
+          ++round;
+          for (std::size_t i = 0; i < all; ++i) src[i] = value(i, r);
+          comm.all_gather(src, dst, all, DataType::Float32);
+          expect_equal(
+              dst, all * n, [&](std::size_t i) { return value(i % all, static_cast<int>(i / all)); },
+              "all_gather, " + where);
+          expect_ran("all_gather", direct, "all_gather, " + where);
+          // reduce_scatter: Sum, then Max, of n blocks of `count`.
+          for (ReduceOpKind k : {ReduceOpKind::Sum, ReduceOpKind::Max, ReduceOpKind::Avg}) {
+            ++round;
+            for (std::size_t i = 0; i < all; ++i) src[i] = value(i, r);
+            comm.reduce_scatter(src, dst, count, DataType::Float32, ReduceOp(k));
+            expect_equal(
+                dst, count,
+                [&](std::size_t i) {
+                  float acc = value(r * count + i, 0);
+                  for (int q = 1; q < n; ++q)
+                    acc =
+                        k == ReduceOpKind::Max ? std::max(acc, value(r * count + i, q)) : acc + value(r * count + i, q);
+                  return k == ReduceOpKind::Avg ? acc / static_cast<float>(n) : acc;
+                },
+                std::string("reduce_scatter ") + reduce_op_name(k) + ", " + where);
+            expect_ran("reduce_scatter", direct, "reduce_scatter, " + where);
+          }
+          // all_to_all of blocks of `count`, then in place.
+          ++round;
+          for (std::size_t i = 0; i < all; ++i) src[i] = value(i, r);
+          comm.all_to_all(src, dst, count, DataType::Float32);
+          auto a2a = [&](std::size_t i) { return value(r * count + i % count, static_cast<int>(i / count)); };
+          expect_equal(dst, all, a2a, "all_to_all, " + where);
+          expect_ran("all_to_all", direct, "all_to_all, " + where);
+          comm.all_to_all(src, src, count, DataType::Float32);
+          expect_equal(src, all, a2a, "all_to_all in place, " + where);
+          expect_ran("all_to_all", false, "all_to_all in place, " + where);
+        }
+        comm.free_shared(out);
+        comm.free_shared(in);
+      },
+      o);
+  EXPECT_TRUE(shm_segments(prefix).empty());
+}
+
 // Whether this process maps allocation `serial` of the shared-memory group
 // whose segments are named under `prefix` (/proc/self/maps lists a mapped
 // segment by name, "(deleted)" once its name is gone).
