@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The all_reduce of CPU inference with tensor parallelism, side by side
-(torch 2.13, 2 ranks): tutti on heap tensors, tutti on shared-memory
-tensors (tutti.torch.empty), gloo, and DeepSpeed's CPU shared-memory
+(torch 2.13, 2 ranks): tutti.torch.all_reduce_ on heap tensors and on
+shared-memory tensors (tutti.torch.empty), torch.distributed.all_reduce on
+tutti (heap tensors) and on gloo, and DeepSpeed's CPU shared-memory
 all_reduce (deepspeed.comm.inference_all_reduce). docs/performance.md
 ("CPU inference: all_reduce against DeepSpeed") shows its tables.
 
@@ -18,7 +19,7 @@ CPUs without AVX-512).
 
 A repetition starts each system's 2 ranks once, in an order that rotates
 from one repetition to the next, plus tutti on a world of one (the dispatch
-floor: the same call on one rank) and `tutti-bench --xcopy` (the cross-core
+floor: dist.all_reduce on one rank) and `tutti-bench --xcopy` (the cross-core
 copy limit: how fast one process copies a buffer another has just written).
 A launch loops over the dtypes and sizes: a first call on random small
 integers, every element checked (sums are exact in every dtype), warm-up
@@ -33,6 +34,7 @@ repetitions (with how many runs each holds). Each rank uses one intra-op
 thread.
 """
 import argparse
+import glob
 import json
 import os
 import statistics
@@ -45,7 +47,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))  # bench/: torch_ranks
 from torch_ranks import RankFailed, run_ranks  # noqa: E402
 
-SYSTEMS = ("tutti-heap", "tutti-shm", "gloo", "deepspeed")
+SYSTEMS = ("tutti-heap", "tutti-shm", "tutti-dist", "gloo", "deepspeed")
 DTYPES = ("bf16", "fp16", "fp32")
 
 
@@ -71,7 +73,9 @@ def worker(a):
             sys.path.insert(0, os.path.join(ROOT, "build", "python"))
             import tutti.torch as tt
         dist.init_process_group("tutti")
-        reduce = dist.all_reduce
+        # tutti.torch.all_reduce_, as an inference stack calls DeepSpeed's
+        # op; "tutti-dist": torch.distributed.all_reduce (torch's dispatch).
+        reduce = dist.all_reduce if system == "tutti-dist" else tt.all_reduce_
     elif system == "gloo":
         dist.init_process_group("gloo")
         reduce = dist.all_reduce
@@ -88,6 +92,7 @@ def worker(a):
     def path_of(call):
         """DeepSpeed's path for this call: its op, or torch.distributed.all_reduce (gloo)."""
         if system != "deepspeed":
+            call()
             return system
         used = []
         dist.all_reduce = lambda *x, **k: (used.append(1), plain_all_reduce(*x, **k))[1]
@@ -211,10 +216,15 @@ def launch(system, n, a):
     if system == "deepspeed":
         python = a.deepspeed_python
         env = {"DS_ACCELERATOR": "cpu", "LOCAL_SIZE": str(n)}
+    # DeepSpeed's op leaves its segments in /dev/shm: the new ones go.
+    before = set(glob.glob("/dev/shm/deepspeed_allreduce_buffer_*"))
     try:
         return run_ranks(n, argv, env=env, timeout=3600, python=python, local_rank=True)
     except RankFailed as e:
         raise SystemExit(f"{system} on {n} ranks: {e}")
+    finally:
+        for f in set(glob.glob("/dev/shm/deepspeed_allreduce_buffer_*")) - before:
+            os.unlink(f)
 
 
 def main():
@@ -233,7 +243,7 @@ def main():
     if a.worker:
         return worker(a)
     systems = [s for s in SYSTEMS if s != "deepspeed" or a.deepspeed_python]
-    runs = [(s, 2) for s in systems] + [("tutti-heap", 1), ("xcopy", 2)]
+    runs = [(s, 2) for s in systems] + [("tutti-dist", 1), ("xcopy", 2)]
     times, paths, copies = {}, {}, {}
     for rep in range(a.reps):
         k = rep % len(runs)
@@ -260,26 +270,27 @@ def main():
     print("all_reduce on 2 ranks, us per call (median; runs each: "
           f"{min(runs_of.values())}-{max(runs_of.values())}); ratio = DeepSpeed's time / tutti's")
     print()
-    head = "| dtype | size | tutti heap | tutti shared | gloo |" + (" DeepSpeed | DS / heap | DS / shared |"
-                                                                      if a.deepspeed_python else "")
+    head = ("| dtype | size | tutti heap | tutti shared | tutti heap, dist.all_reduce | gloo |" +
+            (" DeepSpeed | DS / heap | DS / shared |" if a.deepspeed_python else ""))
     print(head)
-    print("|---|---|---:|---:|---:|" + ("---:|---:|---:|" if a.deepspeed_python else ""))
+    print("|---|---|---:|---:|---:|---:|" + ("---:|---:|---:|" if a.deepspeed_python else ""))
     for d in dtypes:
         for s in sizes:
             k = lambda sys_: ("all_reduce", 2, sys_, d, s)  # noqa: E731
-            line = f"| {d} | {size_text(s)} | {cell(k('tutti-heap'))} | {cell(k('tutti-shm'))} | {cell(k('gloo'))} |"
+            line = (f"| {d} | {size_text(s)} | {cell(k('tutti-heap'))} | {cell(k('tutti-shm'))} | "
+                    f"{cell(k('tutti-dist'))} | {cell(k('gloo'))} |")
             if a.deepspeed_python:
                 ds = med.get(k("deepspeed"))
                 line += (f" {cell(k('deepspeed'))} | {ds / med[k('tutti-heap')]:.2f} | "
                          f"{ds / med[k('tutti-shm')]:.2f} |")
             print(line)
     print()
-    floor_key = ("all_reduce", 1, "tutti-heap", "bf16", 8 << 10)
+    floor_key = ("all_reduce", 1, "tutti-dist", "bf16", 8 << 10)
     if floor_key in med:
         f = med[floor_key]
-        print(f"dispatch floor: bf16 all_reduce of 8 KiB on a world of one: {f:.2f} us "
+        print(f"dispatch floor: dist.all_reduce of 8 KiB bf16 on a world of one: {f:.2f} us "
               f"(median of {runs_of[floor_key]})")
-        for sys_ in ("tutti-heap", "tutti-shm"):
+        for sys_ in ("tutti-dist", "tutti-heap", "tutti-shm"):
             k = ("all_reduce", 2, sys_, "bf16", 8 << 10)
             if k in med:
                 print(f"  {sys_} on 2 ranks: {med[k]:.2f} us = {med[k] / f:.2f} x the floor")

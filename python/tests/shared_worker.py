@@ -178,6 +178,28 @@ def main():
             ran_directly("broadcast", what, path == "shared")
             del a, b, c, out
 
+    # tutti.torch.all_reduce_: in place, blocking, without torch's dispatch;
+    # on shared and heap tensors, for each float dtype; refuses a view.
+    for dtype in FLOATS:
+        for path in ("shared", "heap"):
+            case += 1
+            parts = inputs(case, dtype, "sum", n)
+            x = tutti.torch.empty(COUNT, dtype=dtype) if path == "shared" else torch.empty(COUNT, dtype=dtype)
+            x.copy_(parts[r])
+            if tutti.torch.all_reduce_(x) is not x:
+                fail("all_reduce_ did not return its tensor")
+            what = f"all_reduce_ {dtype} on {path} tensors"
+            check(x, expected(parts, dtype, "sum", n), dtype, what, parts)
+            ran_directly("all_reduce", what, path == "shared")
+            tutti.torch.all_reduce_(x, op=R.MAX)
+            check(x, expected(parts, dtype, "sum", n), dtype, what + ", MAX of equal tensors", parts)
+    try:
+        tutti.torch.all_reduce_(torch.ones(8, 4).t())
+        fail("all_reduce_ took a tensor that is not contiguous")
+    except tutti.InvalidArgument as e:
+        if "contiguous" not in str(e):
+            fail(f"all_reduce_ of a view: {e}")
+
     # Freed on each rank's own time: rank 0 lets go first, then passes a
     # heap tensor where the others pass shared ones; still right.
     s = tutti.torch.empty(COUNT)

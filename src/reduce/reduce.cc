@@ -282,8 +282,106 @@ struct F16cCodec {
   }
 };
 
-// Small enough for L1 (2 x 2 KiB), large enough to amortize the loop setup.
-constexpr std::size_t kChunk = 512;
+// The float32 step of OpSum/OpProd/OpMin/OpMax on 8 lanes, the same IEEE
+// operation per lane as Vec512 below: Sum and Product keep a NaN `a` as it
+// is (the compiler may swap the operands of an add), Min and Max pick as
+// OpMin/OpMax.
+template <class Op>
+struct Vec256;
+template <>
+struct Vec256<OpSum> {
+  [[gnu::target("avx2"), gnu::always_inline]] static inline __m256 apply(__m256 a, __m256 b) {
+    return _mm256_blendv_ps(_mm256_add_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+  }
+};
+template <>
+struct Vec256<OpProd> {
+  [[gnu::target("avx2"), gnu::always_inline]] static inline __m256 apply(__m256 a, __m256 b) {
+    return _mm256_blendv_ps(_mm256_mul_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+  }
+};
+template <>
+struct Vec256<OpMin> {
+  [[gnu::target("avx2"), gnu::always_inline]] static inline __m256 apply(__m256 a, __m256 b) {
+    const __m256 pick_a = _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_LE_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(b, a, pick_a);
+  }
+};
+template <>
+struct Vec256<OpMax> {
+  [[gnu::target("avx2"), gnu::always_inline]] static inline __m256 apply(__m256 a, __m256 b) {
+    const __m256 pick_a = _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_GE_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(b, a, pick_a);
+  }
+};
+
+template <class Op>
+[[gnu::target("avx2,f16c"), gnu::always_inline]] inline __m128i half_step8(const std::uint16_t* p,
+                                                                           const std::uint16_t* q) {
+  const __m256 fx = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256 fy = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+  return _mm256_cvtps_ph(Vec256<Op>::apply(fx, fy), _MM_FROUND_TO_NEAREST_INT);
+}
+
+// float16 at the AVX2 level: 8 elements through F16C per step, converted,
+// combined and converted back in registers; the tail as the portable kernel.
+// No __restrict: out may be a or b (each step loads both before it stores).
+template <class Op>
+[[gnu::target("avx2,f16c") TUTTI_NO_FP_CONTRACT]] void half_avx2(void* out, const void* a, const void* b,
+                                                                 std::size_t n) {
+  auto* o = static_cast<std::uint16_t*>(out);
+  const auto* x = static_cast<const std::uint16_t*>(a);
+  const auto* y = static_cast<const std::uint16_t*>(b);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i r0 = half_step8<Op>(x + i, y + i);
+    const __m128i r1 = half_step8<Op>(x + i + 8, y + i + 8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), r0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i + 8), r1);
+  }
+  for (; i < n; ++i) o[i] = Via32<HalfBits, Op>::apply(x[i], y[i]);
+}
+
+// bfloat16 at the AVX2 level: 16 elements per 256-bit register, the even
+// and odd ones as float32 lanes, as BFloat16x512 does below.
+struct BFloat16x256 {
+  [[gnu::target("avx2"), gnu::always_inline]] static inline __m256i round_high(__m256 f) {
+    const __m256i u = _mm256_castps_si256(f);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
+    return _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
+  }
+  template <class Op>
+  [[gnu::target("avx2"), gnu::always_inline]] static inline __m256i step(__m256i x, __m256i y) {
+    const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+    const __m256 even =
+        Vec256<Op>::apply(_mm256_castsi256_ps(_mm256_slli_epi32(x, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(y, 16)));
+    const __m256 odd = Vec256<Op>::apply(_mm256_castsi256_ps(_mm256_and_si256(x, high)),
+                                         _mm256_castsi256_ps(_mm256_and_si256(y, high)));
+    return _mm256_or_si256(_mm256_srli_epi32(round_high(even), 16), _mm256_and_si256(round_high(odd), high));
+  }
+};
+
+template <class Op>
+[[gnu::target("avx2") TUTTI_NO_FP_CONTRACT]] void bfloat16_avx2(void* out, const void* a, const void* b,
+                                                                std::size_t n) {
+  auto* o = static_cast<std::uint16_t*>(out);
+  const auto* x = static_cast<const std::uint16_t*>(a);
+  const auto* y = static_cast<const std::uint16_t*>(b);
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 16));
+    const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i));
+    const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i + 16));
+    const __m256i r0 = BFloat16x256::step<Op>(x0, y0);
+    const __m256i r1 = BFloat16x256::step<Op>(x1, y1);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), r0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i + 16), r1);
+  }
+  for (; i < n; ++i) o[i] = Via32<BFloat16Bits, Op>::apply(x[i], y[i]);
+}
 
 #define TUTTI_AVX512 "avx512f,avx512bw,avx512dq,avx512vl"
 
@@ -502,22 +600,6 @@ template <class M>
 #pragma GCC diagnostic pop
 #endif
 
-template <class Codec, class Op>
-[[gnu::always_inline]] inline void chunked_body(void* out, const void* a, const void* b, std::size_t n) {
-  using S = typename Codec::Storage;
-  S* o = static_cast<S*>(out);
-  const S* x = static_cast<const S*>(a);
-  const S* y = static_cast<const S*>(b);
-  alignas(64) float fa[kChunk];
-  alignas(64) float fb[kChunk];
-  for (std::size_t off = 0; off < n; off += kChunk) {
-    const std::size_t m = std::min(kChunk, n - off);
-    Codec::load(fa, x + off, m);
-    Codec::load(fb, y + off, m);
-    acc_loop<float, FirstNaN<Op>, false>(fa, fb, m);
-    Codec::store(o + off, fa, m);
-  }
-}
 #endif  // TUTTI_REDUCE_X86
 
 // ---- kernel entry points and dispatch -----------------------------------
@@ -540,10 +622,6 @@ template <class T, class Op>
 [[gnu::target("avx2")]] void direct_avx2(void* out, const void* a, const void* b, std::size_t n) {
   direct_body<T, Op>(out, a, b, n);
 }
-template <class Codec, class Op>
-[[gnu::target("avx2,f16c")]] void chunked_avx2(void* out, const void* a, const void* b, std::size_t n) {
-  chunked_body<Codec, Op>(out, a, b, n);
-}
 // AVX-512F has FMA instructions (the AVX2 target does not enable FMA), and
 // GCC contracts a * b + c into them by default (-ffp-contract=fast), which
 // rounds once instead of twice: contraction is off for the AVX-512 kernels.
@@ -565,17 +643,16 @@ Kernels direct() {
 #endif
 }
 
-// 16-bit floats: fused conversions, except that on x86 float16 uses F16C
-// through float32 chunks at the AVX2 level (F16C has no fused form), and
-// both formats use the explicit 512-bit kernels at the AVX-512 level.
+// 16-bit floats: fused conversions; on x86 the explicit kernels at the AVX2
+// level (F16C for float16) and at the AVX-512 level.
 template <class Bits, class Op>
 Kernels via32() {
 #if TUTTI_REDUCE_X86
   using Fused = Via32<Bits, Op>;
   if constexpr (std::is_same_v<Bits, HalfBits>)
-    return {&direct_base<std::uint16_t, Fused>, &chunked_avx2<F16cCodec, Op>, &half_avx512<Op>};
+    return {&direct_base<std::uint16_t, Fused>, &half_avx2<Op>, &half_avx512<Op>};
   else
-    return {&direct_base<std::uint16_t, Fused>, &direct_avx2<std::uint16_t, Fused>, &bfloat16_avx512<Op>};
+    return {&direct_base<std::uint16_t, Fused>, &bfloat16_avx2<Op>, &bfloat16_avx512<Op>};
 #else
   return direct<std::uint16_t, Via32<Bits, Op>>();
 #endif

@@ -10,6 +10,7 @@
 
 #include "../interrupt.h"
 #include "process_group.h"
+#include "tensors.h"
 
 namespace py = pybind11;
 
@@ -123,6 +124,39 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("backend"), py::arg("sizes"), py::arg("dtype"),
       "A CPU tensor in memory every member of the backend's group on this host maps (collective)");
+  m.def(
+      "all_reduce_",
+      [](const BackendPtr& b, at::Tensor& t, const c10d::ReduceOp& op) -> at::Tensor& {
+        const char* name = "all_reduce_";
+        auto& g = tutti_backend(b);
+        tutti_torch::check_tensor(t, name, "the tensor");
+        if (!t.is_contiguous()) tutti_torch::invalid(name, "the tensor must be contiguous");
+        const tutti::DataType dt = tutti_torch::dtype_of(t, name);
+        const tutti::ReduceOp rop = tutti_torch::reduce_op(op, name);
+        tutti_torch::check_op(rop, dt, name);
+        void* p = t.data_ptr();
+        const std::size_t n = tutti_torch::count_of(t);
+        std::exception_ptr failed;
+        {
+          py::gil_scoped_release r;
+          try {
+            tutti::Communicator c = g.communicator();
+            if (!c.valid())
+              throw tutti::Error(tutti::ErrorKind::Aborted, std::string(name) + ": the group was shut down");
+            c.all_reduce(p, p, n, dt, rop);
+          } catch (...) {
+            failed = std::current_exception();
+          }
+        }
+        if (failed) {
+          py::object e = exception_object(failed);
+          PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(e.ptr())), e.ptr());
+          throw py::error_already_set();
+        }
+        return t;
+      },
+      py::arg("backend"), py::arg("tensor"), py::arg("op"),
+      "all_reduce of a contiguous CPU tensor in place, blocking, without torch.distributed's dispatch");
   m.def(
       "trace_json",
       [](const BackendPtr& b) {

@@ -317,6 +317,25 @@ def empty(*size, dtype=None, group=None):
                            torch.get_default_dtype() if dtype is None else dtype)
 
 
+_all_reduce_backends = {}  # group (None: the default one) -> (the group, its tutti backend)
+
+
+def all_reduce_(tensor, op=_dist.ReduceOp.SUM, group=None):
+    """all_reduce of a contiguous CPU tensor in place on a tutti group,
+    blocking, without torch.distributed's dispatch (no Work, no sequence
+    number, no profiler event): what a tensor-parallel inference loop calls
+    where it would call a hand-written shared-memory all_reduce. Every rank
+    calls it in the same order as the group's other operations; on tensors
+    from `empty` it reads the peers' tensors in place. Returns the tensor."""
+    key = group
+    cached = _all_reduce_backends.get(key)
+    pg = _c10d._get_default_group() if group is None else group
+    if cached is None or cached[0] is not pg:
+        cached = (pg, _backend(pg))
+        _all_reduce_backends[key] = cached
+    return _C.all_reduce_(cached[1], tensor, op)
+
+
 def trace_json(group=None):
     """The flight recorder of a tutti group (its last operations: what each
     was, which algorithm ran it, how long it took), as JSON text."""
