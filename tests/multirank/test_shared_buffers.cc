@@ -31,14 +31,38 @@ constexpr std::size_t kSharedBytes = std::max(kLargeCount * 4, kOddCount * 16) +
 
 class SharedBuffers : public ::testing::TestWithParam<std::string> {};
 
+// A run of the suite's parameter ("n2", "n3", "n4" over shared memory,
+// "n3_tcp"): its ranks, whether in shared memory, the segments' prefix
+// (`tag` tells the tests apart) and the ranks' settings.
+struct Mode {
+  int n;
+  bool shm;
+  std::string prefix;
+  SpawnOptions options;
+};
+Mode mode_of(const std::string& param, const std::string& tag) {
+  Mode m{param[1] - '0', param.find("tcp") == std::string::npos, shm_prefix_for(tag + "-" + param), {}};
+  m.options.env = {
+      {"TUTTI_TRACE_BUFFER", "8192"}, {"TUTTI_SHM_PREFIX", m.prefix}, {"TUTTI_SHM_ONESHOT_BYTES", "16384"}};
+  if (!m.shm) m.options.env.push_back({"TUTTI_TRANSPORT", "tcp"});
+  return m;
+}
+
+// A random integer for (element, case, rank), from `lo` to `lo + span - 1`,
+// as a float (sums of a few stay exact).
+float hashed_value(std::size_t i, std::uint64_t round, int rank, int lo, int span) {
+  std::uint64_t z = (i * 0x9e3779b97f4a7c15ULL) ^ (round << 36) ^ static_cast<std::uint64_t>(rank + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return static_cast<float>(lo + static_cast<int>((z ^ (z >> 31)) % static_cast<std::uint64_t>(span)));
+}
+
 TEST_P(SharedBuffers, AllReduceAndReduceRunDirectlyOnThemAndFallBackWhereOneRankIsElsewhere) {
-  const std::string mode = GetParam();  // "n2", "n3", "n4" over shared memory, "n3_tcp"
-  const int n = mode[1] - '0';
-  const bool shm = mode.find("tcp") == std::string::npos;
-  const std::string prefix = shm_prefix_for("shared-" + mode);
-  SpawnOptions o;
-  o.env = {{"TUTTI_TRACE_BUFFER", "8192"}, {"TUTTI_SHM_PREFIX", prefix}, {"TUTTI_SHM_ONESHOT_BYTES", "16384"}};
-  if (!shm) o.env.push_back({"TUTTI_TRANSPORT", "tcp"});
+  const Mode m = mode_of(GetParam(), "shared");
+  const int n = m.n;
+  const bool shm = m.shm;
+  const std::string& prefix = m.prefix;
+  const SpawnOptions& o = m.options;
   spawn(
       n,
       [&](Communicator& comm) {
@@ -169,13 +193,11 @@ INSTANTIATE_TEST_SUITE_P(World, SharedBuffers, ::testing::Values("n2", "n3", "n4
 // element by element; where one rank's buffer is on the heap, or
 // all_to_all runs in place, every rank takes the usual path, still right.
 TEST_P(SharedBuffers, TheOtherCollectivesRunDirectlyOnThem) {
-  const std::string mode = GetParam();
-  const int n = mode[1] - '0';
-  const bool shm = mode.find("tcp") == std::string::npos;
-  const std::string prefix = shm_prefix_for("others-" + mode);
-  SpawnOptions o;
-  o.env = {{"TUTTI_TRACE_BUFFER", "8192"}, {"TUTTI_SHM_PREFIX", prefix}, {"TUTTI_SHM_ONESHOT_BYTES", "16384"}};
-  if (!shm) o.env.push_back({"TUTTI_TRANSPORT", "tcp"});
+  const Mode m = mode_of(GetParam(), "others");
+  const int n = m.n;
+  const bool shm = m.shm;
+  const std::string& prefix = m.prefix;
+  const SpawnOptions& o = m.options;
   spawn(
       n,
       [&](Communicator& comm) {
@@ -187,12 +209,7 @@ TEST_P(SharedBuffers, TheOtherCollectivesRunDirectlyOnThem) {
         std::vector<float> heap_in(all), heap_out(all * n);
         // Random integers (a hash of element, case and rank): sums are exact.
         std::uint64_t round = 0;
-        auto value = [&](std::size_t i, int rank) {
-          std::uint64_t z = (i * 0x9e3779b97f4a7c15ULL) ^ (round << 40) ^ static_cast<std::uint64_t>(rank + 1);
-          z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-          z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-          return static_cast<float>(static_cast<int>((z ^ (z >> 31)) % 2001) - 1000);
-        };
+        auto value = [&](std::size_t i, int rank) { return hashed_value(i, round, rank, -1000, 2001); };
         auto expect_ran = [&](const char* op, bool direct, const std::string& what) {
           std::vector<std::string> algos = algorithms_in_trace(comm.trace_json(), op);
           // Over TCP an equal all_to_all past Bruck's sizes runs as all_to_all_v.
@@ -290,13 +307,11 @@ bool maps_allocation(const std::string& prefix, std::uint64_t serial) {
 // keeps the allocation mapped until every rank let go; the memory outlives
 // the communicator while its handle lives; free_shared refuses it.
 TEST_P(SharedBuffers, OwnedOnesAreLetGoOfByEachRankOnItsOwn) {
-  const std::string mode = GetParam();
-  const int n = mode[1] - '0';
-  const bool shm = mode.find("tcp") == std::string::npos;
-  const std::string prefix = shm_prefix_for("owned-" + mode);
-  SpawnOptions o;
-  o.env = {{"TUTTI_TRACE_BUFFER", "8192"}, {"TUTTI_SHM_PREFIX", prefix}, {"TUTTI_SHM_ONESHOT_BYTES", "16384"}};
-  if (!shm) o.env.push_back({"TUTTI_TRANSPORT", "tcp"});
+  const Mode m = mode_of(GetParam(), "owned");
+  const int n = m.n;
+  const bool shm = m.shm;
+  const std::string& prefix = m.prefix;
+  const SpawnOptions& o = m.options;
   spawn(
       n,
       [&](Communicator& world) {
@@ -316,12 +331,7 @@ TEST_P(SharedBuffers, OwnedOnesAreLetGoOfByEachRankOnItsOwn) {
           std::uint64_t round = 0;
           // Random integers (a hash of element, round and rank) in floats:
           // every sum is exact.
-          auto value = [&](std::size_t i, int rank) {
-            std::uint64_t z = (i * 0x9e3779b97f4a7c15ULL) ^ (round << 32) ^ static_cast<std::uint64_t>(rank + 1);
-            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-            z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-            return static_cast<float>((z ^ (z >> 31)) % 100001 + 1);
-          };
+          auto value = [&](std::size_t i, int rank) { return hashed_value(i, round, rank, 1, 100001); };
           auto sum_of_ranks = [&](float* x) {
             ++round;
             for (std::size_t i = 0; i < count; ++i) x[i] = value(i, r);
