@@ -292,11 +292,13 @@ TEST_P(SharedBuffers, TheOtherCollectivesRunDirectlyOnThem) {
 bool maps_allocation(const std::string& prefix, std::uint64_t serial) {
   std::ifstream maps("/proc/self/maps");
   const std::string tail = "-a" + std::to_string(serial);
+  const std::string deleted = " (deleted)";
   for (std::string line; std::getline(maps, line);) {
-    const auto at = line.find(prefix);
-    if (at == std::string::npos) continue;
-    const auto end = line.find(tail, at);
-    if (end != std::string::npos && (end + tail.size() == line.size() || line[end + tail.size()] == ' ')) return true;
+    if (line.find(prefix) == std::string::npos) continue;
+    // The segment's name ends the line, before " (deleted)" (its name is gone).
+    std::string path = line.substr(line.find('/'));
+    if (path.ends_with(deleted)) path.resize(path.size() - deleted.size());
+    if (path.ends_with(tail)) return true;
   }
   return false;
 }
