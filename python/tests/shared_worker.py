@@ -12,8 +12,9 @@ import torch.distributed as dist
 import tutti.torch
 
 # Above TUTTI_SHM_ONESHOT_BYTES (the test sets 16 KiB) for every dtype, and
-# an odd count no world size divides.
+# an odd count no world size divides: two-shot. SMALL: one-shot.
 COUNT = 16411
+SMALL = 1031
 
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 INTS = [torch.int32, torch.int64, torch.int8, torch.uint8]
@@ -30,17 +31,17 @@ def last_algorithm(op):
     return entries[-1].get("algo", "?") if entries else "none"
 
 
-def inputs(case, dtype, op, n):
+def inputs(case, dtype, op, n, count=COUNT):
     """Every rank's input of a case (the same on every rank: seeded by case and rank); op: its name."""
     out = []
     for q in range(n):
         g = torch.Generator().manual_seed(1000 * case + q)
         if dtype in FLOATS:
             lo, hi = (0.5, 1.5) if op == "product" else (-4.0, 4.0)
-            out.append((torch.rand(COUNT, generator=g, dtype=torch.float64) * (hi - lo) + lo).to(dtype))
+            out.append((torch.rand(count, generator=g, dtype=torch.float64) * (hi - lo) + lo).to(dtype))
         else:
             lo, hi = (1, 3) if op == "product" else (0, 30) if dtype == torch.uint8 else (-30, 30)
-            out.append(torch.randint(lo, hi + 1, (COUNT,), generator=g, dtype=torch.int64).to(dtype))
+            out.append(torch.randint(lo, hi + 1, (count,), generator=g, dtype=torch.int64).to(dtype))
     return out
 
 
@@ -111,14 +112,15 @@ def main():
         if (ran == "shm_direct") != direct:
             fail(f"{what} ran {ran}, expected {'shm_direct' if direct else 'another path'}")
 
-    # Every dtype and reduce op of all_reduce and reduce_scatter, on shared
-    # and on heap tensors: directly on shared ones, but PremulSum (its
-    # scalar is applied to each rank's input first).
+    # Every dtype and reduce op of all_reduce (two-shot, then one-shot) and
+    # reduce_scatter, on shared and on heap tensors: directly on shared
+    # ones, but PremulSum (its scalar is applied to each rank's input first).
     for dtype in FLOATS + INTS:
         ops = [("sum", R.SUM), ("product", R.PRODUCT), ("min", R.MIN), ("max", R.MAX)]
         ops += ([("avg", R.AVG), ("premul_sum", dist._make_nccl_premul_sum(2.0))] if dtype in FLOATS
                 else [("band", R.BAND), ("bor", R.BOR), ("bxor", R.BXOR)])
         shared = tutti.torch.empty(COUNT, dtype=dtype)
+        small = tutti.torch.empty(SMALL, dtype=dtype)
         scattered = tutti.torch.empty(n * COUNT, dtype=dtype)
         block = tutti.torch.empty(COUNT, dtype=dtype)
         for name, op in ops:
@@ -129,6 +131,14 @@ def main():
                 x.copy_(parts[r])
                 dist.all_reduce(x, op=op)
                 what = f"all_reduce {dtype} {name} on {path} tensors"
+                check(x, expected(parts, dtype, name, n), dtype, what, parts, 2 if name == "avg" else 1)
+                ran_directly("all_reduce", what, path == "shared" and name != "premul_sum")
+                case += 1
+                parts = inputs(case, dtype, name, n, SMALL)
+                x = small if path == "shared" else torch.empty(SMALL, dtype=dtype)
+                x.copy_(parts[r])
+                dist.all_reduce(x, op=op)
+                what = f"all_reduce {dtype} {name} of {SMALL} on {path} tensors"
                 check(x, expected(parts, dtype, name, n), dtype, what, parts, 2 if name == "avg" else 1)
                 ran_directly("all_reduce", what, path == "shared" and name != "premul_sum")
                 # reduce_scatter: rank q's input is n blocks of COUNT.
@@ -142,7 +152,7 @@ def main():
                 what = f"reduce_scatter_tensor {dtype} {name} on {path} tensors"
                 check(z, expected(mine, dtype, name, n), dtype, what, mine, 2 if name == "avg" else 1)
                 ran_directly("reduce_scatter", what, path == "shared" and name != "premul_sum")
-        del shared, scattered, block
+        del shared, small, scattered, block
 
     # The copying collectives, for each element size, on shared and heap
     # tensors (all_to_all_single in place copies through the segment).

@@ -261,76 +261,6 @@ void reduce_single_copy(ShmGroup& g, const char* send, char* out, std::size_t co
   finish_reads(g);
 }
 
-// Direct, on memory every member can address (Communicator::alloc_shared).
-// A first round tells the others whether this rank's buffers lie in the
-// group's shared allocations, and where; if every rank's do, rank r reduces
-// slice r of every input, reading the peers' inputs where they are, chunk by
-// chunk into a buffer that stays in cache, and copies each reduced chunk
-// into the output of every rank that wants it (each rank's own output
-// included): a pass over the slice where copying through the segment makes
-// four (docs/architecture.md "Shared buffers"). Only rank r reads or writes slice
-// r of any buffer, each chunk read before it is written, so inputs may be
-// outputs. A last round keeps every rank in the call until the others are
-// done with its buffers. Returns false, every rank alike, when some rank's
-// buffers are elsewhere: the caller then runs the usual path.
-bool reduce_direct(ShmGroup& g, const char* send, char* out, std::size_t count, DataType dtype, const ReduceOp& op,
-                   int root) {
-  const int n = g.size(), r = g.rank();
-  const std::size_t es = elem_size(dtype), bytes = count * es;
-  const bool wants = root < 0 || root == r;
-  bool mine = g.shared().contains(send, bytes);
-  if (wants) {
-    const bool apart = out + bytes <= send || send + bytes <= out;
-    mine = mine && g.shared().contains(out, bytes) && (out == send || apart);
-  }
-  const std::uint64_t k = g.begin_round(false);
-  const std::uint64_t said[3] = {mine ? 1u : 0u, reinterpret_cast<std::uint64_t>(send),
-                                 reinterpret_cast<std::uint64_t>(out)};
-  std::memcpy(g.inline_slot(r, k), said, sizeof said);
-  g.publish_input(k);
-  thread_local std::vector<const char*> in;
-  thread_local std::vector<char*> outs;
-  in.assign(n, nullptr);
-  outs.assign(n, nullptr);
-  bool all = mine;
-  for (int p = 0; p < n; ++p) {
-    if (p == r) continue;
-    g.wait_input(p, k);
-    std::uint64_t theirs[3];
-    std::memcpy(theirs, g.inline_slot(p, k), sizeof theirs);
-    if (!theirs[0]) all = false;
-    if (!all) continue;
-    in[p] = g.shared().view(p, theirs[1], bytes);
-    if (root < 0 || root == p) outs[p] = g.shared().view(p, theirs[2], bytes);
-    if (!in[p] || ((root < 0 || root == p) && !outs[p]))
-      throw Error(ErrorKind::Internal,
-                  "rank " + std::to_string(p) + "'s buffers lie in shared memory this rank has not mapped");
-  }
-  if (!all) return false;
-  in[r] = send;
-  if (wants) outs[r] = out;
-  const Slice s = slice_of(count, n, r);
-  const ReduceOpKind kind = base_kind(op);
-  const bool stream_out = streams(g, bytes, true);
-  const std::size_t chunk = std::max<std::size_t>(1, g.thresholds().two_shot_chunk_bytes / es);
-  thread_local std::vector<char> stage;
-  stage.resize(std::min(chunk, std::max<std::size_t>(s.count, 1)) * es);
-  for (std::size_t off = 0; off < s.count; off += chunk) {
-    const std::size_t c = std::min(chunk, s.count - off), at = (s.lo + off) * es;
-    thread_local std::vector<const void*> ins;
-    ins.resize(static_cast<std::size_t>(n));
-    for (int p = 0; p < n; ++p) ins[static_cast<std::size_t>(p)] = in[p] + at;
-    reduce_many(stage.data(), ins.data(), n, c, dtype, kind);
-    if (op.kind == ReduceOpKind::Avg) divide_by(stage.data(), c, dtype, n);
-    for (int i = 0; i < n; ++i) {
-      const int q = (r + i) % n;
-      if (outs[q]) copy_out(outs[q] + at, stage.data(), c * es, stream_out);
-    }
-  }
-  finish_reads(g);
-  return true;
-}
-
 // A region of this rank's memory that an operation run directly reads or
 // writes, and its length (the same on every rank).
 struct Region {
@@ -374,6 +304,77 @@ bool direct_agree(ShmGroup& g, std::span<const Region> mine, bool ok_here, std::
     }
   }
   return all;
+}
+
+// Direct, on memory every member can address (Communicator::alloc_shared).
+// A first round (direct_agree) tells the others whether this rank's buffers
+// lie in the group's shared allocations, and where; if every rank's do:
+// - two-shot: rank r reduces slice r of every input, reading the peers'
+//   inputs where they are, chunk by chunk into a buffer that stays in cache,
+//   and copies each reduced chunk into the output of every rank that wants
+//   it (each rank's own output included): a pass over the slice where
+//   copying through the segment makes four (docs/architecture.md "Shared
+//   buffers"). Only rank r reads or writes slice r of any buffer, each chunk
+//   read before it is written, so inputs may be outputs.
+// - one-shot: every rank that wants the result reads every input where it
+//   is and writes its own output, only its own: where that output is its
+//   input, which the peers are reading, it reduces into a buffer of its own
+//   and copies it out once every rank is done reading.
+// A last round keeps every rank in the call until the others are done with
+// its buffers. Every element is reduced in rank order, so every rank gets
+// the same bits whichever form runs. Returns false, every rank alike, when
+// some rank's buffers are elsewhere: the caller then runs the usual path.
+bool reduce_direct(ShmGroup& g, const char* send, char* out, std::size_t count, DataType dtype, const ReduceOp& op,
+                   int root, bool one_shot) {
+  const int n = g.size(), r = g.rank();
+  const std::size_t es = elem_size(dtype), bytes = count * es;
+  const bool wants = root < 0 || root == r;
+  const bool in_place = wants && out == send;
+  const bool apart = out + bytes <= send || send + bytes <= out;
+  // A rank that wants no result offers its input twice.
+  const Region regions[] = {{send, bytes}, {wants ? out : send, bytes}};
+  thread_local std::vector<char*> views;
+  if (!direct_agree(g, regions, !wants || in_place || apart, views)) return false;
+  thread_local std::vector<const void*> ins;
+  ins.resize(static_cast<std::size_t>(n));
+  const auto inputs_at = [&](std::size_t at) {
+    for (int p = 0; p < n; ++p)
+      ins[static_cast<std::size_t>(p)] = (p == r ? send : views[static_cast<std::size_t>(p) * 2]) + at;
+    return ins.data();
+  };
+  const ReduceOpKind kind = base_kind(op);
+  const std::size_t chunk = std::max<std::size_t>(1, g.thresholds().two_shot_chunk_bytes / es);
+  thread_local std::vector<char> stage;
+  if (one_shot) {
+    if (wants) {
+      char* const dst = in_place ? (stage.resize(bytes), stage.data()) : out;
+      for (std::size_t off = 0; off < count; off += chunk) {
+        const std::size_t c = std::min(chunk, count - off);
+        reduce_many(dst + off * es, inputs_at(off * es), n, c, dtype, kind);
+      }
+      if (op.kind == ReduceOpKind::Avg) divide_by(dst, count, dtype, n);
+      finish_reads(g);
+      if (in_place) copy_out(out, dst, bytes, false);
+    } else {
+      finish_reads(g);
+    }
+    return true;
+  }
+  const Slice s = slice_of(count, n, r);
+  const bool stream_out = streams(g, bytes, true);
+  stage.resize(std::min(chunk, std::max<std::size_t>(s.count, 1)) * es);
+  for (std::size_t off = 0; off < s.count; off += chunk) {
+    const std::size_t c = std::min(chunk, s.count - off), at = (s.lo + off) * es;
+    reduce_many(stage.data(), inputs_at(at), n, c, dtype, kind);
+    if (op.kind == ReduceOpKind::Avg) divide_by(stage.data(), c, dtype, n);
+    for (int i = 0; i < n; ++i) {
+      const int q = (r + i) % n;
+      if (root >= 0 && q != root) continue;
+      copy_out((q == r ? out : views[static_cast<std::size_t>(q) * 2 + 1]) + at, stage.data(), c * es, stream_out);
+    }
+  }
+  finish_reads(g);
+  return true;
 }
 
 // The reduction over all ranks of [off, off+count) of every input, left in
@@ -469,16 +470,15 @@ std::size_t piece_bytes(const ShmGroup& g) { return 2 * g.slot_bytes() / g.size(
 }  // namespace
 
 bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
-                       int root, std::size_t one_shot_bytes) {
-  if (g.shared().empty() || g.size() < 2 || count * elem_size(dtype) <= one_shot_bytes ||
-      op.kind == ReduceOpKind::PremulSum) [[likely]]
+                       int root, bool one_shot) {
+  if (g.shared().empty() || g.size() < 2 || op.kind == ReduceOpKind::PremulSum) [[likely]]
     return false;
   g.shared().collect();
-  return reduce_direct(g, static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, root);
+  return reduce_direct(g, static_cast<const char*>(send), static_cast<char*>(recv), count, dtype, op, root, one_shot);
 }
 
-bool shm_broadcast_direct(ShmGroup& g, void* buf, std::size_t bytes, int root, std::size_t min_bytes) {
-  if (g.shared().empty() || g.size() < 2 || bytes <= min_bytes) [[likely]]
+bool shm_broadcast_direct(ShmGroup& g, void* buf, std::size_t bytes, int root) {
+  if (g.shared().empty() || g.size() < 2) [[likely]]
     return false;
   g.shared().collect();
   thread_local std::vector<char*> views;
@@ -491,10 +491,9 @@ bool shm_broadcast_direct(ShmGroup& g, void* buf, std::size_t bytes, int root, s
   return true;
 }
 
-bool shm_all_gather_direct(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes,
-                           std::size_t min_bytes) {
+bool shm_all_gather_direct(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes) {
   const int n = g.size(), r = g.rank();
-  if (g.shared().empty() || n < 2 || bytes * n <= min_bytes) [[likely]]
+  if (g.shared().empty() || n < 2) [[likely]]
     return false;
   g.shared().collect();
   bool contiguous = true;  // one output buffer (all_gather_into_tensor)
@@ -516,10 +515,10 @@ bool shm_all_gather_direct(ShmGroup& g, const void* send, std::span<char* const>
 }
 
 bool shm_reduce_scatter_direct(ShmGroup& g, std::span<const char* const> in, void* recv, std::size_t count,
-                               DataType dtype, const ReduceOp& op, std::size_t min_bytes) {
+                               DataType dtype, const ReduceOp& op) {
   const int n = g.size(), r = g.rank();
   const std::size_t es = elem_size(dtype), bytes = count * es;
-  if (g.shared().empty() || n < 2 || bytes * n <= min_bytes || op.kind == ReduceOpKind::PremulSum) [[likely]]
+  if (g.shared().empty() || n < 2 || op.kind == ReduceOpKind::PremulSum) [[likely]]
     return false;
   g.shared().collect();
   char* out = static_cast<char*>(recv);
@@ -550,10 +549,10 @@ bool shm_reduce_scatter_direct(ShmGroup& g, std::span<const char* const> in, voi
   return true;
 }
 
-bool shm_all_to_all_direct(ShmGroup& g, const void* send, void* recv, std::size_t block_bytes, std::size_t min_bytes) {
+bool shm_all_to_all_direct(ShmGroup& g, const void* send, void* recv, std::size_t block_bytes) {
   const int n = g.size(), r = g.rank();
   const std::size_t all = block_bytes * n;
-  if (g.shared().empty() || n < 2 || all <= min_bytes) [[likely]]
+  if (g.shared().empty() || n < 2) [[likely]]
     return false;
   g.shared().collect();
   char* out = static_cast<char*>(recv);

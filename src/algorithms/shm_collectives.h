@@ -23,26 +23,25 @@ namespace tutti::detail {
 void shm_all_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
                     std::size_t one_shot_bytes);
 // all_reduce (root < 0) or reduce on memory from Communicator::alloc_shared:
-// when the group has such memory and the operation is past one_shot_bytes
-// (and not PremulSum), a first round tells whether every rank's buffers lie
-// in it; if so the operation runs directly on them (docs/architecture.md "Shared
-// buffers") and this returns true, on every member alike; else false, and
-// the caller runs the usual path.
+// when the group has such memory (and the op is not PremulSum), a first
+// round tells whether every rank's buffers lie in it; if so the operation
+// runs directly on them, one-shot (every rank that wants the result reads
+// every input) or two-shot (each rank a slice; docs/architecture.md
+// "Shared buffers") and this returns true, on every member alike; else
+// false, and the caller runs the usual path.
 bool shm_reduce_direct(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
-                       int root, std::size_t one_shot_bytes);
+                       int root, bool one_shot);
 void shm_reduce(ShmGroup& g, const void* send, void* recv, std::size_t count, DataType dtype, const ReduceOp& op,
                 int root, std::size_t one_shot_bytes);
 // The same for broadcast, all_gather (one output buffer), reduce_scatter
 // (one input buffer; not PremulSum) and all_to_all (equal blocks, not in
-// place) past min_bytes (all_gather's output, the others' input): every
-// rank reads its peers' buffers where they lie. True where it ran, on every
-// member alike.
-bool shm_broadcast_direct(ShmGroup& g, void* buf, std::size_t bytes, int root, std::size_t min_bytes);
-bool shm_all_gather_direct(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes,
-                           std::size_t min_bytes);
+// place): every rank reads its peers' buffers where they lie. True where
+// it ran, on every member alike.
+bool shm_broadcast_direct(ShmGroup& g, void* buf, std::size_t bytes, int root);
+bool shm_all_gather_direct(ShmGroup& g, const void* send, std::span<char* const> out, std::size_t bytes);
 bool shm_reduce_scatter_direct(ShmGroup& g, std::span<const char* const> in, void* recv, std::size_t count,
-                               DataType dtype, const ReduceOp& op, std::size_t min_bytes);
-bool shm_all_to_all_direct(ShmGroup& g, const void* send, void* recv, std::size_t block_bytes, std::size_t min_bytes);
+                               DataType dtype, const ReduceOp& op);
+bool shm_all_to_all_direct(ShmGroup& g, const void* send, void* recv, std::size_t block_bytes);
 void shm_broadcast(ShmGroup& g, void* buf, std::size_t bytes, int root);
 // out[r]: where rank r's block lands (root only for gather); all_gather
 // copies its own block (send to out[rank]) too, gather leaves it to the caller.

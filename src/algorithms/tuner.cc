@@ -98,7 +98,15 @@ int Tuner::decide(std::size_t bytes, const std::array<std::int64_t, 2>& sums, in
   Class& c = at(bytes);
   const int other = 1 - preferred;
   const auto p = static_cast<std::size_t>(preferred), o = static_cast<std::size_t>(other);
-  c.choice = static_cast<double>(sums[o]) < (1.0 - kMargin) * static_cast<double>(sums[p]) ? other : preferred;
+  // A zero figure: no member timed that alternative (every trial of it met
+  // an operation it could not run); it is not chosen on no evidence.
+  if (sums[o] <= 0) {
+    c.choice = preferred;
+  } else if (sums[p] <= 0) {
+    c.choice = other;
+  } else {
+    c.choice = static_cast<double>(sums[o]) < (1.0 - kMargin) * static_cast<double>(sums[p]) ? other : preferred;
+  }
   c.quiet = c.quiet == 0 ? kFirstQuiet : std::min<std::uint64_t>(c.quiet * 4, kMaxQuiet);
   return c.choice;
 }

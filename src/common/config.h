@@ -79,6 +79,10 @@ struct Config {
   // TUTTI_SHM_ONESHOT_BYTES: shared-memory reductions up to this size are
   // one-shot (every rank reduces everything); above, two-shot.
   std::size_t shm_one_shot_bytes = 16 << 10;
+  // Whether TUTTI_SHM_ONESHOT_BYTES was set: then the forms follow it alone
+  // (and shared allocations always run in place); unset, the shared-memory
+  // tuners choose them per size.
+  bool shm_one_shot_set = false;
   // TUTTI_SHM_CMA_BYTES: shared-memory collectives move blocks of at least
   // this size with one copy straight from the peer's memory
   // (process_vm_readv) when every member's kernel allows it; 0 turns it off.

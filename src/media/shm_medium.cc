@@ -13,15 +13,31 @@
 namespace tutti::detail {
 
 ShmMedium::ShmMedium(Setup s) : s_(std::move(s)) {
+  const Config& c = *s_.config;
+  if (c.algo_tuning == "off" || s_.size < 2) return;
+  using C = Collective;
   // Single copy against copying through the segment, above
   // TUTTI_SHM_CMA_BYTES/16 (the 16 KiB blocks, the least any rule of
   // algorithms/shm_collectives.cc copies once, fall in the first class
   // covered, (8, 16] KiB), where TUTTI_SHM_CMA_BYTES is unset.
-  const Config& c = *s_.config;
-  if (c.algo_tuning != "off" && !c.shm_cma_set && c.shm_cma_bytes > 0 && s_.size >= 2)
+  if (!c.shm_cma_set && c.shm_cma_bytes > 0)
     for (int i = 0; i < kCollectives; ++i)
-      if (static_cast<Collective>(i) != Collective::Barrier)
+      if (static_cast<C>(i) != C::Barrier)
         tuners_[i] = std::make_unique<Tuner>(c.shm_cma_bytes / 16, SIZE_MAX, Tuner::Figure::Fastest);
+  if (c.shm_one_shot_set) return;
+  // One-shot against two-shot, where TUTTI_SHM_ONESHOT_BYTES is unset: from
+  // a round's one-shot steps up to where the bytes of every rank reducing
+  // everything outweigh the second round on any machine we know
+  // (docs/tuning.md, "Timed choice in shared memory").
+  for (const C which : {C::AllReduce, C::Reduce}) {
+    const int i = static_cast<int>(which);
+    shots_[i] = std::make_unique<Tuner>(kShotsFrom, kShotsTo, Tuner::Figure::Fastest);
+    direct_shots_[i] = std::make_unique<Tuner>(kShotsFrom, kShotsTo, Tuner::Figure::Fastest);
+  }
+  // In place against copying through the segment on shared allocations, at
+  // every size: in place takes one round more.
+  for (const C which : {C::AllReduce, C::Broadcast, C::Reduce, C::AllGather, C::ReduceScatter, C::AllToAll})
+    direct_[static_cast<int>(which)] = std::make_unique<Tuner>(0, SIZE_MAX, Tuner::Figure::Fastest);
 }
 
 ShmMedium::~ShmMedium() = default;
@@ -88,17 +104,43 @@ std::uint64_t ShmMedium::serial_of(const OpContext& x, void* ptr) { return group
 
 void ShmMedium::free_shared(const OpContext& x, std::uint64_t serial) { group(x).shared().remove(serial); }
 
+ShmMedium::Pick ShmMedium::pick(const OpContext& x, Tuner* t, int preferred, const char* what0, const char* what1) {
+  Pick p;
+  p.algo = preferred;
+  if (t && t->covers(x.bytes)) {
+    Tuner::Step s = t->next(x.bytes, preferred);
+    if (s.agree) {
+      std::array<std::int64_t, 2> figures = t->means(x.bytes);
+      least(*group_, figures);
+      s.algo = t->decide(x.bytes, figures, preferred);
+      log_choice(x, figures, s.algo, what0, what1);
+    }
+    p.algo = s.algo;
+    if (s.timed) p.tuner = t;
+  }
+  p.t0 = std::chrono::steady_clock::now();
+  return p;
+}
+
+void ShmMedium::done(const Pick& p, std::size_t bytes) {
+  if (p.tuner)
+    p.tuner->record(
+        bytes, p.algo,
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - p.t0).count());
+}
+
 void ShmMedium::least(ShmGroup& g, std::array<std::int64_t, 2>& figures) {
   shm_all_reduce(g, figures.data(), figures.data(), figures.size(), DataType::Int64, ReduceOp(ReduceOpKind::Min),
                  one_shot_bytes());
 }
 
-void ShmMedium::log_choice(const OpContext& x, const std::array<std::int64_t, 2>& figures, int algo) const {
+void ShmMedium::log_choice(const OpContext& x, const std::array<std::int64_t, 2>& figures, int algo, const char* what0,
+                           const char* what1) const {
   if (x.rank == 0)
     TUTTI_LOG(Debug, x.op_name << " up to " << Tuner::class_hi(x.bytes) << " B on " << x.size
-                               << " ranks in shared memory: single copy " << figures[0] / 1000.0 << " us, copying "
-                               << figures[1] / 1000.0
-                               << " us (the fastest trial of any member): " << (algo ? "copying" : "single copy"));
+                               << " ranks in shared memory: " << what0 << " " << figures[0] / 1000.0 << " us, " << what1
+                               << " " << figures[1] / 1000.0
+                               << " us (the fastest trial of any member): " << (algo ? what1 : what0));
 }
 
 void ShmMedium::cache_signature(const OpContext& x) {
@@ -112,53 +154,56 @@ std::string ShmMedium::describe_context(const void* x) { return static_cast<cons
 namespace {
 
 void all_reduce_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
-  const std::size_t one_shot = m.one_shot_bytes();
   m.run(
       x, Collective::AllReduce,
-      [&](ShmGroup& g) { shm_all_reduce(g, a.send, a.recv, a.count, a.dtype, a.op, one_shot); },
-      [&](ShmGroup& g) { return shm_reduce_direct(g, a.send, a.recv, a.count, a.dtype, a.op, -1, one_shot); });
+      [&](ShmGroup& g, std::size_t one_shot) { shm_all_reduce(g, a.send, a.recv, a.count, a.dtype, a.op, one_shot); },
+      [&](ShmGroup& g, bool one_shot) {
+        return shm_reduce_direct(g, a.send, a.recv, a.count, a.dtype, a.op, -1, one_shot);
+      });
 }
 void broadcast_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
   m.run(
-      x, Collective::Broadcast, [&](ShmGroup& g) { shm_broadcast(g, a.recv, a.bytes, a.root); },
-      [&](ShmGroup& g) { return shm_broadcast_direct(g, a.recv, a.bytes, a.root, m.one_shot_bytes()); });
+      x, Collective::Broadcast, [&](ShmGroup& g, std::size_t) { shm_broadcast(g, a.recv, a.bytes, a.root); },
+      [&](ShmGroup& g, bool) { return shm_broadcast_direct(g, a.recv, a.bytes, a.root); });
 }
 void reduce_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
-  const std::size_t one_shot = m.one_shot_bytes();
   m.run(
       x, Collective::Reduce,
-      [&](ShmGroup& g) { shm_reduce(g, a.send, a.recv, a.count, a.dtype, a.op, a.root, one_shot); },
-      [&](ShmGroup& g) { return shm_reduce_direct(g, a.send, a.recv, a.count, a.dtype, a.op, a.root, one_shot); });
+      [&](ShmGroup& g, std::size_t one_shot) {
+        shm_reduce(g, a.send, a.recv, a.count, a.dtype, a.op, a.root, one_shot);
+      },
+      [&](ShmGroup& g, bool one_shot) {
+        return shm_reduce_direct(g, a.send, a.recv, a.count, a.dtype, a.op, a.root, one_shot);
+      });
 }
 void all_gather_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
   // Copies its own block too.
   m.run(
-      x, Collective::AllGather, [&](ShmGroup& g) { shm_all_gather(g, a.send, a.out, a.bytes); },
-      [&](ShmGroup& g) { return shm_all_gather_direct(g, a.send, a.out, a.bytes, m.one_shot_bytes()); });
+      x, Collective::AllGather, [&](ShmGroup& g, std::size_t) { shm_all_gather(g, a.send, a.out, a.bytes); },
+      [&](ShmGroup& g, bool) { return shm_all_gather_direct(g, a.send, a.out, a.bytes); });
 }
 void reduce_scatter_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
   m.run(
-      x, Collective::ReduceScatter, [&](ShmGroup& g) { shm_reduce_scatter(g, a.in, a.recv, a.count, a.dtype, a.op); },
-      [&](ShmGroup& g) {
-        return shm_reduce_scatter_direct(g, a.in, a.recv, a.count, a.dtype, a.op, m.one_shot_bytes());
-      });
+      x, Collective::ReduceScatter,
+      [&](ShmGroup& g, std::size_t) { shm_reduce_scatter(g, a.in, a.recv, a.count, a.dtype, a.op); },
+      [&](ShmGroup& g, bool) { return shm_reduce_scatter_direct(g, a.in, a.recv, a.count, a.dtype, a.op); });
 }
 void all_to_all_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
   if (a.send_bytes.empty()) {
     // Equal blocks: no per-peer tables.
     m.run(
-        x, Collective::AllToAll, [&](ShmGroup& g) { shm_all_to_all(g, a.send, a.recv, a.bytes); },
-        [&](ShmGroup& g) { return shm_all_to_all_direct(g, a.send, a.recv, a.bytes, m.one_shot_bytes()); });
+        x, Collective::AllToAll, [&](ShmGroup& g, std::size_t) { shm_all_to_all(g, a.send, a.recv, a.bytes); },
+        [&](ShmGroup& g, bool) { return shm_all_to_all_direct(g, a.send, a.recv, a.bytes); });
   } else {
     shm_all_to_all_v(m.group(x), static_cast<const char*>(a.send), a.send_bytes, a.send_displs,
                      static_cast<char*>(a.recv), a.recv_bytes, a.recv_displs);
   }
 }
 void gather_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
-  m.run(x, Collective::Gather, [&](ShmGroup& g) { shm_gather(g, a.send, a.out, a.bytes, a.root); });
+  m.run(x, Collective::Gather, [&](ShmGroup& g, std::size_t) { shm_gather(g, a.send, a.out, a.bytes, a.root); });
 }
 void scatter_shm(ShmMedium& m, OpContext& x, const OpArgs& a) {
-  m.run(x, Collective::Scatter, [&](ShmGroup& g) { shm_scatter(g, a.in, a.recv, a.bytes, a.root); });
+  m.run(x, Collective::Scatter, [&](ShmGroup& g, std::size_t) { shm_scatter(g, a.in, a.recv, a.bytes, a.root); });
 }
 void barrier_shm(ShmMedium& m, OpContext& x, const OpArgs&) { shm_barrier(m.group(x)); }
 
@@ -168,8 +213,8 @@ using M = Medium;
 const Algorithm kShm[] = {
     {.collective = C::AllReduce,
      .name = "shm",
-     .summary = "one-shot (every rank reduces every input) up to TUTTI_SHM_ONESHOT_BYTES, else two-shot: each rank "
-                "reduces a slice, then every rank gathers the slices",
+     .summary = "one-shot (every rank reduces every input) or two-shot (each rank reduces a slice, then every rank "
+                "gathers the slices), timed per size; on shared allocations in place",
      .medium = M::SharedMemory,
      .run_shm = all_reduce_shm,
      .fuses_avg_premul = true},

@@ -18,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "algorithms/algorithm.h"
@@ -75,47 +76,57 @@ class ShmMedium {
     return g;
   }
 
-  // Runs `run(ShmGroup&)`, the shared-memory collective of operation `x`
-  // (every member calls it with the same x.bytes), under the timed choice
-  // of single copy against copying for `which` where it applies. `direct(g)`
-  // first: an operation that ran directly on alloc_shared memory (returns
-  // true on every member alike) is not the tuner's business.
+  // Runs the shared-memory collective of operation `x` (every member calls
+  // it with the same x.bytes):
+  // - `direct(g, one_shot)`, where the group has shared allocations: reads
+  //   the peers' buffers where they lie, if every member's are in them
+  //   (returns true on every member alike where it ran; `one_shot`: the
+  //   reductions' form);
+  // - else `run(g, one_shot_bytes)`, through the segment.
+  // Each choice (in place or copying, one-shot or two-shot, single copy or
+  // copying) is timed per size class (algorithms/tuner.h) where
+  // TUTTI_ALGO_TUNING allows and the setting that fixes it is unset;
+  // otherwise the rule: shared allocations in place, one-shot up to
+  // TUTTI_SHM_ONESHOT_BYTES, single copy from TUTTI_SHM_CMA_BYTES.
   struct NoDirect {
-    bool operator()(ShmGroup&) const { return false; }
+    bool operator()(ShmGroup&, bool) const { return false; }
   };
   template <class Run, class Direct = NoDirect>
   void run(OpContext& x, Collective which, Run&& run, Direct&& direct = {}) {
     ShmGroup& g = group(x);
-    if (direct(g)) [[unlikely]] {
-      x.set_algo(kShmDirectName);
-      return;
+    if constexpr (!std::is_same_v<std::decay_t<Direct>, NoDirect>) {
+      if (!g.shared().empty() && s_.size >= 2 && x.bytes) [[unlikely]] {
+        const int i = static_cast<int>(which);
+        const Pick d = pick(x, direct_[i].get(), 0, "in place", "copying");
+        if (d.algo == 0) {
+          const Pick f = pick(x, direct_shots_[i].get(), x.bytes <= one_shot_bytes() ? 0 : 1, "one-shot", "two-shot");
+          if (direct(g, f.algo == 0)) {
+            done(f, x.bytes);
+            done(d, x.bytes);
+            x.set_algo(kShmDirectName);
+            return;
+          }
+        } else if (d.tuner) {
+          copying(x, g, which, run);
+          done(d, x.bytes);
+          return;
+        }
+      }
     }
-    Tuner* t = tuners_[static_cast<int>(which)].get();
-    if (!t || !t->covers(x.bytes) || !g.single_copy_agreed()) [[likely]] {
-      run(g);
-      return;
-    }
-    struct Restore {
-      ShmGroup& g;
-      ~Restore() { g.set_copy_only(false); }
-    };
-    t->step(
-        x.bytes, 0, [&](std::array<std::int64_t, 2>& figures) { least(g, figures); },
-        [&](const std::array<std::int64_t, 2>& figures, int algo) { log_choice(x, figures, algo); },
-        [&](int algo) {
-          Restore restore{g};
-          g.set_copy_only(algo == 1);
-          if (algo == 1) x.set_algo(kShmCopyName);
-          run(g);
-          // Where the rules would not have copied once either, it ran them.
-          if (algo == 1 && !g.declined()) x.set_algo("shm");
-        });
+    copying(x, g, which, run);
   }
 
-  // The timed choice of single copy against copying for `which`, or null
-  // where there is none.
+  // The timed choices (algorithms/tuner.h), or null where there is none:
+  // single copy against copying (`tuner`), one-shot against two-shot for
+  // all_reduce and reduce through the segment or in place (`shot_tuner`),
+  // in place against copying on shared allocations (`direct_tuner`).
   const Tuner* tuner(Collective which) const { return tuners_[static_cast<int>(which)].get(); }
-  // TUTTI_SHM_ONESHOT_BYTES: up to this size every member reduces everything.
+  const Tuner* shot_tuner(Collective which, bool in_place) const {
+    return (in_place ? direct_shots_ : shots_)[static_cast<int>(which)].get();
+  }
+  const Tuner* direct_tuner(Collective which) const { return direct_[static_cast<int>(which)].get(); }
+  // TUTTI_SHM_ONESHOT_BYTES: up to this size every member reduces
+  // everything (the rule, where it is not timed).
   std::size_t one_shot_bytes() const { return s_.config->shm_one_shot_bytes; }
   // Every member's `mine`, by rank (an all_reduce of one word each through
   // the segment, within operation `x`).
@@ -148,15 +159,63 @@ class ShmMedium {
 
  private:
   void create(const OpContext& x);
+  // One timed choice for operation `x`, every member alike: the
+  // alternative to run (`preferred`, the rule's, where `t` is null or does
+  // not cover x.bytes), and from when it is timed; done() records its time
+  // where it is a trial. what0/what1 name the alternatives in the log.
+  struct Pick {
+    Tuner* tuner = nullptr;  // set where the time counts
+    int algo = 0;
+    std::chrono::steady_clock::time_point t0;
+  };
+  Pick pick(const OpContext& x, Tuner* t, int preferred, const char* what0, const char* what1);
+  static void done(const Pick& p, std::size_t bytes);
+  // Through the segment: one-shot or two-shot (reductions), single copy or
+  // copying.
+  template <class Run>
+  void copying(OpContext& x, ShmGroup& g, Collective which, Run& run) {
+    const int i = static_cast<int>(which);
+    const Pick f = pick(x, shots_[i].get(), x.bytes <= one_shot_bytes() ? 0 : 1, "one-shot", "two-shot");
+    const bool one_shot = reduces(which) && f.algo == 0;
+    const std::size_t one_shot_bytes = one_shot ? SIZE_MAX : 0;
+    Tuner* t = tuners_[i].get();
+    if (one_shot || !t || !t->covers(x.bytes) || !g.single_copy_agreed()) [[likely]] {
+      run(g, one_shot_bytes);
+      done(f, x.bytes);
+      return;
+    }
+    struct Restore {
+      ShmGroup& g;
+      ~Restore() { g.set_copy_only(false); }
+    };
+    t->step(
+        x.bytes, 0, [&](std::array<std::int64_t, 2>& figures) { least(g, figures); },
+        [&](const std::array<std::int64_t, 2>& figures, int algo) {
+          log_choice(x, figures, algo, "single copy", "copying");
+        },
+        [&](int algo) {
+          Restore restore{g};
+          g.set_copy_only(algo == 1);
+          if (algo == 1) x.set_algo(kShmCopyName);
+          run(g, one_shot_bytes);
+          // Where the rules would not have copied once either, it ran them.
+          if (algo == 1 && !g.declined()) x.set_algo("shm");
+        });
+    done(f, x.bytes);
+  }
+  // The sizes (bytes, (from, to]) where one-shot and two-shot are timed.
+  static constexpr std::size_t kShotsFrom = 512, kShotsTo = std::size_t(1) << 20;
+  static bool reduces(Collective which) { return which == Collective::AllReduce || which == Collective::Reduce; }
   void least(ShmGroup& g, std::array<std::int64_t, 2>& figures);
-  void log_choice(const OpContext& x, const std::array<std::int64_t, 2>& figures, int algo) const;
+  void log_choice(const OpContext& x, const std::array<std::int64_t, 2>& figures, int algo, const char* what0,
+                  const char* what1) const;
   void cache_signature(const OpContext& x);
   static std::string describe_context(const void* x);
 
   Setup s_;
   std::unique_ptr<ShmGroup> group_;
   std::atomic<ShmGroup*> published_{nullptr};  // group_, for broadcast_failure from other threads
-  std::array<std::unique_ptr<Tuner>, kCollectives> tuners_;
+  std::array<std::unique_ptr<Tuner>, kCollectives> tuners_, shots_, direct_shots_, direct_;
   struct {
     const char *op = nullptr, *dtype = nullptr, *redop = nullptr;
     int root = -2;

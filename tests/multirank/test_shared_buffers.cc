@@ -97,14 +97,15 @@ TEST_P(SharedBuffers, AllReduceAndReduceRunDirectlyOnThemAndFallBackWhereOneRank
             check_reduce(comm, c);
           else
             check_all_reduce(comm, c);
-          // Directly where every rank's buffers are shared, past the one-shot
-          // size, and not PremulSum (whose scalars differ per rank).
-          const bool direct =
-              shm && all_shared && count * dtype_size(dt) > (16u << 10) && op.kind != ReduceOpKind::PremulSum;
+          // Directly where every rank's buffers are shared (one-shot up to
+          // TUTTI_SHM_ONESHOT_BYTES, two-shot above), and not PremulSum
+          // (whose scalars differ per rank).
+          const bool direct = shm && all_shared && op.kind != ReduceOpKind::PremulSum;
           expected.push_back(std::string(reduce ? "r:" : "a:") + (direct ? "direct" : "other"));
         };
-        // Every dtype and valid reduce op, just past the one-shot size and at an
-        // odd count that no world size divides; every root for reduce.
+        // Every dtype and valid reduce op, one-shot (a few elements, and the
+        // one-shot size exactly), just past the one-shot size and at an odd
+        // count that no world size divides; every root for reduce.
         for (int d = 0; d < kNumDataTypes && !::testing::Test::HasFailure(); ++d) {
           const DataType dt = static_cast<DataType>(d);
           const std::size_t es = dtype_size(dt);
@@ -112,13 +113,12 @@ TEST_P(SharedBuffers, AllReduceAndReduceRunDirectlyOnThemAndFallBackWhereOneRank
             ReduceOp op(static_cast<ReduceOpKind>(k));
             if (op.kind == ReduceOpKind::PremulSum) op.scalar = dtype_is_integer(dt) ? 3.0 : 0.5;
             if (!reduce_op_invalid_reason(dt, op).empty()) continue;
-            for (std::size_t count : {(16u << 10) / es + 1, kOddCount}) {
+            for (std::size_t count : {std::size_t{37}, (16u << 10) / es, (16u << 10) / es + 1, kOddCount}) {
               one(false, dt, count, op, 0, true, true);
               one(true, dt, count, op, static_cast<int>(id % static_cast<std::uint64_t>(n)), true, true);
             }
           }
         }
-        // At the one-shot size exactly: the usual path.
         one(false, DataType::Float32, 4096, ReduceOp(ReduceOpKind::Sum), 0, true, true);
         // Large: many chunks per slice, streamed outputs.
         one(false, DataType::Float32, kLargeCount, ReduceOp(ReduceOpKind::Sum), 0, true, true);
@@ -202,11 +202,12 @@ TEST_P(SharedBuffers, TheOtherCollectivesRunDirectlyOnThem) {
       n,
       [&](Communicator& comm) {
         const int r = comm.rank();
-        const std::size_t count = 5003;  // float32 elements a block: past the one-shot size on every n
-        const std::size_t all = count * static_cast<std::size_t>(n);
-        auto* in = static_cast<float*>(comm.alloc_shared(all * sizeof(float)));
-        auto* out = static_cast<float*>(comm.alloc_shared(all * n * sizeof(float)));
-        std::vector<float> heap_in(all), heap_out(all * n);
+        // float32 elements a block: past the one-shot size on every n, and a few.
+        const std::size_t most = 5003;
+        const std::size_t most_all = most * static_cast<std::size_t>(n);
+        auto* in = static_cast<float*>(comm.alloc_shared(most_all * sizeof(float)));
+        auto* out = static_cast<float*>(comm.alloc_shared(most_all * n * sizeof(float)));
+        std::vector<float> heap_in(most_all), heap_out(most_all * n);
         // Random integers (a hash of element, case and rank): sums are exact.
         std::uint64_t round = 0;
         auto value = [&](std::size_t i, int rank) { return hashed_value(i, round, rank, -1000, 2001); };
@@ -230,60 +231,115 @@ TEST_P(SharedBuffers, TheOtherCollectivesRunDirectlyOnThem) {
               return;
             }
         };
-        for (int heap = -1; heap < n && !::testing::Test::HasFailure(); ++heap) {
-          // heap >= 0: that rank's buffers are on the heap.
-          float* src = r == heap ? heap_in.data() : in;
-          float* dst = r == heap ? heap_out.data() : out;
-          const bool direct = heap < 0;
-          const std::string where = direct ? "all shared" : "rank " + std::to_string(heap) + " on the heap";
-          // broadcast from the last rank.
-          ++round;
-          for (std::size_t i = 0; i < all; ++i) src[i] = r == n - 1 ? value(i, n - 1) : -1.f;
-          comm.broadcast(src, all, DataType::Float32, n - 1);
-          expect_equal(
-              src, all, [&](std::size_t i) { return value(i, n - 1); }, "broadcast, " + where);
-          expect_ran("broadcast", direct, "broadcast, " + where);
-          // all_gather of `all` elements a rank.
-          ++round;
-          for (std::size_t i = 0; i < all; ++i) src[i] = value(i, r);
-          comm.all_gather(src, dst, all, DataType::Float32);
-          expect_equal(
-              dst, all * n, [&](std::size_t i) { return value(i % all, static_cast<int>(i / all)); },
-              "all_gather, " + where);
-          expect_ran("all_gather", direct, "all_gather, " + where);
-          // reduce_scatter: Sum, then Max, of n blocks of `count`.
-          for (ReduceOpKind k : {ReduceOpKind::Sum, ReduceOpKind::Max, ReduceOpKind::Avg}) {
+        for (const std::size_t count : {most, std::size_t{3}})
+          for (int heap = -1; heap < n && !::testing::Test::HasFailure(); ++heap) {
+            const std::size_t all = count * static_cast<std::size_t>(n);
+            // heap >= 0: that rank's buffers are on the heap.
+            float* src = r == heap ? heap_in.data() : in;
+            float* dst = r == heap ? heap_out.data() : out;
+            const bool direct = heap < 0;
+            const std::string where = direct ? "all shared" : "rank " + std::to_string(heap) + " on the heap";
+            // broadcast from the last rank.
+            ++round;
+            for (std::size_t i = 0; i < all; ++i) src[i] = r == n - 1 ? value(i, n - 1) : -1.f;
+            comm.broadcast(src, all, DataType::Float32, n - 1);
+            expect_equal(
+                src, all, [&](std::size_t i) { return value(i, n - 1); }, "broadcast, " + where);
+            expect_ran("broadcast", direct, "broadcast, " + where);
+            // all_gather of `all` elements a rank.
             ++round;
             for (std::size_t i = 0; i < all; ++i) src[i] = value(i, r);
-            comm.reduce_scatter(src, dst, count, DataType::Float32, ReduceOp(k));
+            comm.all_gather(src, dst, all, DataType::Float32);
             expect_equal(
-                dst, count,
-                [&](std::size_t i) {
-                  float acc = value(r * count + i, 0);
-                  for (int q = 1; q < n; ++q)
-                    acc =
-                        k == ReduceOpKind::Max ? std::max(acc, value(r * count + i, q)) : acc + value(r * count + i, q);
-                  return k == ReduceOpKind::Avg ? acc / static_cast<float>(n) : acc;
-                },
-                std::string("reduce_scatter ") + reduce_op_name(k) + ", " + where);
-            expect_ran("reduce_scatter", direct, "reduce_scatter, " + where);
+                dst, all * n, [&](std::size_t i) { return value(i % all, static_cast<int>(i / all)); },
+                "all_gather, " + where);
+            expect_ran("all_gather", direct, "all_gather, " + where);
+            // reduce_scatter: Sum, then Max, of n blocks of `count`.
+            for (ReduceOpKind k : {ReduceOpKind::Sum, ReduceOpKind::Max, ReduceOpKind::Avg}) {
+              ++round;
+              for (std::size_t i = 0; i < all; ++i) src[i] = value(i, r);
+              comm.reduce_scatter(src, dst, count, DataType::Float32, ReduceOp(k));
+              expect_equal(
+                  dst, count,
+                  [&](std::size_t i) {
+                    float acc = value(r * count + i, 0);
+                    for (int q = 1; q < n; ++q)
+                      acc = k == ReduceOpKind::Max ? std::max(acc, value(r * count + i, q))
+                                                   : acc + value(r * count + i, q);
+                    return k == ReduceOpKind::Avg ? acc / static_cast<float>(n) : acc;
+                  },
+                  std::string("reduce_scatter ") + reduce_op_name(k) + ", " + where);
+              expect_ran("reduce_scatter", direct, "reduce_scatter, " + where);
+            }
+            // all_to_all of blocks of `count`, then in place.
+            ++round;
+            for (std::size_t i = 0; i < all; ++i) src[i] = value(i, r);
+            comm.all_to_all(src, dst, count, DataType::Float32);
+            auto a2a = [&](std::size_t i) { return value(r * count + i % count, static_cast<int>(i / count)); };
+            expect_equal(dst, all, a2a, "all_to_all, " + where);
+            expect_ran("all_to_all", direct, "all_to_all, " + where);
+            comm.all_to_all(src, src, count, DataType::Float32);
+            expect_equal(src, all, a2a, "all_to_all in place, " + where);
+            expect_ran("all_to_all", false, "all_to_all in place, " + where);
           }
-          // all_to_all of blocks of `count`, then in place.
-          ++round;
-          for (std::size_t i = 0; i < all; ++i) src[i] = value(i, r);
-          comm.all_to_all(src, dst, count, DataType::Float32);
-          auto a2a = [&](std::size_t i) { return value(r * count + i % count, static_cast<int>(i / count)); };
-          expect_equal(dst, all, a2a, "all_to_all, " + where);
-          expect_ran("all_to_all", direct, "all_to_all, " + where);
-          comm.all_to_all(src, src, count, DataType::Float32);
-          expect_equal(src, all, a2a, "all_to_all in place, " + where);
-          expect_ran("all_to_all", false, "all_to_all in place, " + where);
-        }
         comm.free_shared(out);
         comm.free_shared(in);
       },
       o);
   EXPECT_TRUE(shm_segments(prefix).empty());
+}
+
+// Unset, TUTTI_SHM_ONESHOT_BYTES leaves the forms to the timed choices
+// (media/shm_medium.h): on shared allocations in place or copying through
+// the segment, one-shot or two-shot. Every alternative's trials give the
+// right sums, element by element, in place and on the heap, for sizes each
+// choice covers; in shared memory the trace shows both in place and
+// copying runs at every size.
+TEST_P(SharedBuffers, TimedChoicesStayRight) {
+  Mode m = mode_of(GetParam(), "timed");
+  std::erase_if(m.options.env, [](const auto& kv) { return kv.first == "TUTTI_SHM_ONESHOT_BYTES"; });
+  const int n = m.n;
+  const bool shm = m.shm;
+  spawn(
+      n,
+      [&](Communicator& comm) {
+        const int r = comm.rank();
+        constexpr std::size_t kMost = (512u << 10) / 4 + 3;
+        auto* shared = static_cast<float*>(comm.alloc_shared(kMost * sizeof(float)));
+        std::vector<float> heap(kMost);
+        std::uint64_t round = 0;
+        for (const std::size_t count : {std::size_t{13}, std::size_t{1021}, std::size_t{16411}, kMost}) {
+          for (int i = 0; i < 40 && !::testing::Test::HasFailure(); ++i) {
+            float* x = i % 4 == 3 ? heap.data() : shared;
+            ++round;
+            for (std::size_t e = 0; e < count; ++e) x[e] = hashed_value(e, round, r, -5000, 10001);
+            comm.all_reduce(x, x, count, DataType::Float32, ReduceOp(ReduceOpKind::Sum));
+            for (std::size_t e = 0; e < count; ++e) {
+              float want = 0;
+              for (int q = 0; q < n; ++q) want += hashed_value(e, round, q, -5000, 10001);
+              if (x[e] != want) {
+                ADD_FAILURE() << "rank " << r << ", " << count << " elements, #" << i << ", element " << e << ": "
+                              << x[e] << ", expected " << want;
+                break;
+              }
+            }
+          }
+          if (!shm) continue;
+          // The shared operations of this size, the last 40 of the trace.
+          const std::vector<std::string> ran = algorithms_in_trace(comm.trace_json(), "all_reduce");
+          ASSERT_GE(ran.size(), 40u);
+          int direct = 0, copied = 0;
+          for (std::size_t i = ran.size() - 40; i < ran.size(); ++i) {
+            if ((i - (ran.size() - 40)) % 4 == 3) continue;  // on the heap
+            ++(ran[i] == "shm_direct" ? direct : copied);
+          }
+          EXPECT_GT(direct, 0) << "rank " << r << ", " << count << " elements";
+          EXPECT_GT(copied, 0) << "rank " << r << ", " << count << " elements";
+        }
+        comm.free_shared(shared);
+      },
+      m.options);
+  EXPECT_TRUE(shm_segments(m.prefix).empty());
 }
 
 // Whether this process maps allocation `serial` of the shared-memory group

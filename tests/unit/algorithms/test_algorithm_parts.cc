@@ -129,6 +129,20 @@ TEST(CoreTuner, TrialsAlternateThenTheMembersSumsDecideForAGrowingEpoch) {
   EXPECT_EQ(t.decide(big, {1880, 2000}, 1), 0);
 }
 
+// A zero figure is no trial of that alternative (in shared memory, every
+// trial of running in place met a rank's buffers on the heap): never chosen
+// on it; the other is, where it alone has figures.
+TEST(CoreTuner, AnAlternativeWithoutFiguresIsNotChosen) {
+  d::Tuner t(0, SIZE_MAX, d::Tuner::Figure::Fastest);
+  const std::size_t b = 4096;
+  expect_warm_up(t, b, 0);
+  EXPECT_EQ(t.decide(b, {5000, 0}), 0);
+  EXPECT_EQ(t.decide(b, {0, 5000}), 1);
+  EXPECT_EQ(t.decide(b, {0, 5000}, 1), 1);
+  EXPECT_EQ(t.decide(b, {5000, 0}, 1), 0);
+  EXPECT_EQ(t.decide(b, {0, 0}, 1), 1);
+}
+
 // Figure::Fastest (the shared-memory tuners): trials in runs of
 // kFastestSamples of each, the next epoch's starting with the other; a
 // member reports the fastest of each alternative's trials.
