@@ -104,10 +104,13 @@ std::uint64_t ShmMedium::serial_of(const OpContext& x, void* ptr) { return group
 
 void ShmMedium::free_shared(const OpContext& x, std::uint64_t serial) { group(x).shared().remove(serial); }
 
-ShmMedium::Pick ShmMedium::pick(const OpContext& x, Tuner* t, int preferred, const char* what0, const char* what1) {
+ShmMedium::Pick ShmMedium::pick(const OpContext& x, Tuner* t, int preferred, const char* what0, const char* what1,
+                                bool settled) {
   Pick p;
   p.algo = preferred;
-  if (t && t->covers(x.bytes)) {
+  if (t && t->covers(x.bytes) && !settled) {
+    if (t->chosen(x.bytes) >= 0) p.algo = t->chosen(x.bytes);
+  } else if (t && t->covers(x.bytes)) {
     Tuner::Step s = t->next(x.bytes, preferred);
     if (s.agree) {
       std::array<std::int64_t, 2> figures = t->means(x.bytes);

@@ -11,6 +11,7 @@
 // The engine (core/communicator_impl.h) makes it where the members share
 // memory and hands it to the algorithms; nothing here knows the engine.
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -97,23 +98,27 @@ class ShmMedium {
     if constexpr (!std::is_same_v<std::decay_t<Direct>, NoDirect>) {
       if (!g.shared().empty() && s_.size >= 2 && x.bytes) [[unlikely]] {
         const int i = static_cast<int>(which);
-        const Pick d = pick(x, direct_[i].get(), 0, "in place", "copying");
+        const Pick d = pick(x, direct_[i].get(), 0, "in place", "copying", true);
+        // While a choice is on trial, the choices within it hold (they are
+        // timed between its trials): each trial times one thing.
+        const bool settled = !d.tuner;
         if (d.algo == 0) {
-          const Pick f = pick(x, direct_shots_[i].get(), x.bytes <= one_shot_bytes() ? 0 : 1, "one-shot", "two-shot");
+          const Pick f =
+              pick(x, direct_shots_[i].get(), x.bytes <= one_shot_bytes() ? 0 : 1, "one-shot", "two-shot", settled);
           if (direct(g, f.algo == 0)) {
             done(f, x.bytes);
             done(d, x.bytes);
             x.set_algo(kShmDirectName);
             return;
           }
-        } else if (d.tuner) {
-          copying(x, g, which, run);
+        } else if (!settled) {
+          copying(x, g, which, run, false);
           done(d, x.bytes);
           return;
         }
       }
     }
-    copying(x, g, which, run);
+    copying(x, g, which, run, true);
   }
 
   // The timed choices (algorithms/tuner.h), or null where there is none:
@@ -168,14 +173,16 @@ class ShmMedium {
     int algo = 0;
     std::chrono::steady_clock::time_point t0;
   };
-  Pick pick(const OpContext& x, Tuner* t, int preferred, const char* what0, const char* what1);
+  // With `settled` false (a choice around it is on trial) it holds: the
+  // tuner's last choice, else `preferred`, without a step.
+  Pick pick(const OpContext& x, Tuner* t, int preferred, const char* what0, const char* what1, bool settled);
   static void done(const Pick& p, std::size_t bytes);
   // Through the segment: one-shot or two-shot (reductions), single copy or
-  // copying.
+  // copying; `settled`: as pick's.
   template <class Run>
-  void copying(OpContext& x, ShmGroup& g, Collective which, Run& run) {
+  void copying(OpContext& x, ShmGroup& g, Collective which, Run& run, bool settled) {
     const int i = static_cast<int>(which);
-    const Pick f = pick(x, shots_[i].get(), x.bytes <= one_shot_bytes() ? 0 : 1, "one-shot", "two-shot");
+    const Pick f = pick(x, shots_[i].get(), x.bytes <= one_shot_bytes() ? 0 : 1, "one-shot", "two-shot", settled);
     const bool one_shot = reduces(which) && f.algo == 0;
     const std::size_t one_shot_bytes = one_shot ? SIZE_MAX : 0;
     Tuner* t = tuners_[i].get();
@@ -188,19 +195,24 @@ class ShmMedium {
       ShmGroup& g;
       ~Restore() { g.set_copy_only(false); }
     };
-    t->step(
-        x.bytes, 0, [&](std::array<std::int64_t, 2>& figures) { least(g, figures); },
-        [&](const std::array<std::int64_t, 2>& figures, int algo) {
-          log_choice(x, figures, algo, "single copy", "copying");
-        },
-        [&](int algo) {
-          Restore restore{g};
-          g.set_copy_only(algo == 1);
-          if (algo == 1) x.set_algo(kShmCopyName);
-          run(g, one_shot_bytes);
-          // Where the rules would not have copied once either, it ran them.
-          if (algo == 1 && !g.declined()) x.set_algo("shm");
-        });
+    const auto run_cma = [&](int algo) {
+      Restore restore{g};
+      g.set_copy_only(algo == 1);
+      if (algo == 1) x.set_algo(kShmCopyName);
+      run(g, one_shot_bytes);
+      // Where the rules would not have copied once either, it ran them.
+      if (algo == 1 && !g.declined()) x.set_algo("shm");
+    };
+    if (settled && !f.tuner) {
+      t->step(
+          x.bytes, 0, [&](std::array<std::int64_t, 2>& figures) { least(g, figures); },
+          [&](const std::array<std::int64_t, 2>& figures, int algo) {
+            log_choice(x, figures, algo, "single copy", "copying");
+          },
+          run_cma);
+    } else {
+      run_cma(std::max(t->chosen(x.bytes), 0));
+    }
     done(f, x.bytes);
   }
   // The sizes (bytes, (from, to]) where one-shot and two-shot are timed.
