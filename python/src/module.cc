@@ -262,6 +262,13 @@ std::unique_ptr<PyWork> make_work(Work w, std::vector<Buf>&& bufs, const Communi
 using OptDtype = std::optional<DataType>;
 
 // A communicator handle for Python; point-to-point posting (the collectives are in Ops).
+// Memory from Communicator::alloc_shared_owned, held while Python holds it
+// (numpy.frombuffer keeps the object, so an array over it keeps it mapped).
+struct SharedMemory {
+  std::shared_ptr<void> mem;
+  std::size_t bytes = 0;
+};
+
 struct PyComm {
   Communicator c;
 
@@ -821,8 +828,31 @@ PYBIND11_MODULE(_tutti, m) {
             return PyComm{s.c.shrink()};
           },
           "a new communicator of the survivors, ordered by rank (MPIX_Comm_shrink)")
+      .def(
+          "alloc_shared",
+          [](PyComm& s, std::size_t nbytes) {
+            SharedMemory out;
+            out.bytes = nbytes;
+            py::gil_scoped_release r;
+            out.mem = s.c.alloc_shared_owned(nbytes);
+            return out;
+          },
+          py::arg("nbytes"),
+          "nbytes of memory every rank of this host maps (collective; sizes may differ per rank), for "
+          "collectives that read the peers' buffers where they lie: wrap it, e.g. "
+          "numpy.frombuffer(buf, dtype=numpy.float32); it stays mapped while any object holds it")
       .def("trace_json", [](const PyComm& s) { return s.c.trace_json(); })
       .def("dump_trace", [](const PyComm& s) { return s.c.dump_trace(); });
+
+  py::class_<SharedMemory>(m, "SharedMemory", py::buffer_protocol(),
+                           "Memory from Communicator.alloc_shared: a writable buffer of bytes")
+      .def_buffer([](SharedMemory& sm) {
+        return py::buffer_info(sm.mem.get(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(sm.bytes)}, {py::ssize_t{1}});
+      })
+      .def("__len__", [](const SharedMemory& sm) { return sm.bytes; })
+      .def("__repr__",
+           [](const SharedMemory& sm) { return "<tutti.SharedMemory of " + std::to_string(sm.bytes) + " bytes>"; });
 
   m.def(
       "init",

@@ -383,6 +383,44 @@ def buffers():
     same("2-d", tutti.int16, m2.ravel(), np.full(6, n * (n + 1) // 2))
 
 
+def shared():
+    """Communicator.alloc_shared: numpy arrays over memory every rank maps;
+    all_reduce (one-shot and two-shot sizes), broadcast and all_gather on
+    them read the peers' arrays where they lie (the trace says shm_direct);
+    an array keeps its memory after the buffer object is dropped."""
+    import json
+    mem = comm.alloc_shared(40009 * 4 + 8 * rank)  # sizes may differ per rank
+    assert len(mem) == 40009 * 4 + 8 * rank and "SharedMemory" in repr(mem), repr(mem)
+    x = np.frombuffer(mem, dtype=np.float32, count=40009)
+    del mem  # x holds it
+    small = np.frombuffer(comm.alloc_shared(997 * 8), dtype=np.float64)
+
+    def last_algo(op):
+        ops = [e for e in json.loads(comm.trace_json())["ops"] if e.get("op") == op]
+        return ops[-1].get("algo") if ops else None
+
+    for arr, dt in ((x, tutti.float32), (small, tutti.float64)):
+        ran = []
+        for op in (tutti.SUM, tutti.MAX, tutti.AVG):
+            xs = [data(dt, arr.size, q, 900 + arr.size % 7, op) for q in range(n)]
+            arr[:] = xs[rank]
+            comm.all_reduce(arr, op=op)
+            check(f"alloc_shared all_reduce {arr.size}", dt, arr, *reduce_ref(dt, op, xs, n))
+            ran.append(last_algo("all_reduce"))
+        # In place first; the timed choice then tries copying too.
+        if n > 1 and os.environ.get("TUTTI_TRANSPORT") != "tcp":
+            assert "shm_direct" in ran, f"rank {rank}: all_reduce on shared memory ran {ran}"
+    want = data(tutti.float32, x.size, n - 1, 950)
+    x[:] = want if rank == n - 1 else 0
+    comm.broadcast(x, root=n - 1)
+    same("alloc_shared broadcast", tutti.float32, x, want)
+    out = np.frombuffer(comm.alloc_shared(n * small.nbytes), dtype=np.float64)
+    small[:] = data(tutti.float64, small.size, rank, 951)
+    comm.all_gather(small, out)
+    same("alloc_shared all_gather", tutti.float64, out,
+         np.concatenate([data(tutti.float64, small.size, q, 951) for q in range(n)]))
+
+
 def errors():
     """Error kinds and messages."""
     def expect(cls, words, f):
@@ -487,6 +525,7 @@ collectives(comm, "world")
 point_to_point(comm)
 groups()
 buffers()
+shared()
 gil()
 stores()
 errors()

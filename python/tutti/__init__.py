@@ -15,11 +15,16 @@ tutti.Error (a RuntimeError) subclasses, one per kind: tutti.InvalidArgument,
 tutti.Timeout, tutti.PeerLost, tutti.Mismatch, tutti.Aborted, tutti.Internal,
 tutti.Unauthenticated, tutti.Revoked.
 
+`comm.alloc_shared(nbytes)` gives memory every rank of the host maps:
+collectives on arrays over it (numpy.frombuffer) read the peers' arrays
+where they lie.
+
 `import tutti.torch` registers "tutti" as a torch.distributed backend.
 """
 from ._tutti import *  # noqa: F401,F403
 from ._tutti import (  # noqa: F401
-    ANY_SOURCE, Communicator, DataType, Error, ReduceOp, ReduceOpKind, Store, TcpStoreServer, Work, __version__,
+    ANY_SOURCE, Communicator, DataType, Error, ReduceOp, ReduceOpKind, SharedMemory, Store, TcpStoreServer, Work,
+    __version__,
     dtype_size, file_store, init, memory_store, prefix_store, reduce_op_invalid_reason, tcp_store_client)
 
 # Reduce operators as values (tutti.SUM, ..., tutti.premul_sum(0.5)).
