@@ -135,6 +135,10 @@ def worker(a):
             want = sum(p.to(torch.float32) for p in parts).to(dtype)
             if not torch.equal(buf, want):
                 raise SystemExit(f"rank {rank}: all_reduce of {name} {size} B on {system}: wrong elements")
+            # Timed in place, as a model runs it: the sums double every call
+            # and reach inf (16-bit types within a few dozen calls, float32
+            # within a few hundred); inf costs the vector kernels of every
+            # system nothing more, and no call makes NaN from it (x + x).
             us, iters = timed(lambda: reduce(buf))
             rows.append({"kind": "all_reduce", "dtype": name, "bytes": size, "us": us, "iters": iters, "path": path})
     if n > 1 and a.layers > 0:
