@@ -75,6 +75,17 @@ class Communicator {
   // Default deadline of every operation.
   std::chrono::milliseconds timeout() const;
   void set_timeout(std::chrono::milliseconds t);
+  // Reproducible sums (TUTTI_REPRODUCIBLE=1 sets it on every communicator
+  // at its start; a split one starts as its parent is): all_reduce, reduce
+  // and reduce_scatter of float16, bfloat16, float32, float64, complex64
+  // and complex128 with SUM and AVG, submitted while it is on, give bits
+  // that depend on the multiset of the ranks' contributions alone, not on
+  // the algorithm, medium, chunking, arrival or rank order
+  // (docs/algorithms.md, "Reproducible sums": the method, its error bound
+  // and its cost). Every member must set it alike before the same
+  // operations. Other types and ops are exact already and run as before.
+  void set_reproducible(bool on);
+  bool reproducible() const;
 
   // ---- point to point. `tag` must be in [0, 2^31). ------------------------
   void send(const void* buf, std::size_t count, DataType dtype, int dst, int tag = 0);

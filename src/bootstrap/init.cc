@@ -307,6 +307,7 @@ Communicator init(const InitOptions& options) {
   impl->rank = rank;
   impl->size = size;
   impl->timeout.store(timeout);
+  impl->reproducible.store(impl->job->config.reproducible);
   auto map = std::make_shared<std::vector<int>>();
   for (int r = 0; r < size; ++r) {
     impl->world.push_back(r);

@@ -103,6 +103,9 @@ struct Config {
   // exchange the operation's signature and fail with Mismatch if they
   // disagree (shared-memory collectives check every round anyway).
   bool debug_detail = false;
+  // TUTTI_REPRODUCIBLE=1: every communicator starts with reproducible sums
+  // (Communicator::set_reproducible; reduce/reproducible.h).
+  bool reproducible = false;
   std::string trace_dir = "/tmp";
 
   static Config from_env();

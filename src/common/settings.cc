@@ -63,6 +63,8 @@ void store_shm_prefix(Config& c, const std::string& v) {
 }
 
 void store_debug(Config& c, const std::string& v) { c.debug_detail = v == "detail"; }
+void store_reproducible(Config& c, const std::string& v) { c.reproducible = v == "1"; }
+std::string shown_reproducible(const Config& c) { return c.reproducible ? "1" : "0"; }
 std::string shown_debug(const Config& c) { return c.debug_detail ? "detail" : ""; }
 
 // The table allows these values alone (kSettings: "auto|tcp").
@@ -126,6 +128,9 @@ const Setting kSettings[] = {
     {"TUTTI_DEBUG", "library", Kind::Choice, 0, 0, "detail|off", R"doc(`off`)doc", Agreement::Job,
      R"doc(`detail`: before every collective over the network, every rank sends every other the operation's signature (kind, dtype, reduce op, root, bytes), and all fail with `Mismatch` naming both operations if any differ. Without it every mismatch is still found, but where the ranks' messages never meet (a gather against a scatter) only at their next operation that receives (docs/tuning.md, "TUTTI_DEBUG").)doc",
      store_debug, shown_debug},
+    {"TUTTI_REPRODUCIBLE", "library", Kind::Choice, 0, 0, "0|1", R"doc(`0`)doc", Agreement::Job,
+     R"doc(`1`: every communicator starts with reproducible sums (`Communicator::set_reproducible`): all_reduce, reduce and reduce_scatter of floats and complex numbers with SUM and AVG give bits that depend on the ranks' contributions alone, whatever the algorithm, medium or rank order (docs/algorithms.md, "Reproducible sums").)doc",
+     store_reproducible, shown_reproducible},
     {"TUTTI_TRACE_BUFFER", "library", Kind::Integer, 0, 1048576, nullptr, R"doc(`256`)doc", Agreement::None,
      R"doc(Operations the flight recorder keeps per communicator (0 turns it off, at most 1048576). See docs/errors.md.)doc",
      FIELD_INTEGER("TUTTI_TRACE_BUFFER", trace_buffer), SHOWN(trace_buffer)},
@@ -150,13 +155,14 @@ const Setting kSettings[] = {
      Agreement::None,
      R"doc(The job's secret: every store and peer connection proves by HMAC-SHA256 challenge and response that both sides hold it, and a process that holds another fails with `Unauthenticated`. Unset, tuttirun draws one for the job it starts on one node or with `--hosts`; a job started otherwise (`--nnodes`, other launchers) sets the same value on every rank, or its store connections are checked for the protocol only (docs/tuning.md, "TUTTI_JOB_SECRET").)doc",
      nullptr, nullptr},
-    {"TUTTI_LISTEN_ADDR", "library", Kind::Text, 0, 0, nullptr, R"doc((the advertised address))doc", Agreement::None,
-     R"doc(Address each rank listens on for its peers. Unset: the address it advertises (`TUTTI_ADVERTISE_ADDR`, else the route to the store: loopback for a job on loopback) when that is an address of this host, else `0.0.0.0`; with `TUTTI_SOCKET_IFNAME`, the picked interface's address (docs/errors.md, "Careless and hostile use").)doc",
+    {"TUTTI_LISTEN_ADDR", "library", Kind::Text, 0, 0,
+     nullptr, R"doc((the advertised address))doc", Agreement::None, R"doc(Address each rank listens on for its peers. Unset: the address it advertises (`TUTTI_ADVERTISE_ADDR`, else the route to the store: loopback for a job on loopback) when that is an address of this host, else `0.0.0.0`; with `TUTTI_SOCKET_IFNAME`, the picked interface's address (docs/errors.md, "Careless and hostile use").)doc",
      store_listen_addr, SHOWN_TEXT(listen_addr)},
     {"TUTTI_ADVERTISE_ADDR", "library", Kind::Text, 0, 0, nullptr, R"doc((auto))doc", Agreement::None,
      R"doc(Address a rank publishes to its peers; by default the address `TUTTI_SOCKET_IFNAME` picks, else the local address of the route to the store, skipping loopback when the store's address is not loopback (docs/launching.md).)doc",
      FIELD_TEXT(advertise_addr), SHOWN_TEXT(advertise_addr)},
-    {"TUTTI_SOCKET_IFNAME", "library", Kind::Text, 0, 0, nullptr, R"doc((unset))doc", Agreement::None, R"doc(Network interfaces to use, in NCCL's syntax: `eth,ib` (name prefixes), `^docker,lo` (all but these), `=eth0` (exact names), `^=eth0`. Ranks listen on and publish the first address of the first matching interface that is up, and a list that matches nothing, or a malformed one, is `InvalidArgument` at init (docs/tuning.md, "TUTTI_SOCKET_IFNAME").)doc",
+    {"TUTTI_SOCKET_IFNAME", "library", Kind::Text, 0, 0, nullptr, R"doc((unset))doc", Agreement::None,
+     R"doc(Network interfaces to use, in NCCL's syntax: `eth,ib` (name prefixes), `^docker,lo` (all but these), `=eth0` (exact names), `^=eth0`. Ranks listen on and publish the first address of the first matching interface that is up, and a list that matches nothing, or a malformed one, is `InvalidArgument` at init (docs/tuning.md, "TUTTI_SOCKET_IFNAME").)doc",
      FIELD_TEXT(socket_ifname), SHOWN_TEXT(socket_ifname)},
     {"TUTTI_STORE_LISTEN_ADDR", "library", Kind::Text, 0, 0, nullptr, R"doc((MASTER_ADDR or all))doc", Agreement::None,
      R"doc(Address rank 0's store server listens on. Unset: `MASTER_ADDR` when it is an IP address of this host, else every interface (a host name may resolve here to another address than on the other hosts).)doc",

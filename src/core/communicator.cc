@@ -64,6 +64,9 @@ int Communicator::local_size() const {
 std::chrono::milliseconds Communicator::timeout() const { return impl_->timeout.load(); }
 void Communicator::set_timeout(std::chrono::milliseconds t) { impl_->timeout.store(t); }
 
+void Communicator::set_reproducible(bool on) { impl_->reproducible.store(on, std::memory_order_relaxed); }
+bool Communicator::reproducible() const { return impl_->reproducible.load(std::memory_order_relaxed); }
+
 void Communicator::abort(const std::string& reason) {
   impl_->abort(ErrorKind::Aborted, "rank " + std::to_string(impl_->rank) + ": " + reason);
 }
@@ -192,6 +195,14 @@ Work Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count
   OpContext c = impl_->make_context("reduce", bytes);
   describe_reduce(c, dtype, op);
   c.root = root;
+  if (impl_->reproducible_for(dtype, op)) [[unlikely]]
+    return impl_->run_reproducible(
+        std::move(c), Collective::Reduce,
+        [=] {
+          return OpArgs{
+              .send = sendbuf, .recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .op = op, .root = root};
+        },
+        t_blocking_call);
   const Plan p = impl_->plan(c, Collective::Reduce, bytes);
   return impl_->run(
       std::move(c),
@@ -212,6 +223,13 @@ Work Communicator::iall_reduce(const void* sendbuf, void* recvbuf, std::size_t c
   v.buffer(recvbuf, count, "recvbuf");
   OpContext c = impl_->make_context("all_reduce", bytes);
   describe_reduce(c, dtype, op);
+  if (impl_->reproducible_for(dtype, op)) [[unlikely]]
+    return impl_->run_reproducible(
+        std::move(c), Collective::AllReduce,
+        [=] {
+          return OpArgs{.send = sendbuf, .recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .op = op};
+        },
+        t_blocking_call);
   const Plan p = impl_->plan(c, Collective::AllReduce, bytes);
   return impl_->run(
       std::move(c),
@@ -346,6 +364,11 @@ Work Communicator::ireduce_scatter(std::span<const void* const> sendbufs, void* 
   }
   OpContext c = impl_->make_context("reduce_scatter", bytes);
   describe_reduce(c, dtype, op);
+  if (impl_->reproducible_for(dtype, op)) [[unlikely]]
+    return impl_->run_reproducible(
+        std::move(c), Collective::ReduceScatter,
+        [=] { return OpArgs{.recv = recvbuf, .count = count, .bytes = bytes, .dtype = dtype, .op = op, .in = in}; },
+        t_blocking_call);
   const Plan p = impl_->plan(c, Collective::ReduceScatter, bytes);
   return impl_->run(
       std::move(c),

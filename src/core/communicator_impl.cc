@@ -379,6 +379,130 @@ void detail::CommunicatorImpl::run_plan_lowered(OpContext& x, const detail::OpAr
     detail::divide_by(a.recv, a.count, a.dtype, size);
 }
 
+void detail::CommunicatorImpl::reproducible_sum(OpContext& x, const detail::OpArgs& a, detail::Collective which) {
+  using detail::Collective;
+  const detail::ReproLayout l = detail::repro_layout(a.dtype, size);
+  const bool scatter = which == Collective::ReduceScatter, reduce = which == Collective::Reduce;
+  const std::size_t per = a.count * static_cast<std::size_t>(l.per_element);  // reals of a rank's buffer (block)
+  const std::size_t reals = scatter ? per * static_cast<std::size_t>(size) : per;
+  const std::size_t blocks = detail::repro_blocks(reals), lanes = static_cast<std::size_t>(l.lanes);
+  if (reals == 0) return;
+  // The input in pieces: (where, its first real).
+  struct Piece {
+    const void* at;
+    std::size_t first;
+  };
+  detail::SmallVector<Piece> pieces;
+  if (scatter) {
+    for (int b = 0; b < size; ++b) pieces.push_back({a.in[b], static_cast<std::size_t>(b) * per});
+  } else {
+    pieces.push_back({a.send, 0});
+  }
+  // Each phase is a collective of its own, under a sequence number the
+  // operation reserved, with its own signature and the table's algorithm
+  // for its size (or the forced or timed one).
+  const std::uint64_t seq0 = x.seq;
+  const char *const dtype0 = x.dtype_name, *const redop0 = x.redop_name;
+  const std::size_t bytes0 = x.bytes;
+  const int root0 = x.root;
+  const auto phase = [&](int k, Collective c, const detail::OpArgs& args, const char* dtype, const char* redop) {
+    x.seq = seq0 + static_cast<std::uint64_t>(k);
+    x.bytes = args.bytes;
+    x.dtype_name = dtype;
+    x.redop_name = redop;
+    x.root = args.root;
+    x.sig_cache = 0;
+    const detail::Plan p = planner.plan(c, args.bytes);
+    x.algo = p.algorithm->name;
+    run_plan(x, args, p);
+  };
+  struct Restore {
+    OpContext& x;
+    std::uint64_t seq;
+    const char *dtype, *redop;
+    std::size_t bytes;
+    int root;
+    ~Restore() {
+      x.seq = seq;
+      x.dtype_name = dtype;
+      x.redop_name = redop;
+      x.bytes = bytes;
+      x.root = root;
+      x.sig_cache = 0;
+      x.set_algo("reproducible");
+    }
+  } restore{x, seq0, dtype0, redop0, bytes0, root0};
+  // 1. The blocks' anchors and flags: this rank's, then every member's MAX.
+  repro_marks.assign(2 * blocks, 0);
+  std::fill(repro_marks.begin(), repro_marks.begin() + static_cast<std::ptrdiff_t>(blocks), detail::kNoAnchor);
+  std::int16_t* const anchors = repro_marks.data();
+  std::int16_t* const flags = anchors + blocks;
+  for (const auto& [at, first] : pieces) detail::repro_scan(at, first, per, l, anchors, flags);
+  phase(1, Collective::AllReduce,
+        {.send = anchors,
+         .recv = anchors,
+         .count = 2 * blocks,
+         .bytes = 4 * blocks,
+         .dtype = DataType::Int16,
+         .op = ReduceOp(ReduceOpKind::Max)},
+        "int16", "max");
+  // 2. The lanes: every member's in fixed point at the agreed anchors, summed.
+  repro_lanes.resize(reals * lanes);
+  for (const auto& [at, first] : pieces)
+    detail::repro_encode(at, first, per, l, anchors, repro_lanes.data() + first * lanes);
+  const ReduceOp sum(ReduceOpKind::Sum);
+  const std::int64_t* summed = repro_lanes.data();
+  std::size_t first_out = 0;
+  if (scatter) {
+    repro_sums.resize(per * lanes);
+    detail::SmallVector<const char*> in;
+    for (int b = 0; b < size; ++b)
+      in.push_back(reinterpret_cast<const char*>(repro_lanes.data() + static_cast<std::size_t>(b) * per * lanes));
+    phase(2, Collective::ReduceScatter,
+          {.recv = repro_sums.data(),
+           .count = per * lanes,
+           .bytes = per * lanes * 8,
+           .dtype = DataType::Int64,
+           .op = sum,
+           .in = in},
+          "int64", "sum");
+    summed = repro_sums.data();
+    first_out = static_cast<std::size_t>(rank) * per;
+  } else {
+    phase(2, reduce ? Collective::Reduce : Collective::AllReduce,
+          {.send = repro_lanes.data(),
+           .recv = repro_lanes.data(),
+           .count = reals * lanes,
+           .bytes = reals * lanes * 8,
+           .dtype = DataType::Int64,
+           .op = sum,
+           .root = reduce ? a.root : -1},
+          "int64", "sum");
+  }
+  // 3. Where a block holds a NaN or an infinity on some member: the counts
+  // of each kind per real of those blocks, summed.
+  repro_flagged.resize(blocks);
+  repro_flagged.resize(detail::repro_flagged(flags, blocks, repro_flagged.data()));
+  if (!repro_flagged.empty()) {
+    repro_codes.assign(repro_flagged.size() * detail::kReproBlock, 0);
+    for (const auto& [at, first] : pieces) detail::repro_codes(at, first, per, l, repro_flagged, repro_codes.data());
+    phase(3, reduce ? Collective::Reduce : Collective::AllReduce,
+          {.send = repro_codes.data(),
+           .recv = repro_codes.data(),
+           .count = repro_codes.size(),
+           .bytes = repro_codes.size() * 8,
+           .dtype = DataType::Int64,
+           .op = sum,
+           .root = reduce ? a.root : -1},
+          "int64", "sum");
+  }
+  // 4. Each sum back into the dtype, rounded once.
+  if (reduce && rank != a.root) return;
+  const bool avg = a.op.kind == ReduceOpKind::Avg;
+  detail::repro_decode(summed, first_out, per, l, anchors, avg, a.recv);
+  if (!repro_flagged.empty()) detail::repro_apply_codes(repro_codes.data(), repro_flagged, first_out, per, l, a.recv);
+}
+
 void detail::CommunicatorImpl::set_topology(int copies) {
   std::vector<int> per_host;  // members per host index
   for (int w : world) {

@@ -36,6 +36,7 @@
 #include "media/shm_medium.h"
 #include "media/two_level.h"
 #include "plan/planner.h"
+#include "reduce/reproducible.h"
 #include "trace/flight_recorder.h"
 #include "transport/transport.h"
 #include "tutti/communicator.h"
@@ -115,6 +116,8 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   std::atomic<std::chrono::milliseconds> timeout{std::chrono::minutes(5)};
 
   std::uint64_t next_seq = 1;
+  // Communicator::set_reproducible, read where operations are submitted.
+  std::atomic<bool> reproducible{false};
   // Point-to-point ops are numbered apart (send #k, recv #k) for messages;
   // they do not take collective sequence numbers.
   std::uint64_t sends_posted = 0;
@@ -196,6 +199,29 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
     }
   }
   void run_plan_lowered(detail::OpContext& x, const detail::OpArgs& a, const detail::Plan& p);
+  // Reproducible sums (reduce/reproducible.h): whether an operation of
+  // (dtype, op) runs them now, and the operation that does: `which` is
+  // AllReduce, Reduce or ReduceScatter; its phases (the anchors' MAX, the
+  // lanes' SUM, the codes' SUM where a value is NaN or infinite) are
+  // collectives of their own under sequence numbers the operation reserves.
+  bool reproducible_for(DataType dtype, const ReduceOp& op) const {
+    return reproducible.load(std::memory_order_relaxed) && size > 1 && detail::reproducible_covers(dtype, op.kind);
+  }
+  static constexpr int kReproPhases = 3;
+  // `args()` gives the operation's arguments (it holds what they point to).
+  template <class MakeArgs>
+  Work run_reproducible(detail::OpContext c, detail::Collective which, MakeArgs args, bool blocking) {
+    c.algo = "reproducible";
+    c.shm = false;  // its phases may run in any medium: a deadline, not a start tick
+    next_seq += kReproPhases;
+    return run(
+        std::move(c), [this, which, args](detail::OpContext& x) { reproducible_sum(x, args(), which); }, blocking);
+  }
+  void reproducible_sum(detail::OpContext& x, const detail::OpArgs& a, detail::Collective which);
+  // Its buffers, kept between operations.
+  std::vector<std::int16_t> repro_marks;
+  std::vector<std::int64_t> repro_lanes, repro_sums, repro_codes;
+  std::vector<std::size_t> repro_flagged;
   // The plan of an operation (plan/planner.h), named in its context.
   detail::Plan plan(detail::OpContext& c, detail::Collective collective, std::size_t bytes) const {
     detail::Plan p = planner.plan(collective, bytes);

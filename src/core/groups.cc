@@ -24,6 +24,7 @@ std::shared_ptr<detail::CommunicatorImpl> make_child_impl(detail::CommunicatorIm
   child->comm_id = id;
   child->size = static_cast<int>(members_parent_ranks.size());
   child->timeout.store(parent.timeout.load());
+  child->reproducible.store(parent.reproducible.load());
   auto map = std::make_shared<std::vector<int>>(parent.job->transport->size(), -1);
   for (int i = 0; i < child->size; ++i) {
     int w = parent.world[members_parent_ranks[i]];
@@ -78,11 +79,16 @@ detail::Hierarchy& detail::CommunicatorImpl::hierarchy() {
       mix64(comm_id ^ 0x6c6f63616c2d3263ull ^ mix64(static_cast<std::uint64_t>(my_host) + 1));
   const std::uint64_t cross_id =
       mix64(comm_id ^ 0x63726f73732d3263ull ^ mix64(static_cast<std::uint64_t>(my_local) + 1));
-  h->local = Communicator(make_child_impl(*this, local_id, local_members));
+  // They run the parts of this communicator's operations: never
+  // reproducible sums of their own (this one's phases sum integers).
+  std::shared_ptr<CommunicatorImpl> local = make_child_impl(*this, local_id, local_members);
+  local->reproducible.store(false);
+  h->local = Communicator(std::move(local));
   // The L cross communicators share each host's link (all_to_all's
   // rules count that).
   std::shared_ptr<CommunicatorImpl> cross = make_child_impl(*this, cross_id, cross_members);
   cross->set_topology(h->per_host);
+  cross->reproducible.store(false);
   h->cross = Communicator(std::move(cross));
   h->leader_bytes = job->config.two_level_leader_bytes;
   h->thresholds = planner.thresholds().two_level;
