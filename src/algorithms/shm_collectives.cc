@@ -9,6 +9,7 @@
 #include "common/dtype.h"
 #include "common/stream_copy.h"
 #include "reduce/reduce.h"
+#include "reduce/reproducible.h"
 #include "tutti/error.h"
 
 namespace tutti::detail {
@@ -41,6 +42,9 @@ const char* input_of(const ShmGroup& g, int p, std::uint64_t k, Space space, std
 // float16 and bfloat16 reductions over more than two inputs accumulate in
 // float32 and round once (reduce_many); the others reduce pair by pair.
 bool accumulates_wide(DataType dtype) { return dtype == DataType::Float16 || dtype == DataType::BFloat16; }
+// Every input of an element to one reduce_many call: float16 and bfloat16
+// beyond two ranks (rounded once), and reproducible sums (reduce/reproducible.h).
+bool all_at_once(int n, DataType dtype, ReduceOpKind op) { return (n > 2 && accumulates_wide(dtype)) || is_repro(op); }
 
 void reduce_all_inputs(ShmGroup& g, std::uint64_t k, std::size_t offset_bytes, char* out, std::size_t count,
                        DataType dtype, ReduceOpKind op, Space space = Space::Slots, const char* own = nullptr) {
@@ -53,7 +57,7 @@ void reduce_all_inputs(ShmGroup& g, std::uint64_t k, std::size_t offset_bytes, c
     std::memcpy(out, in(0), count * elem_size(dtype));
     return;
   }
-  if (n > 2 && accumulates_wide(dtype)) {
+  if (all_at_once(n, dtype, op)) {
     // Every input first, then one pass that rounds once (reduce_many).
     thread_local std::vector<const void*> ins;
     ins.resize(static_cast<std::size_t>(n));
@@ -182,7 +186,7 @@ void reduce_from_peers(ShmGroup& g, Remote remote, const char* own, char* dst, s
   const std::size_t chunk = std::max<std::size_t>(1, g.thresholds().one_shot_stage_bytes / es);
   // float16/bfloat16 beyond two ranks: every peer's chunk staged, then
   // reduced at once (reduce_many).
-  const bool wide = n > 2 && accumulates_wide(dtype);
+  const bool wide = all_at_once(n, dtype, op);
   thread_local std::vector<char> stage;
   thread_local std::vector<const void*> ins;
   stage.resize((wide ? n + 1 : 3) * chunk * es);

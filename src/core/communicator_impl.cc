@@ -381,49 +381,40 @@ void detail::CommunicatorImpl::run_plan_lowered(OpContext& x, const detail::OpAr
 
 void detail::CommunicatorImpl::reproducible_sum(OpContext& x, const detail::OpArgs& a, detail::Collective which) {
   using detail::Collective;
-  const detail::ReproLayout l = detail::repro_layout(a.dtype, size);
-  const bool scatter = which == Collective::ReduceScatter, reduce = which == Collective::Reduce;
-  const std::size_t per = a.count * static_cast<std::size_t>(l.per_element);  // reals of a rank's buffer (block)
-  const std::size_t reals = scatter ? per * static_cast<std::size_t>(size) : per;
-  const std::size_t blocks = detail::repro_blocks(reals), lanes = static_cast<std::size_t>(l.lanes);
-  if (reals == 0) return;
-  // The input in pieces: (where, its first real).
-  struct Piece {
-    const void* at;
-    std::size_t first;
-  };
-  detail::SmallVector<Piece> pieces;
-  if (scatter) {
-    for (int b = 0; b < size; ++b) pieces.push_back({a.in[b], static_cast<std::size_t>(b) * per});
-  } else {
-    pieces.push_back({a.send, 0});
+  const std::size_t n = static_cast<std::size_t>(size), me = static_cast<std::size_t>(rank);
+  const std::size_t es = dtype_size(a.dtype), count = a.count;
+  if (count == 0) return;
+  const bool avg = a.op.kind == ReduceOpKind::Avg;
+  const detail::Plan plan = planner.plan(which, a.bytes);
+  if (plan.algorithm->medium == detail::Medium::SharedMemory) {
+    // There every input of an element meets in one reduce_many call: the
+    // collective runs as it is, with the reproducible sum as its kernel.
+    // Its signature says so: a member not in the mode meets a mismatch.
+    detail::OpArgs r = a;
+    r.op = ReduceOp(avg ? detail::kReproAvg : detail::kReproSum);
+    x.redop_name = avg ? "avg (reproducible)" : "sum (reproducible)";
+    x.sig_cache = 0;
+    x.algo = plan.algorithm->name;
+    run_plan(x, r, plan);
+    x.set_algo("shm_reproducible");
+    return;
   }
   // Each phase is a collective of its own, under a sequence number the
-  // operation reserved, with its own signature and the table's algorithm
-  // for its size (or the forced or timed one).
+  // operation reserved, with its own signature, and the algorithm the
+  // planner picks (or TUTTI_ALGO forces, or the tuner times) for it.
   const std::uint64_t seq0 = x.seq;
-  const char *const dtype0 = x.dtype_name, *const redop0 = x.redop_name;
+  const char *const op0 = x.op_name, *const dtype0 = x.dtype_name, *const redop0 = x.redop_name;
   const std::size_t bytes0 = x.bytes;
   const int root0 = x.root;
-  const auto phase = [&](int k, Collective c, const detail::OpArgs& args, const char* dtype, const char* redop) {
-    x.seq = seq0 + static_cast<std::uint64_t>(k);
-    x.bytes = args.bytes;
-    x.dtype_name = dtype;
-    x.redop_name = redop;
-    x.root = args.root;
-    x.sig_cache = 0;
-    const detail::Plan p = planner.plan(c, args.bytes);
-    x.algo = p.algorithm->name;
-    run_plan(x, args, p);
-  };
   struct Restore {
     OpContext& x;
     std::uint64_t seq;
-    const char *dtype, *redop;
+    const char *op, *dtype, *redop;
     std::size_t bytes;
     int root;
     ~Restore() {
       x.seq = seq;
+      x.op_name = op;
       x.dtype_name = dtype;
       x.redop_name = redop;
       x.bytes = bytes;
@@ -431,76 +422,107 @@ void detail::CommunicatorImpl::reproducible_sum(OpContext& x, const detail::OpAr
       x.sig_cache = 0;
       x.set_algo("reproducible");
     }
-  } restore{x, seq0, dtype0, redop0, bytes0, root0};
-  // 1. The blocks' anchors and flags: this rank's, then every member's MAX.
-  repro_marks.assign(2 * blocks, 0);
-  std::fill(repro_marks.begin(), repro_marks.begin() + static_cast<std::ptrdiff_t>(blocks), detail::kNoAnchor);
-  std::int16_t* const anchors = repro_marks.data();
-  std::int16_t* const flags = anchors + blocks;
-  for (const auto& [at, first] : pieces) detail::repro_scan(at, first, per, l, anchors, flags);
-  phase(1, Collective::AllReduce,
-        {.send = anchors,
-         .recv = anchors,
-         .count = 2 * blocks,
-         .bytes = 4 * blocks,
-         .dtype = DataType::Int16,
-         .op = ReduceOp(ReduceOpKind::Max)},
-        "int16", "max");
-  // 2. The lanes: every member's in fixed point at the agreed anchors, summed.
-  repro_lanes.resize(reals * lanes);
-  for (const auto& [at, first] : pieces)
-    detail::repro_encode(at, first, per, l, anchors, repro_lanes.data() + first * lanes);
-  const ReduceOp sum(ReduceOpKind::Sum);
-  const std::int64_t* summed = repro_lanes.data();
-  std::size_t first_out = 0;
-  if (scatter) {
-    repro_sums.resize(per * lanes);
-    detail::SmallVector<const char*> in;
-    for (int b = 0; b < size; ++b)
-      in.push_back(reinterpret_cast<const char*>(repro_lanes.data() + static_cast<std::size_t>(b) * per * lanes));
-    phase(2, Collective::ReduceScatter,
-          {.recv = repro_sums.data(),
-           .count = per * lanes,
-           .bytes = per * lanes * 8,
-           .dtype = DataType::Int64,
-           .op = sum,
-           .in = in},
-          "int64", "sum");
-    summed = repro_sums.data();
-    first_out = static_cast<std::size_t>(rank) * per;
+  } restore{x, seq0, op0, dtype0, redop0, bytes0, root0};
+  int k = 0;
+  const auto phase = [&](const char* name, Collective c, detail::OpArgs args, std::size_t plan_bytes) {
+    x.seq = seq0 + static_cast<std::uint64_t>(++k);
+    x.op_name = name;
+    x.bytes = plan_bytes;
+    x.redop_name = "reproducible";
+    x.root = args.root;
+    x.sig_cache = 0;
+    detail::Plan p = planner.plan(c, plan_bytes);
+    detail::SmallVector<std::size_t> sb, sd;
+    if (c == Collective::AllToAll && p.algorithm->medium == detail::Medium::Network &&
+        !p.algorithm->equal_blocks_only) {
+      // Pairwise runs the per-peer form.
+      for (std::size_t i = 0; i < n; ++i) {
+        sb.push_back(args.bytes);
+        sd.push_back(i * args.bytes);
+      }
+      args.send_bytes = args.recv_bytes = sb;
+      args.send_displs = args.recv_displs = sd;
+      args.send_extent = n * args.bytes;
+    }
+    x.algo = p.algorithm->name;
+    run_plan(x, args, p);
+  };
+  // Blocks of n buffers, for the phases' lists.
+  const auto blocks_of = [&](char* base, std::size_t block) {
+    detail::SmallVector<char*> v;
+    for (std::size_t i = 0; i < n; ++i) v.push_back(base + i * block);
+    return v;
+  };
+  detail::SmallVector<const void*> ins;
+  if (which == Collective::ReduceScatter) {
+    // Block r of every rank's input to rank r, then its sum.
+    const std::size_t block = count * es;
+    repro_in.resize(n * block);
+    const bool contiguous = [&] {
+      for (std::size_t i = 0; i < n; ++i)
+        if (a.in[i] != a.in[0] + i * block) return false;
+      return true;
+    }();
+    const char* send = a.in[0];
+    if (!contiguous) {
+      repro_stage.resize(n * block);
+      for (std::size_t i = 0; i < n; ++i) std::memcpy(repro_stage.data() + i * block, a.in[i], block);
+      send = repro_stage.data();
+    }
+    phase("all_to_all", Collective::AllToAll,
+          {.send = send, .recv = repro_in.data(), .count = count, .bytes = block, .dtype = a.dtype}, block);
+    for (std::size_t i = 0; i < n; ++i) ins.push_back(repro_in.data() + i * block);
+    detail::repro_sum(a.recv, ins.data(), size, count, a.dtype, avg);
+    return;
+  }
+  const bool reduce = which == Collective::Reduce;
+  const bool wants = !reduce || rank == a.root;
+  if (count * es * n <= kReproGatherBytes) {
+    // Small: every contribution of every element to each rank that wants
+    // the result (all_gather, or gather to the root), which sums them all.
+    const std::size_t block = count * es;
+    repro_in.resize(n * block);
+    const auto out = blocks_of(repro_in.data(), block);
+    if (reduce) {
+      phase("gather", Collective::Gather,
+            {.send = a.send, .count = count, .bytes = block, .dtype = a.dtype, .root = a.root, .out = out}, block);
+      if (wants && repro_in.data() + me * block != a.send) std::memcpy(repro_in.data() + me * block, a.send, block);
+    } else {
+      phase("all_gather", Collective::AllGather,
+            {.send = a.send, .count = count, .bytes = block, .dtype = a.dtype, .out = out}, block);
+    }
+    if (!wants) return;
+    for (std::size_t i = 0; i < n; ++i) ins.push_back(repro_in.data() + i * block);
+    detail::repro_sum(a.recv, ins.data(), size, count, a.dtype, avg);
+    return;
+  }
+  // Large: slice r of every rank's input to rank r (all_to_all), its sum,
+  // and the summed slices to every rank (all_gather) or to the root
+  // (gather). Slices of ceil(count / n) elements; the last ones padded.
+  const std::size_t slice = (count + n - 1) / n, sb = slice * es;
+  const bool even = slice * n == count;
+  const char* send = static_cast<const char*>(a.send);
+  if (!even) {
+    repro_stage.assign(n * sb, 0);
+    std::memcpy(repro_stage.data(), a.send, count * es);
+    send = repro_stage.data();
+  }
+  repro_in.resize(n * sb);
+  phase("all_to_all", Collective::AllToAll,
+        {.send = send, .recv = repro_in.data(), .count = slice, .bytes = sb, .dtype = a.dtype}, sb);
+  // The results: straight into the output where slices fill it exactly.
+  char* const result = even && wants ? static_cast<char*>(a.recv) : (repro_out.resize(n * sb), repro_out.data());
+  for (std::size_t i = 0; i < n; ++i) ins.push_back(repro_in.data() + i * sb);
+  detail::repro_sum(result + me * sb, ins.data(), size, slice, a.dtype, avg);
+  const auto out = blocks_of(result, sb);
+  if (reduce) {
+    phase("gather", Collective::Gather,
+          {.send = result + me * sb, .count = slice, .bytes = sb, .dtype = a.dtype, .root = a.root, .out = out}, sb);
   } else {
-    phase(2, reduce ? Collective::Reduce : Collective::AllReduce,
-          {.send = repro_lanes.data(),
-           .recv = repro_lanes.data(),
-           .count = reals * lanes,
-           .bytes = reals * lanes * 8,
-           .dtype = DataType::Int64,
-           .op = sum,
-           .root = reduce ? a.root : -1},
-          "int64", "sum");
+    phase("all_gather", Collective::AllGather,
+          {.send = result + me * sb, .count = slice, .bytes = sb, .dtype = a.dtype, .out = out}, sb);
   }
-  // 3. Where a block holds a NaN or an infinity on some member: the counts
-  // of each kind per real of those blocks, summed.
-  repro_flagged.resize(blocks);
-  repro_flagged.resize(detail::repro_flagged(flags, blocks, repro_flagged.data()));
-  if (!repro_flagged.empty()) {
-    repro_codes.assign(repro_flagged.size() * detail::kReproBlock, 0);
-    for (const auto& [at, first] : pieces) detail::repro_codes(at, first, per, l, repro_flagged, repro_codes.data());
-    phase(3, reduce ? Collective::Reduce : Collective::AllReduce,
-          {.send = repro_codes.data(),
-           .recv = repro_codes.data(),
-           .count = repro_codes.size(),
-           .bytes = repro_codes.size() * 8,
-           .dtype = DataType::Int64,
-           .op = sum,
-           .root = reduce ? a.root : -1},
-          "int64", "sum");
-  }
-  // 4. Each sum back into the dtype, rounded once.
-  if (reduce && rank != a.root) return;
-  const bool avg = a.op.kind == ReduceOpKind::Avg;
-  detail::repro_decode(summed, first_out, per, l, anchors, avg, a.recv);
-  if (!repro_flagged.empty()) detail::repro_apply_codes(repro_codes.data(), repro_flagged, first_out, per, l, a.recv);
+  if (wants && result != a.recv) std::memcpy(a.recv, result, count * es);
 }
 
 void detail::CommunicatorImpl::set_topology(int copies) {

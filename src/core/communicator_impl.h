@@ -201,13 +201,17 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
   void run_plan_lowered(detail::OpContext& x, const detail::OpArgs& a, const detail::Plan& p);
   // Reproducible sums (reduce/reproducible.h): whether an operation of
   // (dtype, op) runs them now, and the operation that does: `which` is
-  // AllReduce, Reduce or ReduceScatter; its phases (the anchors' MAX, the
-  // lanes' SUM, the codes' SUM where a value is NaN or infinite) are
-  // collectives of their own under sequence numbers the operation reserves.
+  // AllReduce, Reduce or ReduceScatter. Its phases (an all_to_all of
+  // slices, or an all_gather or gather where the message is small; then the
+  // results' all_gather or gather) are collectives of their own under
+  // sequence numbers the operation reserves.
   bool reproducible_for(DataType dtype, const ReduceOp& op) const {
     return reproducible.load(std::memory_order_relaxed) && size > 1 && detail::reproducible_covers(dtype, op.kind);
   }
-  static constexpr int kReproPhases = 3;
+  static constexpr int kReproPhases = 2;
+  // Up to this many bytes of every member's contributions together, each
+  // rank that wants the result gathers all of them (one phase).
+  static constexpr std::size_t kReproGatherBytes = 64 << 10;
   // `args()` gives the operation's arguments (it holds what they point to).
   template <class MakeArgs>
   Work run_reproducible(detail::OpContext c, detail::Collective which, MakeArgs args, bool blocking) {
@@ -218,10 +222,9 @@ struct detail::CommunicatorImpl : std::enable_shared_from_this<detail::Communica
         std::move(c), [this, which, args](detail::OpContext& x) { reproducible_sum(x, args(), which); }, blocking);
   }
   void reproducible_sum(detail::OpContext& x, const detail::OpArgs& a, detail::Collective which);
-  // Its buffers, kept between operations.
-  std::vector<std::int16_t> repro_marks;
-  std::vector<std::int64_t> repro_lanes, repro_sums, repro_codes;
-  std::vector<std::size_t> repro_flagged;
+  // Its buffers, kept between operations: every contribution of its
+  // elements, a padded or contiguous copy of the input, the results.
+  std::vector<char> repro_in, repro_stage, repro_out;
   // The plan of an operation (plan/planner.h), named in its context.
   detail::Plan plan(detail::OpContext& c, detail::Collective collective, std::size_t bytes) const {
     detail::Plan p = planner.plan(collective, bytes);

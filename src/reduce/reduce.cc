@@ -41,6 +41,7 @@
 #include <type_traits>
 
 #include "reduce/half_bits.h"
+#include "reduce/reproducible.h"
 #include "tutti/error.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -954,6 +955,10 @@ void narrow16(std::uint16_t* dst, const float* src, std::size_t n, bool half) {
 
 void reduce_many(void* out, const void* const* in, int n, std::size_t count, DataType dtype, ReduceOpKind op) {
   if (n < 1) throw Error(ErrorKind::InvalidArgument, "reduce_many needs n >= 1, got " + std::to_string(n));
+  if (is_repro(op)) [[unlikely]] {
+    repro_sum(out, in, n, count, dtype, op == kReproAvg);
+    return;
+  }
   const bool half = dtype == DataType::Float16;
   if (n == 1) {
     (void)pick(dtype, op);  // validates

@@ -1,11 +1,18 @@
-// Reproducible sums in fixed point (reduce/reproducible.h).
+// The exact sum of n contributions, rounded once (reduce/reproducible.h).
 #include "reduce/reproducible.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "reduce/reduce.h"
 
@@ -15,32 +22,28 @@ namespace {
 using u128 = unsigned __int128;
 using i128 = __int128;
 
-int ceil_log2(int n) { return n <= 1 ? 0 : std::bit_width(static_cast<unsigned>(n - 1)); }
+int ceil_log2(int n) { return n <= 1 ? 0 : static_cast<int>(std::bit_width(static_cast<unsigned>(n - 1))); }
 
 // A real type: its precision p (bits, the leading one included), the
 // exponent of its least subnormal's unit, and its largest finite value.
 struct RealType {
+  DataType type;
   int precision;
   int lsb_min;
+  int emax;  // every finite |x| < 2^(emax + 1)
   double max_finite;
 };
 RealType real_type(DataType t) {
   switch (t) {
     case DataType::Float16:
-      return {11, -24, 65504.0};
+      return {t, 11, -24, 15, 65504.0};
     case DataType::BFloat16:
-      return {8, -133, 0x1.fep127};
+      return {t, 8, -133, 127, 0x1.fep127};
     case DataType::Float32:
-      return {24, -149, static_cast<double>(std::numeric_limits<float>::max())};
+      return {t, 24, -149, 127, static_cast<double>(std::numeric_limits<float>::max())};
     default:
-      return {53, -1074, std::numeric_limits<double>::max()};
+      return {DataType::Float64, 53, -1074, 1023, std::numeric_limits<double>::max()};
   }
-}
-
-int bit_width(u128 v) {
-  const auto hi = static_cast<std::uint64_t>(v >> 64);
-  return hi ? 64 + static_cast<int>(std::bit_width(hi))
-            : static_cast<int>(std::bit_width(static_cast<std::uint64_t>(v)));
 }
 
 // Real i of x, exactly, as a double.
@@ -70,7 +73,8 @@ double load_real(const void* x, std::size_t i, DataType t) {
   }
 }
 
-// Stores v, which the real type represents exactly (or an infinity or NaN).
+// Stores v, which the real type represents exactly (or an infinity, a NaN,
+// a signed zero).
 void store_real(void* out, std::size_t i, DataType t, double v) {
   char* p = static_cast<char*>(out);
   switch (t) {
@@ -95,14 +99,13 @@ void store_real(void* out, std::size_t i, DataType t, double v) {
   }
 }
 
-// The anchor of a finite magnitude m > 0: the least e with m < 2^e.
-std::int16_t anchor_of(double m) {
-  int e;
-  std::frexp(m, &e);
-  return static_cast<std::int16_t>(e);
+int bit_width(u128 v) {
+  const auto hi = static_cast<std::uint64_t>(v >> 64);
+  return hi ? 64 + static_cast<int>(std::bit_width(hi))
+            : static_cast<int>(std::bit_width(static_cast<std::uint64_t>(v)));
 }
 
-// v >> sh rounded to nearest, ties to even; `sticky`: the bits below v are
+// v >> sh rounded to nearest, ties to even; `sticky`: bits below v that are
 // not all zero. sh > 0, v < 2^127.
 u128 shift_rounded(u128 v, int sh, bool sticky) {
   if (sh >= 128) return 0;  // below one half
@@ -113,18 +116,17 @@ u128 shift_rounded(u128 v, int sh, bool sticky) {
   return q + (up ? 1 : 0);
 }
 
-// (neg ? -1 : 1) * u * 2^exp / div, rounded once to the real type (nearest,
-// ties to even; past the type's range an infinity), as a double the type
-// represents exactly. u < 2^126.
-double round_once(bool neg, u128 u, int exp, int div, const RealType& r) {
-  if (u == 0) return 0.0;
-  bool sticky = false;
+// (neg ? -1 : 1) * (u + a fraction, where `sticky`) * 2^exp / div, rounded
+// once to the real type (nearest, ties to even; past its range an
+// infinity), as a double the type represents exactly. 0 < u < 2^127.
+double round_once(bool neg, u128 u, int exp, int div, const RealType& r, bool sticky = false) {
   if (div > 1) {
-    // The quotient with at least 120 bits, and whether it is inexact.
+    // At least 120 bits of the quotient, and whether it is inexact (the
+    // fraction below u cannot change the quotient's integer part).
     const int g = 127 - bit_width(u);
     const u128 a = u << g;
     u = a / static_cast<unsigned>(div);
-    sticky = a % static_cast<unsigned>(div) != 0;
+    sticky = sticky || a % static_cast<unsigned>(div) != 0;
     exp -= g;
   }
   const int shift = std::max(bit_width(u) - r.precision, r.lsb_min - exp);
@@ -132,13 +134,213 @@ double round_once(bool neg, u128 u, int exp, int div, const RealType& r) {
     u = shift_rounded(u, shift, sticky);
     exp += shift;
   }
-  // u <= 2^p now, and u * 2^exp is of the type unless past its range.
+  // u <= 2^p now: u * 2^exp is of the type, or past its range.
   const double v = std::ldexp(static_cast<double>(static_cast<std::uint64_t>(u)), exp);
   const double out = v > r.max_finite ? std::numeric_limits<double>::infinity() : v;
   return neg ? -out : out;
 }
 
-u128 magnitude(i128 s) { return s < 0 ? u128(-(s + 1)) + 1 : u128(s); }
+// x = (neg ? -1 : 1) * m * 2^q with m an integer below 2^53 (0 for zero).
+struct Parts {
+  bool neg;
+  std::uint64_t m;
+  int q;
+};
+Parts parts_of(double x) {
+  std::uint64_t w;
+  std::memcpy(&w, &x, 8);
+  Parts p{(w >> 63) != 0, w & ((std::uint64_t(1) << 52) - 1), -1074};
+  const int be = static_cast<int>((w >> 52) & 0x7ff);
+  if (be != 0) {
+    p.m |= std::uint64_t(1) << 52;
+    p.q = be - 1075;
+  }
+  return p;
+}
+
+// The exact sum of finite values, in two's complement limbs from 2^-1074
+// up, wide enough for n of any double; then rounded once.
+double exact_sum(const double* v, int n, int div, const RealType& r) {
+  constexpr int kLimbs = 35;  // 2240 bits: 2^-1074 .. 2^1166
+  std::array<std::uint64_t, kLimbs> acc{};
+  for (int k = 0; k < n; ++k) {
+    const Parts p = parts_of(v[k]);
+    if (p.m == 0) continue;
+    const int at = p.q + 1074;  // bit position of m's last bit
+    // m << at, over up to three limbs, added or subtracted.
+    const int limb = at / 64, off = at % 64;
+    const u128 wide = u128(p.m) << off;
+    std::uint64_t part[3] = {static_cast<std::uint64_t>(wide), static_cast<std::uint64_t>(wide >> 64), 0};
+    if (p.neg) {
+      // Subtract: add the two's complement of the three-limb value,
+      // extended with ones above.
+      unsigned carry = 1;
+      for (int j = limb; j < kLimbs; ++j) {
+        const std::uint64_t w = j - limb < 3 ? ~part[j - limb] : ~std::uint64_t(0);
+        const u128 s = u128(acc[j]) + w + carry;
+        acc[j] = static_cast<std::uint64_t>(s);
+        carry = static_cast<unsigned>(s >> 64);
+      }
+    } else {
+      unsigned carry = 0;
+      for (int j = limb; j < kLimbs && (j - limb < 3 || carry); ++j) {
+        const u128 s = u128(acc[j]) + (j - limb < 3 ? part[j - limb] : 0) + carry;
+        acc[j] = static_cast<std::uint64_t>(s);
+        carry = static_cast<unsigned>(s >> 64);
+      }
+    }
+  }
+  const bool neg = acc[kLimbs - 1] >> 63;
+  if (neg) {  // magnitude
+    unsigned carry = 1;
+    for (auto& w : acc) {
+      const u128 s = u128(~w) + carry;
+      w = static_cast<std::uint64_t>(s);
+      carry = static_cast<unsigned>(s >> 64);
+    }
+  }
+  int top = kLimbs - 1;
+  while (top >= 0 && acc[top] == 0) --top;
+  if (top < 0) return 0.0;
+  // The top 126 bits as u, the bits below as sticky; u * 2^(lowest - 1074).
+  const int tb = top * 64 + static_cast<int>(std::bit_width(acc[top])) - 1;  // top bit's position
+  const int lowest = std::max(tb - 125, 0);
+  u128 u = 0;
+  for (int b = tb; b >= lowest; b -= 1) {
+    (void)b;
+    break;
+  }
+  // Gather bits [lowest, tb] limb by limb.
+  for (int j = top; j >= 0; --j) {
+    const int lo = j * 64;
+    if (lo + 63 < lowest) break;
+    for (int bit = 63; bit >= 0; --bit) {
+      const int pos = lo + bit;
+      if (pos > tb || pos < lowest) continue;
+      u = (u << 1) | ((acc[j] >> bit) & 1);
+    }
+  }
+  bool sticky = false;
+  for (int j = 0; j * 64 < lowest && !sticky; ++j) {
+    const int hi = std::min(64, lowest - j * 64);
+    const std::uint64_t mask = hi == 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << hi) - 1;
+    sticky = (acc[j] & mask) != 0;
+  }
+  return round_once(neg, u, lowest - 1074, div, r, sticky);
+}
+
+// One element's sum of n reals (r's type, as doubles, exact); `avg`.
+double sum_element(const double* v, int n, bool avg, const RealType& r) {
+  bool nan = false, pos = false, negi = false, all_neg_zero = true;
+  double most = 0;
+  for (int k = 0; k < n; ++k) {
+    const double x = v[k];
+    if (std::isnan(x)) {
+      nan = true;
+    } else if (std::isinf(x)) {
+      (x > 0 ? pos : negi) = true;
+    } else {
+      most = std::max(most, std::fabs(x));
+    }
+    all_neg_zero = all_neg_zero && x == 0 && std::signbit(x);
+  }
+  if (nan || (pos && negi)) return std::numeric_limits<double>::quiet_NaN();
+  if (pos || negi) return pos ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  if (most == 0) return all_neg_zero ? -0.0 : 0.0;
+  const int div = avg ? n : 1;
+  int e;
+  std::frexp(most, &e);  // every |x| < 2^e
+  const int h = ceil_log2(n);
+  if (r.precision == 53) {
+    // Multiples of 2^(e - L) below 2^L each, n of them below 2^126.
+    const int L = 125 - h;
+    i128 s = 0;
+    for (int k = 0; k < n; ++k) {
+      const Parts p = parts_of(v[k]);
+      const int sh = p.q + L - e;
+      if (sh < 0 && (p.m & ((std::uint64_t(1) << std::min(-sh, 63)) - 1)) != 0) return exact_sum(v, n, div, r);
+      const u128 m = sh >= 0 ? u128(p.m) << sh : u128(p.m >> -sh);
+      s += p.neg ? -i128(m) : i128(m);
+    }
+    if (s == 0) return 0.0;
+    return round_once(s < 0, s < 0 ? u128(-s) : u128(s), e - L, div, r);
+  }
+  // Multiples of 2^(e - L) below 2^L each, n of them below 2^50.
+  const int L = 50 - h;
+  const double scale = std::ldexp(1.0, L - e);
+  std::int64_t s = 0;
+  for (int k = 0; k < n; ++k) {
+    const double t = v[k] * scale;  // exact
+    if (t != std::nearbyint(t)) return exact_sum(v, n, div, r);
+    s += static_cast<std::int64_t>(t);
+  }
+  if (s == 0) return 0.0;
+  return round_once(s < 0, s < 0 ? u128(-s) : u128(s), e - L, div, r);
+}
+
+void sum_scalar(void* out, const void* const* in, int n, std::size_t from, std::size_t to, const RealType& r,
+                bool avg) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (std::size_t i = from; i < to; ++i) {
+    for (int k = 0; k < n; ++k) v[static_cast<std::size_t>(k)] = load_real(in[k], i, r.type);
+    store_real(out, i, r.type, sum_element(v.data(), n, avg, r));
+  }
+}
+
+#if defined(__x86_64__)
+// Element i of a float32 sum, by sum_element.
+[[gnu::noinline]] float one_float32(const float* const* in, int n, std::size_t i) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (int k = 0; k < n; ++k) v[static_cast<std::size_t>(k)] = in[k][i];
+  return static_cast<float>(sum_element(v.data(), n, false, real_type(DataType::Float32)));
+}
+
+// Float32 sums, eight elements a step: where every nonzero contribution of
+// an element is finite and their exponent fields lie within 29 -
+// ceil(log2 n) of each other, every partial sum in a double is exact (a
+// multiple of the least contribution's last bit, below n times the
+// largest's binade: at most 53 bits), so the double sum, in any order, is
+// the exact sum, and its conversion the one rounding (a zero as IEEE
+// addition gives it). The other elements go through sum_element. Returns
+// how many elements it covered (a multiple of 8).
+[[gnu::target("avx2")]] std::size_t sum_float32_avx2(float* out, const float* const* in, int n, std::size_t count) {
+  const __m256i span = _mm256_set1_epi32(29 - ceil_log2(n));
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256i hi_field = _mm256_setzero_si256(), lo_field = _mm256_set1_epi32(255);
+    // From -0: adding -0 keeps it, +0 or any x gives them.
+    __m256d s0 = _mm256_set1_pd(-0.0), s1 = _mm256_set1_pd(-0.0);
+    for (int k = 0; k < n; ++k) {
+      const __m256 x = _mm256_loadu_ps(in[k] + i);
+      const __m256i a = _mm256_and_si256(_mm256_castps_si256(x), abs_mask);
+      // The exponent field, a subnormal's as 1 (its last bit's binade); a
+      // zero leaves the least alone.
+      const __m256i f = _mm256_max_epi32(_mm256_srli_epi32(a, 23), one);
+      const __m256i zero = _mm256_cmpeq_epi32(a, _mm256_setzero_si256());
+      hi_field = _mm256_max_epi32(hi_field, f);
+      lo_field = _mm256_min_epi32(lo_field, _mm256_or_si256(f, _mm256_and_si256(zero, _mm256_set1_epi32(255))));
+      s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+      s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+    }
+    // Lanes to redo: a NaN or infinity (field 255), or a span too wide.
+    const __m256i bad = _mm256_or_si256(_mm256_cmpeq_epi32(hi_field, _mm256_set1_epi32(255)),
+                                        _mm256_cmpgt_epi32(_mm256_sub_epi32(hi_field, lo_field), span));
+    const __m256 res = _mm256_set_m128(_mm256_cvtpd_ps(s1), _mm256_cvtpd_ps(s0));
+    const int redo = _mm256_movemask_ps(_mm256_castsi256_ps(bad));
+    if (redo == 0) [[likely]] {
+      _mm256_storeu_ps(out + i, res);
+    } else {
+      alignas(32) float got[8];
+      _mm256_store_ps(got, res);
+      for (int lane = 0; lane < 8; ++lane)
+        out[i + static_cast<std::size_t>(lane)] =
+            redo >> lane & 1 ? one_float32(in, n, i + static_cast<std::size_t>(lane)) : got[lane];
+    }
+  }
+  return i;
+}
+#endif
 
 }  // namespace
 
@@ -157,207 +359,19 @@ bool reproducible_covers(DataType dtype, ReduceOpKind op) {
   }
 }
 
-ReproLayout repro_layout(DataType dtype, int n) {
-  ReproLayout l;
-  l.n = std::max(n, 1);
-  l.per_element = dtype == DataType::Complex64 || dtype == DataType::Complex128 ? 2 : 1;
-  l.real = dtype == DataType::Complex64 ? DataType::Float32 : dtype == DataType::Complex128 ? DataType::Float64 : dtype;
-  const int h = ceil_log2(l.n);
-  if (l.real == DataType::Float64) {
-    // Two lanes of an integer path; n lanes' worth in each below 2^63.
-    l.lanes = 2;
-    l.lane_bits = 62 - h;
-  } else {
-    // One lane, through doubles: every lane and every sum of n of them
-    // below 2^50 in magnitude (exact in a double, and converted with the
-    // 2^52 + 2^51 offset in both directions).
-    l.lanes = 1;
-    l.lane_bits = 50 - h;
-  }
-  return l;
-}
-
-int ReproLayout::exact_binades() const { return frac_bits() - real_type(real).precision; }
-
-void repro_scan(const void* x, std::size_t first, std::size_t reals, const ReproLayout& l, std::int16_t* anchors,
-                std::int16_t* flags) {
-  std::size_t i = 0;
-  while (i < reals) {
-    const std::size_t b = (first + i) / kReproBlock;
-    const std::size_t end = std::min(reals, (b + 1) * kReproBlock - first);
-    double most = 0;
-    bool odd = false;
-    if (l.real == DataType::Float32) {
-      // The largest magnitude's bits (finite ones order as their values).
-      const auto* f = static_cast<const std::uint32_t*>(x);
-      std::uint32_t top = 0, bad = 0;
-      for (std::size_t k = i; k < end; ++k) {
-        const std::uint32_t a = f[k] & 0x7fffffffu;
-        bad |= a >= 0x7f800000u ? 1u : 0u;
-        top = std::max(top, a >= 0x7f800000u ? 0u : a);
-      }
-      float m;
-      std::memcpy(&m, &top, 4);
-      most = m;
-      odd = bad != 0;
-    } else {
-      for (std::size_t k = i; k < end; ++k) {
-        const double v = load_real(x, k, l.real);
-        if (!std::isfinite(v)) {
-          odd = true;
-        } else {
-          most = std::max(most, std::fabs(v));
-        }
-      }
-    }
-    if (most > 0) anchors[b] = std::max(anchors[b], anchor_of(most));
-    if (odd) flags[b] = 1;
-    i = end;
-  }
-}
-
-void repro_encode(const void* x, std::size_t first, std::size_t reals, const ReproLayout& l,
-                  const std::int16_t* anchors, std::int64_t* lanes) {
-  const int bits = l.lane_bits;
-  std::size_t i = 0;
-  while (i < reals) {
-    const std::size_t b = (first + i) / kReproBlock;
-    const std::size_t end = std::min(reals, (b + 1) * kReproBlock - first);
-    const int e = anchors[b] == kNoAnchor ? 0 : anchors[b];
-    if (l.lanes == 1) {
-      // v * 2^(L - e) is exact and at most 2^L < 2^51 in magnitude: adding
-      // 2^52 + 2^51 rounds it to an integer (nearest, ties to even) held in
-      // the sum's low bits.
-      const double scale = std::ldexp(1.0, bits - e);
-      constexpr double kMagic = 0x1.8p52;
-      std::int64_t magic_bits;
-      std::memcpy(&magic_bits, &kMagic, 8);
-      if (l.real == DataType::Float32) {
-        const auto* f = static_cast<const float*>(x);
-        for (std::size_t k = i; k < end; ++k) {
-          const double v = std::isfinite(f[k]) ? static_cast<double>(f[k]) * scale : 0.0;
-          const double t = v + kMagic;
-          std::int64_t tb;
-          std::memcpy(&tb, &t, 8);
-          lanes[k] = tb - magic_bits;
-        }
-      } else {
-        for (std::size_t k = i; k < end; ++k) {
-          const double r = load_real(x, k, l.real);
-          const double v = std::isfinite(r) ? r * scale : 0.0;
-          const double t = v + kMagic;
-          std::int64_t tb;
-          std::memcpy(&tb, &t, 8);
-          lanes[k] = tb - magic_bits;
-        }
-      }
-    } else {
-      const int frac = l.frac_bits();
-      const auto* d = static_cast<const std::uint64_t*>(x);
-      for (std::size_t k = i; k < end; ++k) {
-        const std::uint64_t w = d[k];
-        const bool neg = w >> 63;
-        const int be = static_cast<int>((w >> 52) & 0x7ff);
-        std::uint64_t m = w & ((std::uint64_t(1) << 52) - 1);
-        u128 v = 0;
-        if (be != 0x7ff && (be != 0 || m != 0)) {
-          int q = -1074;
-          if (be != 0) {
-            m |= std::uint64_t(1) << 52;
-            q = be - 1075;
-          }
-          const int s = q + frac - e;  // value * 2^(F - e) = m * 2^s < 2^F
-          v = s >= 0 ? u128(m) << s : shift_rounded(m, -s, false);
-        }
-        const u128 mask = (u128(1) << bits) - 1;
-        const auto hi = static_cast<std::int64_t>(v >> bits), lo = static_cast<std::int64_t>(v & mask);
-        lanes[2 * k] = neg ? -hi : hi;
-        lanes[2 * k + 1] = neg ? -lo : lo;
-      }
-    }
-    i = end;
-  }
-}
-
-void repro_decode(const std::int64_t* lanes, std::size_t first, std::size_t reals, const ReproLayout& l,
-                  const std::int16_t* anchors, bool avg, void* out) {
-  const RealType rt = real_type(l.real);
-  const int bits = l.lane_bits, frac = l.frac_bits();
-  std::size_t i = 0;
-  while (i < reals) {
-    const std::size_t b = (first + i) / kReproBlock;
-    const std::size_t end = std::min(reals, (b + 1) * kReproBlock - first);
-    const int e = anchors[b] == kNoAnchor ? 0 : anchors[b];
-    if (l.real == DataType::Float32 && !avg) {
-      // The sum is below 2^50: exact as a double, scaled exactly, rounded
-      // once to float (subnormals and overflow as the conversion does).
-      const double scale = std::ldexp(1.0, e - bits);
-      auto* f = static_cast<float*>(out);
-      for (std::size_t k = i; k < end; ++k) f[k] = static_cast<float>(static_cast<double>(lanes[k]) * scale);
-    } else {
-      for (std::size_t k = i; k < end; ++k) {
-        i128 s;
-        if (l.lanes == 1) {
-          s = lanes[k];
-        } else {
-          s = (i128(lanes[2 * k]) << bits) + lanes[2 * k + 1];
-        }
-        store_real(out, k, l.real, round_once(s < 0, magnitude(s), e - frac, avg ? l.n : 1, rt));
-      }
-    }
-    i = end;
-  }
-}
-
-std::size_t repro_flagged(const std::int16_t* flags, std::size_t blocks, std::size_t* out) {
-  std::size_t k = 0;
-  for (std::size_t b = 0; b < blocks; ++b)
-    if (flags[b]) out[k++] = b;
-  return k;
-}
-
-namespace {
-
-// Per real of a flagged block: NaN counts 2^42, +inf 2^21, -inf 1 (fewer
-// than 2^21 ranks).
-constexpr int kNanShift = 42, kPosShift = 21;
-constexpr std::int64_t kCountMask = (std::int64_t(1) << 21) - 1;
-
-template <class F>
-void each_flagged_real(std::size_t first, std::size_t reals, std::span<const std::size_t> flagged, F&& f) {
-  // flagged is sorted: walk the blocks that meet [first, first + reals).
-  const std::size_t lo = first, hi = first + reals;
-  auto it = std::lower_bound(flagged.begin(), flagged.end(), lo / kReproBlock);
-  for (; it != flagged.end() && *it * kReproBlock < hi; ++it) {
-    const std::size_t slot = static_cast<std::size_t>(it - flagged.begin());
-    const std::size_t from = std::max(lo, *it * kReproBlock), to = std::min(hi, (*it + 1) * kReproBlock);
-    for (std::size_t g = from; g < to; ++g) f(g - first, slot * kReproBlock + g % kReproBlock);
-  }
-}
-
-}  // namespace
-
-void repro_codes(const void* x, std::size_t first, std::size_t reals, const ReproLayout& l,
-                 std::span<const std::size_t> flagged, std::int64_t* codes) {
-  each_flagged_real(first, reals, flagged, [&](std::size_t k, std::size_t at) {
-    const double v = load_real(x, k, l.real);
-    if (std::isnan(v)) {
-      codes[at] = std::int64_t(1) << kNanShift;
-    } else if (std::isinf(v)) {
-      codes[at] = v > 0 ? std::int64_t(1) << kPosShift : 1;
-    }
-  });
-}
-
-void repro_apply_codes(const std::int64_t* codes, std::span<const std::size_t> flagged, std::size_t first,
-                       std::size_t reals, const ReproLayout& l, void* out) {
-  each_flagged_real(first, reals, flagged, [&](std::size_t k, std::size_t at) {
-    const std::int64_t c = codes[at];
-    if (c == 0) return;
-    const bool nan = (c >> kNanShift) != 0, pos = ((c >> kPosShift) & kCountMask) != 0, negi = (c & kCountMask) != 0;
-    const double inf = std::numeric_limits<double>::infinity();
-    store_real(out, k, l.real, nan || (pos && negi) ? std::numeric_limits<double>::quiet_NaN() : pos ? inf : -inf);
-  });
+void repro_sum(void* out, const void* const* in, int n, std::size_t count, DataType dtype, bool avg) {
+  const bool complex = dtype == DataType::Complex64 || dtype == DataType::Complex128;
+  const DataType real = dtype == DataType::Complex64    ? DataType::Float32
+                        : dtype == DataType::Complex128 ? DataType::Float64
+                                                        : dtype;
+  const std::size_t reals = complex ? 2 * count : count;
+  const RealType r = real_type(real);
+  std::size_t done = 0;
+#if defined(__x86_64__)
+  if (real == DataType::Float32 && !avg && reduce_simd_level() >= ReduceSimdLevel::Avx2)
+    done = sum_float32_avx2(static_cast<float*>(out), reinterpret_cast<const float* const*>(in), n, reals);
+#endif
+  sum_scalar(out, in, n, done, reals, r, avg);
 }
 
 }  // namespace tutti::detail
