@@ -667,6 +667,11 @@ PYBIND11_MODULE(_tutti, m) {
           "timeout", [](const PyComm& s) { return s.c.timeout().count() / 1e3; },
           [](PyComm& s, double t) { s.c.set_timeout(seconds_to_ms(t)); },
           "Default deadline of every operation, in seconds")
+      .def_property(
+          "reproducible", [](const PyComm& s) { return s.c.reproducible(); },
+          [](PyComm& s, bool on) { s.c.set_reproducible(on); },
+          "Reproducible sums: all_reduce, reduce and reduce_scatter of floats and complex numbers with SUM and AVG "
+          "give the exact sum rounded once, the same bits whatever the algorithm or rank order (every member alike)")
       .def("__repr__",
            [](const PyComm& s) {
              return "<tutti.Communicator rank " + std::to_string(s.c.rank()) + " of " + std::to_string(s.c.size()) +

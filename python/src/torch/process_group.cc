@@ -44,6 +44,7 @@ ProcessGroupTutti::ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& stor
     o.master_port = tcp->getPort();
   }
   comm_ = tutti::init(o);
+  reproducible_at_start_ = comm_.reproducible();  // TUTTI_REPRODUCIBLE
   init();
 }
 
@@ -117,7 +118,9 @@ void ProcessGroupTutti::setTimeout(std::chrono::milliseconds timeout) {
 
 c10::intrusive_ptr<ProcessGroupTutti> ProcessGroupTutti::shrink_alive() {
   std::lock_guard<std::mutex> p(post_mu_);
-  return c10::make_intrusive<ProcessGroupTutti>(live("shrink").shrink(), timeout_, group_name_ + ":shrunk");
+  auto pg = c10::make_intrusive<ProcessGroupTutti>(live("shrink").shrink(), timeout_, group_name_ + ":shrunk");
+  pg->reproducible_at_start_ = reproducible_at_start_;
+  return pg;
 }
 
 c10::intrusive_ptr<ProcessGroupTutti> ProcessGroupTutti::derive(const std::vector<int>& ranks,
@@ -137,7 +140,9 @@ c10::intrusive_ptr<ProcessGroupTutti> ProcessGroupTutti::derive(const std::vecto
     const std::uint64_t k = ++made_[key];
     c = parent.new_group(ranks, "members " + key + " #" + std::to_string(k));
   }
-  return c10::make_intrusive<ProcessGroupTutti>(std::move(*c), timeout, group_name);
+  auto pg = c10::make_intrusive<ProcessGroupTutti>(std::move(*c), timeout, group_name);
+  pg->reproducible_at_start_ = reproducible_at_start_;
+  return pg;
 }
 
 c10::intrusive_ptr<c10d::Backend> ProcessGroupTutti::split(const c10::intrusive_ptr<c10d::Store>& /*store*/,

@@ -282,6 +282,12 @@ class ProcessGroupTutti : public c10d::Backend {
   // The communicator to post on (a handle; post_mu_ held); throws Aborted
   // after shutdown.
   tutti::Communicator live(const char* op);
+  // Reproducible sums on `c` while torch.use_deterministic_algorithms(True)
+  // is set (or from the start); post_mu_ held.
+  void follow_determinism(tutti::Communicator& c) const {
+    const bool on = reproducible_at_start_ || at::globalContext().deterministicAlgorithms();
+    if (c.reproducible() != on) c.set_reproducible(on);
+  }
   // The error the group failed with (or was let go of with), if any.
   std::optional<tutti::Error> failure() const;
   // Ends the group's life here: fails what is pending with `reason`
@@ -311,6 +317,10 @@ class ProcessGroupTutti : public c10d::Backend {
   std::string group_name_;
   std::chrono::milliseconds timeout_;
   std::size_t inline_bytes_;
+  // Whether the communicator started with reproducible sums
+  // (TUTTI_REPRODUCIBLE=1): they stay on; else they follow
+  // torch.use_deterministic_algorithms at every operation (follow_determinism).
+  bool reproducible_at_start_ = false;
   std::atomic<std::uint64_t> seq_{0};
   std::atomic<std::uint64_t> monitored_barriers_{0};      // calls so far: each call's tag
   std::map<std::string, std::uint64_t> made_;             // post_mu_: groups derived so far, by member list

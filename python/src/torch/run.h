@@ -26,6 +26,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(c10d::OpType type, const s
         std::lock_guard<std::mutex> g(post_mu_);
         try {
           tutti::Communicator c = live(event_title(type) + 6);
+          follow_determinism(c);
           TimeoutScope ts(c, timeout);
           tutti_python::interrupt::wait_in_nogil(w->on_abort, [&] { blocking(c); });
         } catch (const tutti::Error& e) {
@@ -46,6 +47,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::run(c10d::OpType type, const s
     std::lock_guard<std::mutex> g(post_mu_);
     try {
       tutti::Communicator c = live(event_title(type) + 6);
+      follow_determinism(c);
       w->works_ = async(c);
     } catch (const tutti::Error& e) {
       if (e.kind() == tutti::ErrorKind::InvalidArgument) throw;
