@@ -205,25 +205,20 @@ double exact_sum(const double* v, int n, int div, const RealType& r) {
   // The top 126 bits as u, the bits below as sticky; u * 2^(lowest - 1074).
   const int tb = top * 64 + static_cast<int>(std::bit_width(acc[top])) - 1;  // top bit's position
   const int lowest = std::max(tb - 125, 0);
-  u128 u = 0;
-  for (int b = tb; b >= lowest; b -= 1) {
-    (void)b;
-    break;
-  }
-  // Gather bits [lowest, tb] limb by limb.
-  for (int j = top; j >= 0; --j) {
-    const int lo = j * 64;
-    if (lo + 63 < lowest) break;
-    for (int bit = 63; bit >= 0; --bit) {
-      const int pos = lo + bit;
-      if (pos > tb || pos < lowest) continue;
-      u = (u << 1) | ((acc[j] >> bit) & 1);
-    }
-  }
+  // Bits [lowest, tb], at most 126 of them, from the limbs.
+  const auto bits_at = [&](int pos) -> std::uint64_t {  // 64 bits from bit `pos` up
+    const int j = pos / 64, off = pos % 64;
+    const std::uint64_t lo = j < kLimbs ? acc[j] >> off : 0;
+    const std::uint64_t hi = off && j + 1 < kLimbs ? acc[j + 1] << (64 - off) : 0;
+    return lo | hi;
+  };
+  u128 u = (u128(bits_at(lowest + 64)) << 64) | bits_at(lowest);
+  const int width = tb - lowest + 1;
+  if (width < 128) u &= (u128(1) << width) - 1;
   bool sticky = false;
   for (int j = 0; j * 64 < lowest && !sticky; ++j) {
-    const int hi = std::min(64, lowest - j * 64);
-    const std::uint64_t mask = hi == 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << hi) - 1;
+    const int below = std::min(64, lowest - j * 64);
+    const std::uint64_t mask = below == 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << below) - 1;
     sticky = (acc[j] & mask) != 0;
   }
   return round_once(neg, u, lowest - 1074, div, r, sticky);
@@ -257,6 +252,7 @@ double sum_element(const double* v, int n, bool avg, const RealType& r) {
     i128 s = 0;
     for (int k = 0; k < n; ++k) {
       const Parts p = parts_of(v[k]);
+      if (p.m == 0) continue;
       const int sh = p.q + L - e;
       if (sh < 0 && (p.m & ((std::uint64_t(1) << std::min(-sh, 63)) - 1)) != 0) return exact_sum(v, n, div, r);
       const u128 m = sh >= 0 ? u128(p.m) << sh : u128(p.m >> -sh);

@@ -147,6 +147,8 @@ void run_cases(Communicator& comm, const std::string& file) {
   const std::vector<std::size_t> counts =
       kSanitized ? std::vector<std::size_t>{1, 9001} : std::vector<std::size_t>{1, 77, 9001};
   for (DataType dt : kTypes) {
+    // Under ThreadSanitizer one type a width.
+    if (kThreadSanitized && (dt == DataType::Float64 || dt == DataType::Float16 || dt == DataType::Complex64)) continue;
     const DataType real = real_of(dt);
     const std::size_t es = dtype_size(dt), per = reals_of(dt);
     for (ReduceOpKind k : {ReduceOpKind::Sum, ReduceOpKind::Avg})
@@ -237,8 +239,11 @@ TEST_P(Reproducible, SameBitsWhateverTheAlgorithmMediumChunkingAndRankOrder) {
     fs::path dir;
     ~Cleanup() { fs::remove_all(dir); }
   } cleanup{dir};
-  const std::size_t runs = kSanitized ? 3 : kRuns.size();
-  for (std::size_t k = 0; k < runs && !HasFailure(); ++k) {
+  // Under the sanitizers: shared memory, and TCP with two algorithms.
+  const std::vector<std::size_t> runs =
+      kSanitized ? std::vector<std::size_t>{0, 3, 5} : std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6};
+  for (std::size_t k : runs) {
+    if (HasFailure()) break;
     SpawnOptions o;
     o.env = kRuns[k];
     o.env.push_back({"TUTTI_SHM_PREFIX", shm_prefix_for("repro-" + std::to_string(n))});
@@ -257,7 +262,7 @@ TEST_P(Reproducible, SameBitsWhateverTheAlgorithmMediumChunkingAndRankOrder) {
     };
     const std::vector<char> base = read(0);
     ASSERT_FALSE(base.empty()) << "rank " << r;
-    for (std::size_t k = 1; k < runs; ++k)
+    for (std::size_t k : runs)
       EXPECT_EQ(read(k), base) << "rank " << r << ": run " << k << " gave other bits than run 0";
   }
 }
