@@ -386,6 +386,16 @@ void detail::CommunicatorImpl::reproducible_sum(OpContext& x, const detail::OpAr
   if (count == 0) return;
   const bool avg = a.op.kind == ReduceOpKind::Avg;
   const detail::Plan plan = planner.plan(which, a.bytes);
+  if (size == 2 && !avg && a.dtype != DataType::Float16 && a.dtype != DataType::BFloat16) {
+    // Two contributions of float32 or float64: every algorithm adds them
+    // in one IEEE addition, commutative and rounded once, which is the
+    // exact sum rounded once. (16-bit types add in float32 and round
+    // twice; Avg divides a rounded sum.)
+    x.algo = plan.algorithm->name;
+    run_plan(x, a, plan);
+    x.set_algo("reproducible_pair");
+    return;
+  }
   if (plan.algorithm->medium == detail::Medium::SharedMemory) {
     // There every input of an element meets in one reduce_many call: the
     // collective runs as it is, with the reproducible sum as its kernel.
@@ -396,7 +406,7 @@ void detail::CommunicatorImpl::reproducible_sum(OpContext& x, const detail::OpAr
     x.sig_cache = 0;
     x.algo = plan.algorithm->name;
     run_plan(x, r, plan);
-    x.set_algo("shm_reproducible");
+    x.set_algo("reproducible_shm");
     return;
   }
   // Each phase is a collective of its own, under a sequence number the
