@@ -376,7 +376,9 @@ std::string copies_run(const std::string& js, const std::string& op) {
 
 TEST_P(TunedSingleCopy, EveryRankTakesTheMembersChoiceAndEveryResultIsRight) {
   SpawnOptions o;
-  o.env = {{"TUTTI_TRACE_BUFFER", "1024"}};
+  // The reductions' forms fixed (TUTTI_SHM_ONESHOT_BYTES set): the single
+  // copy choice alone is timed.
+  o.env = {{"TUTTI_TRACE_BUFFER", "1024"}, {"TUTTI_SHM_ONESHOT_BYTES", "16384"}};
   spawn(
       GetParam(),
       [](Communicator& comm) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,8 @@
 #include <vector>
 
 #include "multirank/collective_checks.h"
+#include "reduce/reduce.h"
+#include "reduce/reproducible.h"
 #include "tutti/tutti.h"
 
 namespace tutti::testing {
@@ -290,6 +293,79 @@ TEST(Netbed, SmallTwoLevelAllReduceTimedAgainstFlat) {
 }
 
 // Every ordered pair, blocking and not, and messages from any source.
+// Reproducible sums across the hosts (two levels): every result is, bit for
+// bit, the exact sum rounded once that each rank computes alone from all the
+// contributions (detail::repro_sum, the function every medium and algorithm
+// of the mode gives), whichever rank holds which contribution; float32,
+// bfloat16, float64 and complex64, all_reduce, reduce and reduce_scatter,
+// SUM and AVG, one element to past the gathered form's size.
+TEST(Netbed, ReproducibleSumsAreTheExactSumRoundedOnce) {
+  Communicator& comm = *g_world;
+  const int n = comm.size(), r = comm.rank();
+  comm.set_reproducible(true);
+  const auto value = [](std::uint64_t id, int who, std::size_t i) {
+    std::uint64_t z = id * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(who) * 0xbf58476d1ce4e5b9ull + i;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const double v = std::ldexp(1.0 + static_cast<double>(z % 1000003) / 1000003.0, static_cast<int>(z >> 58) - 32);
+    return z >> 57 & 1 ? -v : v;
+  };
+  std::uint64_t id = 990000;
+  for (DataType dt : {DataType::Float32, DataType::BFloat16, DataType::Float64, DataType::Complex64})
+    for (int coll = 0; coll < 3; ++coll)
+      for (std::size_t count : {std::size_t{1}, std::size_t{1000}, std::size_t{70001}}) {
+        ++id;
+        const std::size_t es = dtype_size(dt), in_count = coll == 2 ? count * n : count;
+        const std::size_t reals = in_count * (dt == DataType::Complex64 ? 2 : 1);
+        const ReduceOp op(id % 2 ? ReduceOpKind::Sum : ReduceOpKind::Avg);
+        const int root = static_cast<int>(id % static_cast<std::uint64_t>(n));
+        // Every contribution, as the dtype holds it.
+        std::vector<std::vector<char>> held(n, std::vector<char>(in_count * es));
+        for (int q = 0; q < n; ++q)
+          for (std::size_t j = 0; j < reals; ++j) {
+            const double v = value(id, q, j);
+            char* at = held[q].data();
+            if (dt == DataType::BFloat16) {
+              const std::uint16_t b = detail::float_to_bfloat16(static_cast<float>(v));
+              std::memcpy(at + 2 * j, &b, 2);
+            } else if (dt == DataType::Float64) {
+              std::memcpy(at + 8 * j, &v, 8);
+            } else {
+              const float f = static_cast<float>(v);
+              std::memcpy(at + 4 * j, &f, 4);
+            }
+          }
+        // The expected result, alone.
+        std::vector<const void*> ins;
+        for (int q = 0; q < n; ++q) ins.push_back(held[q].data());
+        std::vector<char> want(in_count * es);
+        detail::repro_sum(want.data(), ins.data(), n, in_count, dt, op.kind == ReduceOpKind::Avg);
+        for (int how = 0; how < 2; ++how) {
+          const int who = how == 0 ? r : n - 1 - r;
+          std::vector<char> out(count * es, 0);
+          if (coll == 0) {
+            comm.all_reduce(held[who].data(), out.data(), count, dt, op);
+          } else if (coll == 1) {
+            comm.reduce(held[who].data(), out.data(), count, dt, op, root);
+          } else {
+            comm.reduce_scatter(held[who].data(), out.data(), count, dt, op);
+          }
+          if (coll == 1 && r != root) continue;
+          const char* expect = want.data() + (coll == 2 ? static_cast<std::size_t>(r) * count * es : 0);
+          ASSERT_EQ(std::memcmp(out.data(), expect, count * es), 0)
+              << "rank " << r << ", case " << id << " (" << dtype_name(dt) << ", " << count << " elements, "
+              << (coll == 0   ? "all_reduce"
+                  : coll == 1 ? "reduce"
+                              : "reduce_scatter")
+              << ", arrangement " << how << "): not the exact sum rounded once";
+        }
+      }
+  comm.set_reproducible(false);
+  const std::string trace = comm.trace_json();
+  EXPECT_NE(trace.find("\"algo\":\"reproducible\""), std::string::npos) << trace.substr(0, 2000);
+}
+
 TEST(Netbed, PointToPoint) {
   Communicator& comm = *g_world;
   const int n = comm.size(), r = comm.rank();
