@@ -125,22 +125,15 @@ def main():
         block = tutti.torch.empty(COUNT, dtype=dtype)
         for name, op in ops:
             for path in ("shared", "heap"):
-                case += 1
-                parts = inputs(case, dtype, name, n)
-                x = shared if path == "shared" else torch.empty(COUNT, dtype=dtype)
-                x.copy_(parts[r])
-                dist.all_reduce(x, op=op)
-                what = f"all_reduce {dtype} {name} on {path} tensors"
-                check(x, expected(parts, dtype, name, n), dtype, what, parts, 2 if name == "avg" else 1)
-                ran_directly("all_reduce", what, path == "shared" and name != "premul_sum")
-                case += 1
-                parts = inputs(case, dtype, name, n, SMALL)
-                x = small if path == "shared" else torch.empty(SMALL, dtype=dtype)
-                x.copy_(parts[r])
-                dist.all_reduce(x, op=op)
-                what = f"all_reduce {dtype} {name} of {SMALL} on {path} tensors"
-                check(x, expected(parts, dtype, name, n), dtype, what, parts, 2 if name == "avg" else 1)
-                ran_directly("all_reduce", what, path == "shared" and name != "premul_sum")
+                for count, mine in ((COUNT, shared), (SMALL, small)):
+                    case += 1
+                    parts = inputs(case, dtype, name, n, count)
+                    x = mine if path == "shared" else torch.empty(count, dtype=dtype)
+                    x.copy_(parts[r])
+                    dist.all_reduce(x, op=op)
+                    what = f"all_reduce {dtype} {name} of {count} on {path} tensors"
+                    check(x, expected(parts, dtype, name, n), dtype, what, parts, 2 if name == "avg" else 1)
+                    ran_directly("all_reduce", what, path == "shared" and name != "premul_sum")
                 # reduce_scatter: rank q's input is n blocks of COUNT.
                 case += 1
                 parts = [torch.cat(inputs(case * 16 + q, dtype, name, n)) for q in range(n)]
