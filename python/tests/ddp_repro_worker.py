@@ -5,6 +5,7 @@ is "deterministic". Rank 0 prints the SHA-256 of every parameter's bytes
 after training; the test compares it between two runs.
 """
 import hashlib
+import json
 import os
 import sys
 
@@ -36,6 +37,12 @@ for _ in range(int(os.environ.get("STEPS", "60"))):
 h = hashlib.sha256()
 for p in model.parameters():
     h.update(p.detach().numpy().tobytes())
+# tutti.torch.all_reduce_ (no torch dispatch) follows the flag as well.
+t = torch.full((1000,), 0.1 * (rank + 1))
+tutti.torch.all_reduce_(t)
+last = [e for e in json.loads(tutti.torch.trace_json())["ops"] if e.get("op") == "all_reduce"][-1]
+if last.get("algo", "").startswith("reproducible") != (sys.argv[1] == "deterministic"):
+    raise AssertionError(f"rank {rank}: all_reduce_ ran {last.get('algo')} with {sys.argv[1]} algorithms")
 algos = tutti.torch.trace_json()
 dist.destroy_process_group()
 if rank == 0:

@@ -143,6 +143,7 @@ PYBIND11_MODULE(_C, m) {
             tutti::Communicator c = g.communicator();
             if (!c.valid())
               throw tutti::Error(tutti::ErrorKind::Aborted, std::string(name) + ": the group was shut down");
+            g.follow_determinism(c);
             c.all_reduce(p, p, n, dt, rop);
           } catch (...) {
             failed = std::current_exception();

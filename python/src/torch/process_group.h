@@ -266,6 +266,12 @@ class ProcessGroupTutti : public c10d::Backend {
   // numbered in their order here; collective over the survivors.
   c10::intrusive_ptr<ProcessGroupTutti> shrink_alive();
   std::size_t inline_bytes() const { return inline_bytes_; }
+  // Reproducible sums on `c` while torch.use_deterministic_algorithms(True)
+  // is set (or from the start): before every operation (run, all_reduce_).
+  void follow_determinism(tutti::Communicator& c) const {
+    const bool on = reproducible_at_start_ || at::globalContext().deterministicAlgorithms();
+    if (c.reproducible() != on) c.set_reproducible(on);
+  }
 
  private:
   // Runs `blocking` here (small payloads) or posts `async`, and wraps the
@@ -282,12 +288,6 @@ class ProcessGroupTutti : public c10d::Backend {
   // The communicator to post on (a handle; post_mu_ held); throws Aborted
   // after shutdown.
   tutti::Communicator live(const char* op);
-  // Reproducible sums on `c` while torch.use_deterministic_algorithms(True)
-  // is set (or from the start); post_mu_ held.
-  void follow_determinism(tutti::Communicator& c) const {
-    const bool on = reproducible_at_start_ || at::globalContext().deterministicAlgorithms();
-    if (c.reproducible() != on) c.set_reproducible(on);
-  }
   // The error the group failed with (or was let go of with), if any.
   std::optional<tutti::Error> failure() const;
   // Ends the group's life here: fails what is pending with `reason`
