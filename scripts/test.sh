@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds tutti and runs the whole test suite, in three stages:
 #   1. plain: the sources against .clang-format, build/ (scripts/build.sh)
-#      and every test through ctest but the benchmarks' brief runs;
-#   2. those brief runs (ctest label "bench"), the build matrix (tests/build/build_matrix.sh: library, tools and
+#      and every test through ctest but PyTorch's own distributed suite and
+#      the benchmarks' brief runs;
+#   2. PyTorch's suite (ctest label "torch_suite") and those brief runs
+#      (label "bench"), the build matrix (tests/build/build_matrix.sh: library, tools and
 #      Python package with g++ in Release and Debug, clang++ in Release; the
 #      plain build is g++ RelWithDebInfo), pip install . and pip wheel . into
 #      fresh venvs (tests/install/pip_test.sh), then sanitizers: the multi-rank tests
@@ -73,9 +75,9 @@ fi
 TUTTI_JOBS=$jobs bash scripts/build.sh
 stage_done "plain build"
 seed_costs build plain
-# The benchmarks' brief runs (ctest label "bench") wait for stage 2, unless
-# ctest arguments choose the tests.
-plain_filter=(-LE bench)
+# PyTorch's own suite (ctest label "torch_suite") and the benchmarks' brief
+# runs (label "bench") wait for stage 2, unless ctest arguments choose the tests.
+plain_filter=(-LE 'bench|torch_suite')
 [ ${#ctest_args[@]} -gt 0 ] && plain_filter=()
 (cd build && ctest --output-on-failure -j2 --timeout 900 ${plain_filter[@]+"${plain_filter[@]}"} \
   ${ctest_args[@]+"${ctest_args[@]}"})
@@ -85,7 +87,10 @@ if [ "$quick" = 1 ]; then
   exit 0
 fi
 
-# ---- 2. the benchmarks briefly, what users build, the sanitizers ------------
+# ---- 2. PyTorch's suite, the benchmarks briefly, what users build, the sanitizers
+# torch 2.13's distributed test suite against "tutti" (python/tests/torch_suite/).
+(cd build && ctest --output-on-failure -j2 --timeout 900 -L torch_suite)
+stage_done "PyTorch's suite"
 # Each benchmark runs a few iterations and its own checks (every output
 # element, the same losses on both backends).
 (cd build && ctest --output-on-failure -j2 --timeout 900 -L bench)

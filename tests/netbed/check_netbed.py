@@ -56,10 +56,10 @@ def expect_hosts_empty(hosts, limit=5.0):
         time.sleep(0.05)
 
 
-def tuttirun_cmd(args, extra=(), per_host=PER_HOST):
+def tuttirun_cmd(args, extra=(), per_host=PER_HOST, seconds=100):
     hosts, master, prefix = bed()
     return [args.tuttirun, "--hosts", ",".join(f"{h}:{per_host}" for h in hosts), "--exec-prefix", prefix,
-            "--master-addr", master, "--timeout", "100", *extra]
+            "--master-addr", master, "--timeout", str(seconds), *extra]
 
 
 def run(cmd, env_add=None, timeout=150):
@@ -212,7 +212,9 @@ SUITE_ENV = {
 def check_suite(args):
     hosts, _, _ = bed()
     n = len(hosts) * PER_HOST
-    out = run(tuttirun_cmd(args, ["--tag-output"]) + [args.suite], SUITE_ENV, timeout=200)
+    # The whole suite in one job: about a minute alone, up to twice that
+    # beside the other tests of the plain stage on two cores.
+    out = run(tuttirun_cmd(args, ["--tag-output"], seconds=180) + [args.suite], SUITE_ENV, timeout=240)
     if out.returncode != 0:
         fail(f"suite exited with {out.returncode}", out)
     passed = re.findall(r"^\[(\d+)\] \[  PASSED  \] (\d+) tests?", out.stdout, re.M)
