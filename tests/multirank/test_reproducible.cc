@@ -28,7 +28,9 @@ namespace fs = std::filesystem;
 
 // The settings of each run: shared memory as the table has it, timed, with
 // small slots and two-shot only, one-shot with single copy; TCP with each
-// network algorithm forced (two of them with small chunks), and timed.
+// network algorithm of all_reduce, reduce and reduce_scatter forced, and of
+// all_gather and all_to_all, which the mode runs on the network (two of them
+// with small chunks), and timed.
 const std::vector<std::vector<std::pair<std::string, std::string>>> kRuns = {
     {},
     {{"TUTTI_ALGO_TUNING", "on"},
@@ -37,11 +39,13 @@ const std::vector<std::vector<std::pair<std::string, std::string>>> kRuns = {
      {"TUTTI_SHM_CMA_BYTES", "0"}},
     {{"TUTTI_SHM_ONESHOT_BYTES", "1M"}, {"TUTTI_SHM_CMA_BYTES", "4096"}},
     {{"TUTTI_TRANSPORT", "tcp"},
-     {"TUTTI_ALGO", "all_reduce:recursive_doubling,reduce:binomial,reduce_scatter:recursive_halving"}},
+     {"TUTTI_ALGO",
+      "all_reduce:recursive_doubling,reduce:binomial,reduce_scatter:recursive_halving,all_gather:recursive_doubling,"
+      "all_to_all:bruck"}},
     {{"TUTTI_TRANSPORT", "tcp"},
-     {"TUTTI_ALGO", "all_reduce:rabenseifner,reduce:chain,reduce_scatter:ring"},
+     {"TUTTI_ALGO", "all_reduce:rabenseifner,reduce:chain,reduce_scatter:ring,all_gather:bruck,all_to_all:pairwise"},
      {"TUTTI_CHUNK_BYTES", "4096"}},
-    {{"TUTTI_TRANSPORT", "tcp"}, {"TUTTI_ALGO", "all_reduce:ring"}, {"TUTTI_CHUNK_BYTES", "1024"}},
+    {{"TUTTI_TRANSPORT", "tcp"}, {"TUTTI_ALGO", "all_reduce:ring,all_gather:ring"}, {"TUTTI_CHUNK_BYTES", "1024"}},
     {{"TUTTI_TRANSPORT", "tcp"}, {"TUTTI_ALGO_TUNING", "on"}},
 };
 
