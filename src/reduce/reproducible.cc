@@ -284,31 +284,85 @@ void sum_scalar(void* out, const void* const* in, int n, std::size_t from, std::
 }
 
 #if defined(__x86_64__)
-// Element i of a float32 sum, by sum_element.
-[[gnu::noinline]] float one_float32(const float* const* in, int n, std::size_t i) {
+// Element i of a sum, by sum_element.
+[[gnu::noinline]] double one_element(const void* const* in, int n, std::size_t i, bool avg, const RealType& r) {
   std::vector<double> v(static_cast<std::size_t>(n));
-  for (int k = 0; k < n; ++k) v[static_cast<std::size_t>(k)] = in[k][i];
-  return static_cast<float>(sum_element(v.data(), n, false, real_type(DataType::Float32)));
+  for (int k = 0; k < n; ++k) v[static_cast<std::size_t>(k)] = load_real(in[k], i, r.type);
+  return sum_element(v.data(), n, avg, r);
 }
 
-// Float32 sums, eight elements a step: where every nonzero contribution of
-// an element is finite and their exponent fields lie within 29 -
-// ceil(log2 n) of each other, every partial sum in a double is exact (a
-// multiple of the least contribution's last bit, below n times the
-// largest's binade: at most 53 bits), so the double sum, in any order, is
-// the exact sum, and its conversion the one rounding (a zero as IEEE
-// addition gives it). The other elements go through sum_element. Returns
-// how many elements it covered (a multiple of 8).
-[[gnu::target("avx2")]] std::size_t sum_float32_avx2(float* out, const float* const* in, int n, std::size_t count) {
-  const __m256i span = _mm256_set1_epi32(29 - ceil_log2(n));
+// Eight contributions from element i on, as float32 lanes (exactly).
+template <DataType T>
+[[gnu::target("avx2,f16c"), gnu::always_inline]] inline __m256 load8(const void* p, std::size_t i) {
+  if constexpr (T == DataType::Float32) {
+    return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::uint16_t*>(p) + i));
+    if constexpr (T == DataType::BFloat16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+  }
+}
+
+// Four doubles rounded to P bits at the bit level (nearest, ties to even):
+// right for results in the type's normal range, which the caller sees to.
+template <int P>
+[[gnu::target("avx2"), gnu::always_inline]] inline __m256d round_bits(__m256d d) {
+  constexpr int drop = 53 - P;
+  const __m256i u = _mm256_castpd_si256(d);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi64(u, drop), _mm256_set1_epi64x(1));
+  const __m256i up =
+      _mm256_add_epi64(u, _mm256_add_epi64(_mm256_set1_epi64x((std::int64_t{1} << (drop - 1)) - 1), lsb));
+  return _mm256_castsi256_pd(_mm256_andnot_si256(_mm256_set1_epi64x((std::int64_t{1} << drop) - 1), up));
+}
+
+// Lanes of four doubles (as four bits) where `d` lies on a midpoint of the
+// P-bit grid: ...1000 in the bits below it.
+template <int P>
+[[gnu::target("avx2"), gnu::always_inline]] inline int midpoints(__m256d d) {
+  constexpr int drop = 53 - P;
+  const __m256i low = _mm256_and_si256(_mm256_castpd_si256(d), _mm256_set1_epi64x((std::int64_t{1} << drop) - 1));
+  return _mm256_movemask_pd(
+      _mm256_castsi256_pd(_mm256_cmpeq_epi64(low, _mm256_set1_epi64x(std::int64_t{1} << (drop - 1)))));
+}
+
+// Lanes of four doubles where 0 < |d| < `least`.
+[[gnu::target("avx2"), gnu::always_inline]] inline int tiny(__m256d d, __m256d least) {
+  const __m256d a = _mm256_andnot_pd(_mm256_set1_pd(-0.0), d);
+  return _mm256_movemask_pd(
+      _mm256_and_pd(_mm256_cmp_pd(a, least, _CMP_LT_OQ), _mm256_cmp_pd(a, _mm256_setzero_pd(), _CMP_NEQ_OQ)));
+}
+
+// Sums of float32, bfloat16 or float16 (precision P), eight elements a
+// step. Every contribution widens to a float32 exactly; where every nonzero
+// contribution of an element is finite and their float32 exponent fields
+// lie within 53 - P - ceil(log2 n) of each other, every partial sum in a
+// double is exact (a multiple of the least contribution's last bit, below n
+// times the largest's binade: at most 53 bits), so the double sum, in any
+// order, is the exact sum (a zero as IEEE addition gives it). It is then
+// rounded once: float32 by the conversion, the 16-bit types at the bit
+// level (below their normal range the sum is exact already: a multiple of
+// the least subnormal with fewer than P bits). Avg divides the exact sum
+// in a double, which rounds; rounding that quotient again to P bits is the
+// one rounding of the exact quotient unless it fell on a midpoint of the
+// P-bit grid. The other elements (a NaN or infinity, a span too wide, a
+// quotient below the normal range or on a midpoint) go through
+// sum_element. Returns how many elements it covered (a
+// multiple of 8).
+template <DataType T>
+[[gnu::target("avx2,f16c")]] std::size_t sum_avx2(void* out, const void* const* in, int n, std::size_t count, bool avg,
+                                                  const RealType& r) {
+  constexpr int P = T == DataType::Float32 ? 24 : T == DataType::BFloat16 ? 8 : 11;
+  const __m256i span = _mm256_set1_epi32(53 - P - ceil_log2(n));
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
+  const __m256d divisor = _mm256_set1_pd(n);
+  const __m256d least = _mm256_set1_pd(T == DataType::Float16 ? 0x1p-14 : 0x1p-126);
   std::size_t i = 0;
   for (; i + 8 <= count; i += 8) {
     __m256i hi_field = _mm256_setzero_si256(), lo_field = _mm256_set1_epi32(255);
     // From -0: adding -0 keeps it, +0 or any x gives them.
     __m256d s0 = _mm256_set1_pd(-0.0), s1 = _mm256_set1_pd(-0.0);
     for (int k = 0; k < n; ++k) {
-      const __m256 x = _mm256_loadu_ps(in[k] + i);
+      const __m256 x = load8<T>(in[k], i);
       const __m256i a = _mm256_and_si256(_mm256_castps_si256(x), abs_mask);
       // The exponent field, a subnormal's as 1 (its last bit's binade); a
       // zero leaves the least alone.
@@ -322,16 +376,39 @@ void sum_scalar(void* out, const void* const* in, int n, std::size_t from, std::
     // Lanes to redo: a NaN or infinity (field 255), or a span too wide.
     const __m256i bad = _mm256_or_si256(_mm256_cmpeq_epi32(hi_field, _mm256_set1_epi32(255)),
                                         _mm256_cmpgt_epi32(_mm256_sub_epi32(hi_field, lo_field), span));
-    const __m256 res = _mm256_set_m128(_mm256_cvtpd_ps(s1), _mm256_cvtpd_ps(s0));
-    const int redo = _mm256_movemask_ps(_mm256_castsi256_ps(bad));
-    if (redo == 0) [[likely]] {
-      _mm256_storeu_ps(out + i, res);
-    } else {
-      alignas(32) float got[8];
-      _mm256_store_ps(got, res);
+    int redo = _mm256_movemask_ps(_mm256_castsi256_ps(bad));
+    if (avg) {
+      s0 = _mm256_div_pd(s0, divisor);
+      s1 = _mm256_div_pd(s1, divisor);
+      redo |= (midpoints<P>(s0) | midpoints<P>(s1) << 4) | (tiny(s0, least) | tiny(s1, least) << 4);
+    }
+    // Before the store: out may be an input.
+    double fixed[8];
+    if (redo != 0) [[unlikely]] {
       for (int lane = 0; lane < 8; ++lane)
-        out[i + static_cast<std::size_t>(lane)] =
-            redo >> lane & 1 ? one_float32(in, n, i + static_cast<std::size_t>(lane)) : got[lane];
+        if (redo >> lane & 1) fixed[lane] = one_element(in, n, i + static_cast<std::size_t>(lane), avg, r);
+    }
+    if constexpr (T != DataType::Float32) {
+      s0 = round_bits<P>(s0);
+      s1 = round_bits<P>(s1);
+    }
+    // Exact but for float32's rounding and an overflow to infinity.
+    const __m256 res = _mm256_set_m128(_mm256_cvtpd_ps(s1), _mm256_cvtpd_ps(s0));
+    if constexpr (T == DataType::Float32) {
+      _mm256_storeu_ps(static_cast<float*>(out) + i, res);
+    } else {
+      __m128i h;
+      if constexpr (T == DataType::BFloat16) {
+        const __m256i high = _mm256_srli_epi32(_mm256_castps_si256(res), 16);
+        h = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(high, high), 0x08));
+      } else {
+        h = _mm256_cvtps_ph(res, _MM_FROUND_TO_NEAREST_INT);
+      }
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<std::uint16_t*>(out) + i), h);
+    }
+    if (redo != 0) [[unlikely]] {
+      for (int lane = 0; lane < 8; ++lane)
+        if (redo >> lane & 1) store_real(out, i + static_cast<std::size_t>(lane), r.type, fixed[lane]);
     }
   }
   return i;
@@ -364,8 +441,11 @@ void repro_sum(void* out, const void* const* in, int n, std::size_t count, DataT
   const RealType r = real_type(real);
   std::size_t done = 0;
 #if defined(__x86_64__)
-  if (real == DataType::Float32 && !avg && reduce_simd_level() >= ReduceSimdLevel::Avx2)
-    done = sum_float32_avx2(static_cast<float*>(out), reinterpret_cast<const float* const*>(in), n, reals);
+  if (reduce_simd_level() >= ReduceSimdLevel::Avx2) {
+    if (real == DataType::Float32) done = sum_avx2<DataType::Float32>(out, in, n, reals, avg, r);
+    if (real == DataType::BFloat16) done = sum_avx2<DataType::BFloat16>(out, in, n, reals, avg, r);
+    if (real == DataType::Float16) done = sum_avx2<DataType::Float16>(out, in, n, reals, avg, r);
+  }
 #endif
   sum_scalar(out, in, n, done, reals, r, avg);
 }

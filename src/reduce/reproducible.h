@@ -9,6 +9,9 @@
 // all_to_all of slices, or an all_gather where the message is small) and
 // that rank sums them here; the results go back by all_gather (or gather).
 // Per element, of n contributions:
+//   - with AVX2, float32, float16 and bfloat16 eight elements a step: a sum
+//     in double, exact where the exponents lie close enough
+//     (sum_avx2 in reproducible.cc says when), rounded once;
 //   - fast path: with e the least exponent such that every finite |x| <
 //     2^e, each x is an integer multiple of 2^(e - L) where its last bit is
 //     not below that (L = 50 - ceil(log2 n) for the 16- and 32-bit types,

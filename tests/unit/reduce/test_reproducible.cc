@@ -30,6 +30,16 @@ std::vector<T> sum_of(const std::vector<std::vector<T>>& in, DataType dt, bool a
   return out;
 }
 
+// The same for contributions held as bytes of `dt`.
+std::vector<char> sum_bytes(const std::vector<std::vector<char>>& in, DataType dt, bool avg,
+                            const std::vector<int>& order) {
+  std::vector<const void*> p;
+  for (int k : order) p.push_back(in[static_cast<std::size_t>(k)].data());
+  std::vector<char> out(in[0].size());
+  d::repro_sum(out.data(), p.data(), static_cast<int>(p.size()), in[0].size() / tutti::dtype_size(dt), dt, avg);
+  return out;
+}
+
 std::vector<int> order_of(int n, int how) {
   std::vector<int> o(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) o[static_cast<std::size_t>(i)] = how == 0 ? i : how == 1 ? n - 1 - i : (i + how) % n;
@@ -211,18 +221,53 @@ TEST(ReproSum, VectorKernelMatchesThePortableOneBitForBit) {
                             std::numeric_limits<float>::infinity(),
                             std::numeric_limits<float>::quiet_NaN(),
                             std::numeric_limits<float>::denorm_min(),
-                            std::numeric_limits<float>::max()};
-  for (int n : {2, 3, 8}) {
-    std::vector<std::vector<float>> x(static_cast<std::size_t>(n), std::vector<float>(4099));
-    for (auto& v : x)
-      for (float& f : v) f = g() % 50 == 0 ? specials[g() % 6] : random_float(g, -30, g() % 3 ? 20 : 60);
-    for (auto& f : x[0]) f = g() % 20 == 0 ? 0.0f : f;  // elements of zeros
-    const std::vector<float> fast = sum_of(x, DataType::Float32, false, order_of(n, 0));
-    d::set_reduce_simd_max_level(d::ReduceSimdLevel::Baseline);
-    const std::vector<float> plain = sum_of(x, DataType::Float32, false, order_of(n, 1));
-    d::set_reduce_simd_max_level(d::ReduceSimdLevel::Avx512);
-    EXPECT_EQ(std::memcmp(fast.data(), plain.data(), fast.size() * 4), 0) << "n " << n;
+                            std::numeric_limits<float>::max(),
+                            0x1p-126f,
+                            -0x1.8p-130f};
+  // Each type over its range: spans within and past the exact double sum,
+  // subnormals, sums below the normal range, overflow.
+  struct Type {
+    DataType dt;
+    int lo, span;
+  };
+  for (const Type t :
+       {Type{DataType::Float32, -30, 60}, Type{DataType::Float32, -152, 30}, Type{DataType::BFloat16, -140, 150},
+        Type{DataType::BFloat16, -10, 30}, Type{DataType::BFloat16, -136, 12}, Type{DataType::Float16, -26, 42},
+        Type{DataType::Float16, -26, 12}}) {
+    const std::size_t es = tutti::dtype_size(t.dt);
+    for (int n : {2, 3, 8}) {
+      for (bool avg : {false, true}) {
+        const std::size_t count = 4099;
+        std::vector<std::vector<char>> x(static_cast<std::size_t>(n), std::vector<char>(count * es));
+        for (std::size_t r = 0; r < x.size(); ++r)
+          for (std::size_t i = 0; i < count; ++i) {
+            float f = g() % 50 == 0 ? specials[g() % 8] : random_float(g, t.lo, 1 + static_cast<int>(g() % t.span));
+            if (r == 0 && g() % 20 == 0) f = 0.0f;                                            // elements of zeros
+            if (r == 1 && g() % 10 == 0) f = -d::bfloat16_to_float(d::float_to_bfloat16(f));  // cancellation
+            if (t.dt == DataType::Float32) {
+              std::memcpy(&x[r][i * 4], &f, 4);
+            } else {
+              const std::uint16_t h = t.dt == DataType::Float16 ? d::float_to_half(f) : d::float_to_bfloat16(f);
+              std::memcpy(&x[r][i * 2], &h, 2);
+            }
+          }
+        const std::vector<char> fast = sum_bytes(x, t.dt, avg, order_of(n, 0));
+        d::set_reduce_simd_max_level(d::ReduceSimdLevel::Baseline);
+        const std::vector<char> plain = sum_bytes(x, t.dt, avg, order_of(n, 1));
+        d::set_reduce_simd_max_level(d::ReduceSimdLevel::Avx512);
+        std::size_t differ = 0;
+        while (differ < count && std::memcmp(&fast[differ * es], &plain[differ * es], es) == 0) ++differ;
+        EXPECT_EQ(differ, count) << tutti::dtype_name(t.dt) << ", n " << n << (avg ? " avg" : "")
+                                 << ": the first element that differs";
+      }
+    }
   }
+  // An average on a midpoint of float32's grid: (2 (1 + 2^-23) + (1 - 2^-24)) / 3
+  // = 1 + 2^-24, a tie, to even: 1.
+  std::vector<std::vector<float>> tie(3, std::vector<float>(8, 1.0f));
+  tie[0][5] = tie[1][5] = 1.0f + 0x1p-23f;
+  tie[2][5] = 1.0f - 0x1p-24f;
+  EXPECT_EQ(sum_of(tie, DataType::Float32, true, {0, 1, 2})[5], 1.0f);
 }
 
 TEST(ReproSum, ComplexPartsAreSummedAsRealsAndOnlySumAndAvgOfFloatsAreCovered) {
