@@ -135,7 +135,8 @@ std::uint64_t fnv(const std::vector<char>& b) {
 }
 
 // One run: every case, each under three arrangements of the contributions
-// (rank r holds contribution perm[r]); writes rank r's hashes to `file`.
+// (rank r holds contribution perm[r]) and one of them again in memory the
+// ranks share; writes rank r's hashes to `file`.
 void run_cases(Communicator& comm, const std::string& file) {
   const int n = comm.size(), r = comm.rank();
   EXPECT_FALSE(comm.reproducible());
@@ -148,6 +149,10 @@ void run_cases(Communicator& comm, const std::string& file) {
   }
   std::vector<std::uint64_t> hashes;
   std::uint64_t id = 0;
+  // The largest input: 9001 elements of 16 bytes from each rank.
+  const std::size_t most = 9001 * 16 * static_cast<std::size_t>(n);
+  char* const shared_in = static_cast<char*>(comm.alloc_shared(most));
+  char* const shared_out = static_cast<char*>(comm.alloc_shared(most));
   // From 5 ranks (on 2 cores), and under the sanitizers, one element and
   // one count past every chunk and slot.
   const std::vector<std::size_t> counts =
@@ -169,16 +174,28 @@ void run_cases(Communicator& comm, const std::string& file) {
           for (int q = 0; q < n; ++q)
             for (std::size_t j = 0; j < reals; ++j) put(held[q].data(), j, real, value(id, q, j, real));
           std::vector<char> first;
-          for (const auto& perm : perms) {
-            const std::vector<char>& in = held[perm[r]];
+          for (std::size_t a = 0; a <= perms.size(); ++a) {
+            // The last arrangement: the second again, in memory the ranks
+            // share (alloc_shared; in shared memory the collectives read
+            // and write it directly), all_reduce in place.
+            const bool shared = a == perms.size();
+            const std::vector<char>& in = held[perms[shared ? 1 : a][r]];
             std::vector<char> out(count * es, 0);
-            if (coll == 0) {
-              comm.all_reduce(in.data(), out.data(), count, dt, ReduceOp(k));
-            } else if (coll == 1) {
-              comm.reduce(in.data(), out.data(), count, dt, ReduceOp(k), root);
-            } else {
-              comm.reduce_scatter(in.data(), out.data(), count, dt, ReduceOp(k));
+            const void* send = in.data();
+            void* recv = out.data();
+            if (shared) {
+              std::memcpy(shared_in, in.data(), in.size());
+              send = shared_in;
+              recv = coll == 0 ? shared_in : shared_out;
             }
+            if (coll == 0) {
+              comm.all_reduce(send, recv, count, dt, ReduceOp(k));
+            } else if (coll == 1) {
+              comm.reduce(send, recv, count, dt, ReduceOp(k), root);
+            } else {
+              comm.reduce_scatter(send, recv, count, dt, ReduceOp(k));
+            }
+            if (shared && (coll != 1 || r == root)) std::memcpy(out.data(), recv, out.size());
             if (coll == 1 && r != root) continue;
             if (!first.empty()) {
               ASSERT_EQ(out, first) << "rank " << r << ", case " << id << " (" << dtype_name(dt)
@@ -230,6 +247,8 @@ void run_cases(Communicator& comm, const std::string& file) {
           if (!first.empty()) hashes.push_back(fnv(first));
         }
   }
+  comm.free_shared(shared_out);
+  comm.free_shared(shared_in);
   std::ofstream(file, std::ios::binary)
       .write(reinterpret_cast<const char*>(hashes.data()), static_cast<std::streamsize>(hashes.size() * 8));
 }
