@@ -386,11 +386,16 @@ void detail::CommunicatorImpl::reproducible_sum(OpContext& x, const detail::OpAr
   if (count == 0) return;
   const bool avg = a.op.kind == ReduceOpKind::Avg;
   const detail::Plan plan = planner.plan(which, a.bytes);
-  if (size == 2 && !avg && a.dtype != DataType::Float16 && a.dtype != DataType::BFloat16) {
-    // Two contributions of float32 or float64: every algorithm adds them
-    // in one IEEE addition, commutative and rounded once, which is the
-    // exact sum rounded once. (16-bit types add in float32 and round
-    // twice; Avg divides a rounded sum.)
+  if (size == 2 && !avg) {
+    // Two contributions: every algorithm adds them in one IEEE addition,
+    // commutative and rounded once, which is the exact sum rounded once.
+    // The 16-bit types add in float32 and round to their own precision:
+    // where the exponents lie within 15 (bfloat16; float16: 13) of each
+    // other float32 holds the sum exactly, and further apart the smaller
+    // is too small to bring the sum near a midpoint of the type's grid, so
+    // that the second rounding is the only one that counts
+    // (ReproSum.TwoSixteenBitContributionsTakeTheUsualSum). Avg divides a
+    // rounded sum.
     x.algo = plan.algorithm->name;
     run_plan(x, a, plan);
     x.set_algo("reproducible_pair");

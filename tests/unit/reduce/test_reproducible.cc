@@ -270,6 +270,36 @@ TEST(ReproSum, VectorKernelMatchesThePortableOneBitForBit) {
   EXPECT_EQ(sum_of(tie, DataType::Float32, true, {0, 1, 2})[5], 1.0f);
 }
 
+// On 2 ranks the mode takes the usual sum (CommunicatorImpl::reproducible_sum):
+// for the 16-bit types, a float32 addition rounded to the type is the exact
+// sum rounded once. Random pairs of every finite bit pattern (both signs,
+// subnormals, every exponent gap), both orders.
+TEST(ReproSum, TwoSixteenBitContributionsTakeTheUsualSum) {
+  std::mt19937_64 g(17);
+  for (DataType dt : {DataType::BFloat16, DataType::Float16}) {
+    const std::uint16_t exp_mask = dt == DataType::BFloat16 ? 0x7f80 : 0x7c00;
+    const std::size_t count = std::size_t{1} << 20;
+    std::vector<std::uint16_t> a(count), b(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      do {
+        a[i] = static_cast<std::uint16_t>(g());
+        // Half of the pairs near each other (gaps up to 3 binades), so that
+        // sums near midpoints and cancellations come often.
+        b[i] = g() % 2 ? static_cast<std::uint16_t>(g())
+                       : static_cast<std::uint16_t>((a[i] ^ (g() & 0x80ff)) + (g() % 7 - 3) * (exp_mask & -exp_mask));
+      } while ((a[i] & exp_mask) == exp_mask || (b[i] & exp_mask) == exp_mask);
+    }
+    for (int order = 0; order < 2; ++order) {
+      const void* in[2] = {order ? b.data() : a.data(), order ? a.data() : b.data()};
+      std::vector<std::uint16_t> usual(count), exact(count);
+      d::reduce_pair(usual.data(), in[0], in[1], count, dt, tutti::ReduceOpKind::Sum);
+      d::repro_sum(exact.data(), in, 2, count, dt, false);
+      for (std::size_t i = 0; i < count; ++i)
+        ASSERT_EQ(usual[i], exact[i]) << tutti::dtype_name(dt) << ": " << std::hex << a[i] << " + " << b[i];
+    }
+  }
+}
+
 TEST(ReproSum, ComplexPartsAreSummedAsRealsAndOnlySumAndAvgOfFloatsAreCovered) {
   const std::vector<std::vector<float>> x = {{1.0f, 0x1p100f}, {0x1p-30f, -0x1p100f}, {-1.0f, 3.0f}};
   const std::vector<float> got = sum_of(x, DataType::Complex64, false, {1, 2, 0});
