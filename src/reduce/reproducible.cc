@@ -346,8 +346,7 @@ template <int P>
 // one rounding of the exact quotient unless it fell on a midpoint of the
 // P-bit grid. The other elements (a NaN or infinity, a span too wide, a
 // quotient below the normal range or on a midpoint) go through
-// sum_element. Returns how many elements it covered (a
-// multiple of 8).
+// sum_element. Returns how many elements it covered (a multiple of 8).
 template <DataType T>
 [[gnu::target("avx2,f16c")]] std::size_t sum_avx2(void* out, const void* const* in, int n, std::size_t count, bool avg,
                                                   const RealType& r) {
@@ -383,7 +382,7 @@ template <DataType T>
       redo |= (midpoints<P>(s0) | midpoints<P>(s1) << 4) | (tiny(s0, least) | tiny(s1, least) << 4);
     }
     // Before the store: out may be an input.
-    double fixed[8];
+    double fixed[8] = {};
     if (redo != 0) [[unlikely]] {
       for (int lane = 0; lane < 8; ++lane)
         if (redo >> lane & 1) fixed[lane] = one_element(in, n, i + static_cast<std::size_t>(lane), avg, r);
