@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds tutti and runs the whole test suite, in three stages:
 #   1. plain: the sources against .clang-format, build/ (scripts/build.sh)
-#      and every test through ctest but PyTorch's own distributed suite and
-#      the benchmarks' brief runs;
-#   2. PyTorch's suite (ctest label "torch_suite") and those brief runs
-#      (label "bench"), the build matrix (tests/build/build_matrix.sh: library, tools and
+#      and every test through ctest but PyTorch's own distributed suite,
+#      the network test-bed's and the benchmarks' brief runs;
+#   2. PyTorch's suite (ctest label "torch_suite"), the test-bed's tests
+#      (label "netbed") and those brief runs (label "bench"), the build matrix (tests/build/build_matrix.sh: library, tools and
 #      Python package with g++ in Release and Debug, clang++ in Release; the
 #      plain build is g++ RelWithDebInfo), pip install . and pip wheel . into
 #      fresh venvs (tests/install/pip_test.sh), then sanitizers: the multi-rank tests
@@ -75,9 +75,10 @@ fi
 TUTTI_JOBS=$jobs bash scripts/build.sh
 stage_done "plain build"
 seed_costs build plain
-# PyTorch's own suite (ctest label "torch_suite") and the benchmarks' brief
-# runs (label "bench") wait for stage 2, unless ctest arguments choose the tests.
-plain_filter=(-LE 'bench|torch_suite')
+# PyTorch's own suite (ctest label "torch_suite"), the network test-bed's
+# tests (label "netbed") and the benchmarks' brief runs (label "bench") wait
+# for stage 2, unless ctest arguments choose the tests.
+plain_filter=(-LE 'bench|torch_suite|netbed')
 [ ${#ctest_args[@]} -gt 0 ] && plain_filter=()
 (cd build && ctest --output-on-failure -j2 --timeout 900 ${plain_filter[@]+"${plain_filter[@]}"} \
   ${ctest_args[@]+"${ctest_args[@]}"})
@@ -91,6 +92,9 @@ fi
 # torch 2.13's distributed test suite against "tutti" (python/tests/torch_suite/).
 (cd build && ctest --output-on-failure -j2 --timeout 900 -L torch_suite)
 stage_done "PyTorch's suite"
+# Four hosts as network namespaces (tests/netbed/; each test makes its own).
+(cd build && ctest --output-on-failure -j2 --timeout 900 -L netbed)
+stage_done "network test-bed"
 # Each benchmark runs a few iterations and its own checks (every output
 # element, the same losses on both backends).
 (cd build && ctest --output-on-failure -j2 --timeout 900 -L bench)

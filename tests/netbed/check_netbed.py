@@ -213,7 +213,7 @@ def check_suite(args):
     hosts, _, _ = bed()
     n = len(hosts) * PER_HOST
     # The whole suite in one job: about a minute alone, up to twice that
-    # beside the other tests of the plain stage on two cores.
+    # beside the other netbed tests on two cores.
     out = run(tuttirun_cmd(args, ["--tag-output"], seconds=180) + [args.suite], SUITE_ENV, timeout=240)
     if out.returncode != 0:
         fail(f"suite exited with {out.returncode}", out)
