@@ -382,7 +382,7 @@ template <DataType T>
       redo |= (midpoints<P>(s0) | midpoints<P>(s1) << 4) | (tiny(s0, least) | tiny(s1, least) << 4);
     }
     // Before the store: out may be an input.
-    double fixed[8] = {};
+    double fixed[8];  // lanes of `redo` only
     if (redo != 0) [[unlikely]] {
       for (int lane = 0; lane < 8; ++lane)
         if (redo >> lane & 1) fixed[lane] = one_element(in, n, i + static_cast<std::size_t>(lane), avg, r);
